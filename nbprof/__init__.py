@@ -1,0 +1,50 @@
+"""nbprof: what your GPU was really doing, inside a Jupyter notebook.
+
+Public names are few: :func:`load`, :func:`profile`, :func:`gauge`, :class:`Profile`,
+:class:`TraceError`. Importing nbprof never imports torch, IPython, bokeh or ipywidgets:
+those load inside the functions that need them, so trace analysis works anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nbprof.errors import NbprofError, TraceError
+
+__version__ = "0.1.0"
+__all__ = ["NbprofError", "Profile", "TraceError", "gauge", "load", "profile"]
+
+if TYPE_CHECKING:
+    from nbprof.capture import profile
+    from nbprof.profile import Profile, load
+    from nbprof.views.gauge import gauge
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import nbprof` stays light (no pandas/torch/bokeh at import time).
+    if name in ("Profile", "load"):
+        from nbprof import profile as _p
+
+        return getattr(_p, name)
+    if name == "profile":
+        from nbprof.capture import profile
+
+        return profile
+    if name == "gauge":
+        from nbprof.views.gauge import gauge
+
+        return gauge
+    raise AttributeError(f"module 'nbprof' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext nbprof``: registers ``%gpuprof`` / ``%%gpuprof``."""
+    from nbprof.magic import register
+
+    register(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from nbprof.magic import unregister
+
+    unregister(ipython)

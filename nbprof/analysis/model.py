@@ -1,0 +1,141 @@
+"""What analysis returns: plain dataclasses, serialisable to schema ``nbprof.analysis/1``.
+
+Every number carries a :class:`Basis` saying where it came from, because a number without
+its provenance is how nvidia-smi's "100%" misleads in the first place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+
+SCHEMA = "nbprof.analysis/1"
+
+BasisKind = Literal["measured", "trace", "estimated", "unknown"]
+Bottleneck = Literal[
+    "compute_bound", "memory_bound", "launch_bound", "input_bound", "sync_bound",
+    "transfer_bound", "communication_bound", "idle", "cpu_only",
+]  # fmt: skip
+Severity = Literal["high", "medium", "low", "info"]
+BOTTLENECKS: tuple[str, ...] = Bottleneck.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Basis:
+    """Where a number came from.
+
+    ``kind``: ``measured`` (hardware counters: NVML/GPM samples or CUPTI counters in the
+    trace), ``trace`` (read or computed directly from trace events), ``estimated`` (inferred;
+    ``how`` says from what), ``unknown`` (not available; ``how`` says why).
+    """
+
+    kind: BasisKind
+    how: str
+
+    def label(self) -> str:
+        names = {
+            "measured": "measured by hardware counters",
+            "trace": "read from the trace",
+            "estimated": "estimated",
+            "unknown": "unknown",
+        }
+        return f"{names[self.kind]} ({self.how})" if self.how else names[self.kind]
+
+
+@dataclass
+class IdleBreakdown:
+    host_wait_pct: float = 0.0
+    kernel_wait_pct: float = 0.0
+    other_pct: float = 0.0
+    idle_us: float = 0.0
+
+
+@dataclass
+class DeviceMetrics:
+    """The per-device numbers of DESIGN.md's metric contract, plus extras."""
+
+    rank: int
+    device: str
+    name: str
+    vendor: str
+    sm_count: int | None
+    compute_capability: str | None
+    gpu_span_us: float
+    kernel_count: int
+    memcpy_count: int
+    memset_count: int
+    kernel_busy_pct: float | None
+    gpu_busy_pct: float | None
+    sm_efficiency_pct: float | None
+    occupancy_pct: float | None
+    tensor_core_pct: float | None
+    tensor_core_basis: str  # "measured" | "kernel_names" | "ops" | "unknown"
+    memcpy_bytes: int
+    pageable_memcpy_count: int
+    short_kernel_pct: float | None
+    idle: IdleBreakdown = field(default_factory=IdleBreakdown)
+    # Extras (welcome by the schema): roofline, launches, copies, input pipeline.
+    achieved_tflops: float | None = None
+    peak_tflops: float | None = None
+    achieved_gbps: float | None = None
+    peak_gbps: float | None = None
+    median_launch_delay_us: float | None = None
+    copy_gbps: float | None = None
+    dataloader_pct: float | None = None
+    sync_pct: float | None = None
+    #: metric name -> where its value came from.
+    basis: dict[str, Basis] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["basis"] = {k: {"kind": b.kind, "how": b.how} for k, b in self.basis.items()}
+        return d
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: Severity
+    title: str
+    detail: str
+    evidence: dict[str, Any]
+    fix: str
+    code: str | None = None
+    #: Which device the finding is about ("" = the whole trace).
+    device: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Verdict:
+    bottleneck: Bottleneck
+    summary: str
+
+
+@dataclass
+class Diagnosis:
+    """The result of analysing a trace (and, when present, NVML samples)."""
+
+    source: dict[str, Any]
+    devices: list[DeviceMetrics]
+    verdict: Verdict
+    findings: list[Finding]
+    #: Supporting tables for views: "top_kernels", "idle_gaps", "ops_roofline",
+    #: "copies", "syncs", ... each a DataFrame (may be empty).
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: Why utilization (nvidia-smi) differs from real activity, in this run's numbers.
+    explanation: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "source": self.source,
+            "devices": [d.to_json() for d in self.devices],
+            "verdict": {"bottleneck": self.verdict.bottleneck, "summary": self.verdict.summary},
+            "findings": [f.to_json() for f in self.findings],
+            "explanation": self.explanation,
+        }

@@ -1,0 +1,119 @@
+"""The public result object: a trace, its NVML samples, and (lazily) their diagnosis."""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbprof.analysis.model import Diagnosis
+    from nbprof.telemetry.model import Samples
+    from nbprof.trace.model import Trace
+
+logger = logging.getLogger(__name__)
+
+
+class Profile:
+    """One profiled run (live from ``%%gpuprof`` / :func:`nbprof.profile`, or a loaded file).
+
+    ``kernels``, ``memcpy``, ``memset``, ``cpu_ops``, ``steps`` and ``devices`` are the
+    trace's tables (pandas DataFrames); ``diagnosis`` is computed on first access.
+    """
+
+    def __init__(
+        self,
+        trace: Trace,
+        samples: Samples | None = None,
+        *,
+        notes: list[str] | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.trace = trace
+        self.samples = samples
+        #: Plain-language notes about how the run was captured (e.g. "no CUDA: CPU only").
+        self.notes: list[str] = list(notes or [])
+        #: The exception the profiled code raised, when it did (the profile is partial).
+        self.error = error
+
+    # -- tables -----------------------------------------------------------------------
+    @property
+    def kernels(self) -> pd.DataFrame:
+        return self.trace.kernels
+
+    @property
+    def memcpy(self) -> pd.DataFrame:
+        return self.trace.memcpy
+
+    @property
+    def memset(self) -> pd.DataFrame:
+        return self.trace.memset
+
+    @property
+    def cpu_ops(self) -> pd.DataFrame:
+        return self.trace.cpu_ops
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        return self.trace.steps
+
+    @property
+    def devices(self) -> pd.DataFrame:
+        return self.trace.devices
+
+    # -- analysis ---------------------------------------------------------------------
+    @cached_property
+    def diagnosis(self) -> Diagnosis:
+        from nbprof.analysis import analyze
+
+        return analyze(self.trace, self.samples)
+
+    # -- views ------------------------------------------------------------------------
+    def text(self) -> str:
+        """The plain-text report (what ``nbprof analyze`` prints)."""
+        from nbprof.views.text import render
+
+        return render(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """The diagnosis as schema ``nbprof.analysis/1``."""
+        return self.diagnosis.to_json()
+
+    def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The standalone dashboard (works offline from file://). Writes it when given a path."""
+        from nbprof.views.report import render
+
+        html = render(self)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(html)
+            logger.info("wrote %s", path)
+        return html
+
+    def show(self) -> None:
+        """Display the dashboard below the current cell (timeline + diagnosis panel)."""
+        from IPython.display import display
+
+        display(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from nbprof.views.dashboard import mimebundle
+
+        return mimebundle(self)
+
+    def __repr__(self) -> str:
+        return f"<nbprof.Profile {self.trace!r}>"
+
+
+def load(path: str | os.PathLike[str], *, progress: bool | None = None) -> Profile:
+    """Read a saved trace (``.json``, ``.json.gz`` or a folder of rank files).
+
+    Raises :class:`nbprof.TraceError` with the file and the plain reason on bad input.
+    ``progress``: show a progress bar (``None``: only when the load takes over ~1 s).
+    """
+    from nbprof.trace import read
+
+    return Profile(read(path, progress=progress))
