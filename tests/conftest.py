@@ -1,0 +1,58 @@
+"""Shared fixtures: the real-trace corpus, and a guard that nothing is left running."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def corpus_dir() -> Path | None:
+    """The folder of real traces: $NBPROF_TRACE_CORPUS, else ../shared/traces beside the repo."""
+    env = os.environ.get("NBPROF_TRACE_CORPUS")
+    candidates = [Path(env)] if env else [REPO.parent / "shared" / "traces"]
+    for c in candidates:
+        if c.is_dir() and any(c.glob("*.json*")):
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    d = corpus_dir()
+    if d is None:
+        pytest.skip("trace corpus not found (set NBPROF_TRACE_CORPUS or place ../shared/traces)")
+    return d
+
+
+def _nbprof_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("nbprof") and t.is_alive()]
+
+
+def _profiler_enabled() -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.autograd.profiler._is_profiler_enabled)  # type: ignore[attr-defined]
+    except AttributeError:
+        return bool(torch._C._autograd._profiler_enabled())
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_running() -> Iterator[None]:
+    """Every test must leave no torch profiler active and no nbprof thread alive."""
+    yield
+    deadline = time.monotonic() + 2.0
+    while _nbprof_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    left = _nbprof_threads()
+    assert not left, f"nbprof threads left running: {[t.name for t in left]}"
+    assert not _profiler_enabled(), "a torch profiler was left running"
