@@ -124,8 +124,20 @@ class Diagnosis:
     devices: list[DeviceMetrics]
     verdict: Verdict
     findings: list[Finding]
-    #: Supporting tables for views: "top_kernels", "idle_gaps", "ops_roofline",
-    #: "copies", "syncs", ... each a DataFrame (may be empty).
+    #: Supporting tables, each a DataFrame (may be empty). Views read these; they never
+    #: compute metrics themselves. Contract (extra columns allowed):
+    #:
+    #: ``kernel_class``  index aligned with ``trace.kernels``; ``cls`` ("tensor_core",
+    #:     "compute", "memory", "communication"), ``tensor_core`` (bool)
+    #: ``top_kernels``   name, count, total_us, mean_us, pct (of kernel time), cls,
+    #:     tensor_core
+    #: ``idle_gaps``     rank, device, stream, start, end, dur, cause ("host_wait",
+    #:     "kernel_wait", "other"), cpu_work (what the CPU did meanwhile, "" unknown)
+    #: ``ops_roofline``  op, count, flops, bytes, total_us, tflops, gbps, intensity,
+    #:     bound ("compute", "memory", "unknown"), basis
+    #: ``copies``        rank, device, kind, src, dst, count, bytes, total_us, gbps,
+    #:     pageable (bool)
+    #: ``syncs``         name, count, total_us, pct (of the GPU span)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     #: Why utilization (nvidia-smi) differs from real activity, in this run's numbers.
     explanation: str = ""
