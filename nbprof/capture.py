@@ -1,0 +1,346 @@
+"""Run code under ``torch.profiler`` (plus the NVML sampler) and return a :class:`Profile`.
+
+The live capture exports the Kineto trace to a file and reads it back with
+:func:`nbprof.trace.read`, so a live run and a saved trace go through the same reader and
+give the same numbers. Whatever happens in the profiled code (an exception, Ctrl-C), the
+profiler, the sampler and the gauge are stopped before control returns.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from nbprof.errors import NbprofError, TraceError
+
+if TYPE_CHECKING:
+    from nbprof.profile import Profile
+    from nbprof.telemetry.model import Samples
+
+logger = logging.getLogger(__name__)
+
+NO_GPU_NOTE = (
+    "No GPU: torch.cuda.is_available() is False, so only the CPU was profiled "
+    "(no kernels, no GPU utilization)."
+)
+
+
+class _Startable(Protocol):
+    def start(self) -> Any: ...
+    def stop(self) -> Any: ...
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+        import torch.profiler
+    except ImportError as e:
+        raise ImportError(
+            "nbprof.profile() needs PyTorch to capture a run (pip install torch); "
+            f"reading saved traces with nbprof.load() works without it. ({e})"
+        ) from e
+    return torch
+
+
+def _profiler_active(torch: Any) -> bool:
+    try:
+        return bool(torch.autograd.profiler._is_profiler_enabled)
+    except AttributeError:  # older torch keeps the flag only in C++
+        return bool(torch._C._autograd._profiler_enabled())
+
+
+class Capture:
+    """A profiling run in progress; after the ``with`` block, :attr:`result` holds the Profile.
+
+    >>> with nbprof.profile() as run:
+    ...     model(x)
+    >>> run.result.show()      # or simply ``run`` as a cell's last line
+
+    The same object is also filled in when the block raised: :attr:`result` is then the
+    partial profile and ``result.error`` the exception (which still propagates).
+    """
+
+    def __init__(
+        self,
+        *,
+        memory: bool = False,
+        stack: bool = False,
+        lite: bool = False,
+        repeat: int | None = None,
+        warmup: int = 0,
+        trace_path: str | os.PathLike[str] | None = None,
+        sample: bool = True,
+        gauge: _Startable | None = None,
+    ) -> None:
+        if repeat is not None and repeat < 1:
+            raise ValueError(f"repeat must be at least 1, got {repeat}")
+        if warmup < 0:
+            raise ValueError(f"warmup must be 0 or more, got {warmup}")
+        if warmup and repeat is None:
+            raise ValueError("warmup needs repeat (the number of runs to record)")
+        self._torch = _import_torch()
+        self.memory = memory
+        self.stack = stack
+        self.lite = lite
+        self.repeat = repeat
+        self.warmup = warmup
+        self.trace_path = Path(trace_path) if trace_path is not None else None
+        self.sample = sample
+        #: The profile, once the ``with`` block has exited (partial if it raised).
+        self.result: Profile | None = None
+        self._gauge = gauge
+        self._prof: Any = None  # while running
+        self._finished: Any = None  # the stopped profiler, to export from
+        self._sub: Any = None
+        self._cuda = False
+        self._steps = 0
+        self._start_ns = 0
+        self._end_ns = 0
+        self._notes: list[str] = []
+        self._used = False
+
+    # -- the context manager ------------------------------------------------------------
+    def __enter__(self) -> Capture:
+        if self._used:
+            raise NbprofError("a profiling run can be used once; call nbprof.profile() again")
+        self._used = True
+        torch = self._torch
+        if _profiler_active(torch):
+            raise NbprofError(
+                "a torch profiler is already running (nested %gpuprof or an open "
+                "torch.profiler.profile); stop it first"
+            )
+        self._cuda = bool(torch.cuda.is_available())
+        if not self._cuda:
+            self._notes.append(NO_GPU_NOTE)
+        try:
+            self._start_sampler()
+            if self._gauge is not None:
+                self._gauge.start()
+            self._prof = self._make_profiler()
+            self._sync()
+            self._start_ns = time.time_ns()
+            self._prof.start()
+        except BaseException:
+            self._stop_all()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            # Synchronize first so the kernels the body queued are in the trace; a failing
+            # device (the body's error, again) must not keep the profiler running.
+            self._sync()
+        finally:
+            self._end_ns = time.time_ns()
+            samples = self._stop_all()
+        if isinstance(exc, KeyboardInterrupt):
+            self._notes.append("Interrupted (KeyboardInterrupt): the profile is partial.")
+        elif exc is not None:
+            self._notes.append(
+                f"The profiled code raised {type(exc).__name__}: the profile is partial."
+            )
+        try:
+            self.result = self._build(samples, exc)
+        except Exception:
+            if exc is None:
+                raise
+            # Never mask the user's own exception with a failure to read the partial trace.
+            logger.warning("could not build the partial profile", exc_info=True)
+
+    def step(self) -> None:
+        """Mark the end of one iteration (``ProfilerStep#N`` in the trace; drives ``repeat``)."""
+        if self._prof is None:
+            raise NbprofError("step() is only meaningful inside the with block")
+        self._steps += 1
+        self._prof.step()
+
+    # -- display ------------------------------------------------------------------------
+    def show(self) -> None:
+        """Display the dashboard of :attr:`result`."""
+        self._require().show()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        if self.result is None:
+            return {"text/plain": repr(self)}
+        return self.result._repr_mimebundle_(include, exclude)
+
+    def __repr__(self) -> str:
+        state = "running" if self._prof is not None else ("done" if self.result else "new")
+        return f"<nbprof profiling run ({state})>"
+
+    def _require(self) -> Profile:
+        if self.result is None:
+            raise NbprofError("no profile yet: use it after the `with nbprof.profile()` block")
+        return self.result
+
+    # -- internals ----------------------------------------------------------------------
+    def _make_profiler(self) -> Any:
+        tp = self._torch.profiler
+        activities = [tp.ProfilerActivity.CPU]
+        if self._cuda:
+            activities.append(tp.ProfilerActivity.CUDA)
+        schedule = None
+        if self.repeat is not None:
+            with warnings.catch_warnings():
+                # torch warns that warmup=0 "can skew results"; with repeat the user chose it.
+                warnings.simplefilter("ignore", UserWarning)
+                schedule = tp.schedule(wait=0, warmup=self.warmup, active=self.repeat, repeat=1)
+        return tp.profile(
+            activities=activities,
+            schedule=schedule,
+            record_shapes=not self.lite,
+            with_flops=not self.lite,
+            profile_memory=self.memory,
+            with_stack=self.stack,
+        )
+
+    def _sync(self) -> None:
+        if self._cuda:
+            self._torch.cuda.synchronize()
+
+    def _start_sampler(self) -> None:
+        if not self.sample:
+            return
+        try:
+            from nbprof.telemetry import subscribe
+        except ImportError as e:
+            self._notes.append(f"No NVML samples: the sampler is not available ({e}).")
+            return
+        try:
+            self._sub = subscribe()
+        except Exception as e:  # no NVML library, no driver: the trace still stands alone
+            logger.info("NVML sampler unavailable: %s", e)
+            self._notes.append(f"No NVML samples: {e}")
+
+    def _stop_all(self) -> Samples | None:
+        """Stop profiler, gauge and sampler, each even if another fails; return the samples."""
+        samples = None
+        try:
+            if self._prof is not None:
+                prof, self._prof = self._prof, None
+                prof.stop()
+                self._finished = prof
+        finally:
+            try:
+                if self._gauge is not None:
+                    self._gauge.stop()
+            finally:
+                if self._sub is not None:
+                    sub, self._sub = self._sub, None
+                    try:
+                        samples = sub.samples(since_ns=self._start_ns or None)
+                    except Exception:
+                        logger.warning("could not read the NVML samples", exc_info=True)
+                    finally:
+                        sub.close()
+        return samples
+
+    def _build(self, samples: Samples | None, exc: BaseException | None) -> Profile:
+        from nbprof.profile import Profile
+        from nbprof.trace import read
+        from nbprof.trace.model import Trace
+
+        if samples is not None:
+            if self._end_ns and len(samples.frame):
+                samples.frame = samples.frame[samples.frame["time_ns"] <= self._end_ns]
+            if samples.unavailable:
+                self._notes.append(f"No NVML samples: {samples.unavailable}")
+        prof = self._finished
+        if self.repeat is not None:
+            runs = self.warmup + self.repeat
+            done = self._steps
+            if done < runs:
+                self._notes.append(
+                    f"Only {done} of {runs} runs completed ({self.warmup} warm-up, "
+                    f"{self.repeat} recorded)."
+                )
+            else:
+                self._notes.append(
+                    f"Recorded the last {self.repeat} of {runs} runs ({self.warmup} warm-up)."
+                )
+        tmp = Path(tempfile.mkdtemp(prefix="nbprof-"))
+        try:
+            raw = tmp / "trace.json"
+            trace: Trace | None = None
+            if prof is not None and prof.profiler is not None:
+                prof.export_chrome_trace(str(raw))
+            if raw.exists():
+                path = self._keep(raw) if self.trace_path is not None else raw
+                try:
+                    trace = read(path, progress=None)
+                except TraceError as e:
+                    # An interrupted warm-up records nothing: say so rather than fail.
+                    logger.info("captured trace unreadable: %s", e)
+                    self._notes.append(f"Nothing was recorded: {e.reason}")
+            else:
+                self._notes.append("Nothing was recorded (the run stopped before recording).")
+            if trace is None:
+                trace = Trace(source=str(self.trace_path or "live capture"), event_count=0,
+                              origin_ns=None)  # fmt: skip
+            elif self.trace_path is None:
+                trace.source = "live capture"
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return Profile(trace, samples, notes=self._notes, error=exc)
+
+    def _keep(self, raw: Path) -> Path:
+        """Save the raw trace at ``trace_path`` (gzipped when it ends in .gz)."""
+        dest = self.trace_path
+        assert dest is not None
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.name.endswith(".gz"):
+            with open(raw, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        else:
+            shutil.copyfile(raw, dest)
+        logger.info("saved the raw trace to %s", dest)
+        return dest
+
+
+def profile(
+    *,
+    memory: bool = False,
+    stack: bool = False,
+    lite: bool = False,
+    repeat: int | None = None,
+    warmup: int = 0,
+    trace_path: str | os.PathLike[str] | None = None,
+    sample: bool = True,
+    gauge: _Startable | None = None,
+) -> Capture:
+    """Profile the code in a ``with`` block; the run's :class:`~nbprof.Profile` is ``.result``.
+
+    ``memory``: record allocations (``profile_memory``). ``stack``: record Python stacks.
+    ``lite``: no shapes and no FLOPs, for the lowest overhead. ``repeat``/``warmup``: the
+    caller runs the body ``warmup + repeat`` times calling :meth:`Capture.step` after each;
+    the last ``repeat`` are recorded. ``trace_path``: keep the raw Kineto trace there
+    (gzipped when it ends in ``.gz``). ``sample``: record NVML samples alongside.
+    ``gauge``: a live gauge (anything with ``start()``/``stop()``) run for the duration.
+
+    CUDA is synchronized before and after. Without CUDA the CPU is profiled and the
+    profile's notes say there was no GPU. Raises ImportError when torch is missing.
+    """
+    return Capture(
+        memory=memory,
+        stack=stack,
+        lite=lite,
+        repeat=repeat,
+        warmup=warmup,
+        trace_path=trace_path,
+        sample=sample,
+        gauge=gauge,
+    )

@@ -1,0 +1,191 @@
+"""The ``nbprof`` command: ``analyze``, ``report`` and ``demo``.
+
+Bad input (a missing file, an unreadable trace, an unknown device) prints one line,
+``nbprof: error: <file>: <reason>``, on stderr and exits with status 2: never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nbprof import __version__
+from nbprof.errors import NbprofError
+
+if TYPE_CHECKING:
+    from nbprof.analysis.model import Diagnosis
+    from nbprof.profile import Profile
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+
+
+class _BadInput(Exception):
+    """Reported as one line and exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="nbprof",
+        description="What your GPU was really doing: diagnose PyTorch profiler traces.",
+    )
+    p.add_argument("--version", action="version", version=f"nbprof {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    a = sub.add_parser(
+        "analyze",
+        help="diagnose a trace: a compact text report, or JSON",
+        description="Diagnose a trace (.json, .json.gz, or a folder of per-rank files).",
+    )
+    a.add_argument("trace", metavar="TRACE")
+    a.add_argument(
+        "--json", action="store_true", help="print the diagnosis as schema nbprof.analysis/1"
+    )
+    a.add_argument(
+        "--device",
+        metavar="D",
+        action="append",
+        help="only this device (its id, or RANK:ID for multi-rank traces); repeatable",
+    )
+
+    r = sub.add_parser(
+        "report",
+        help="write the standalone HTML report (works offline)",
+        description="Write the dashboard of a trace as one self-contained HTML file.",
+    )
+    r.add_argument("trace", metavar="TRACE")
+    r.add_argument(
+        "-o", "--output", metavar="OUT.html", help="where to write (default: TRACE's name + .html)"
+    )
+
+    sub.add_parser(
+        "demo",
+        help="profile a small built-in workload (see `nbprof demo --help`)",
+        add_help=False,
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``nbprof`` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "demo":
+        # The demo owns its own options; hand it everything after the word.
+        from nbprof.demo import main as demo_main
+
+        return demo_main(argv[1:])
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help, --version, usage errors (already printed)
+        return int(e.code) if isinstance(e.code, int) else EXIT_BAD_INPUT
+    try:
+        if args.command == "analyze":
+            return _analyze(args.trace, as_json=args.json, devices=args.device)
+        if args.command == "report":
+            return _report(args.trace, args.output)
+    except _BadInput as e:
+        return _fail(str(e))
+    except NbprofError as e:  # TraceError says "<file>: <reason>" already
+        return _fail(str(e))
+    except OSError as e:
+        return _fail(f"{e.filename or args.trace}: {e.strerror or e}")
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `nbprof analyze x | head`
+        return EXIT_OK
+    except Exception as e:
+        # A bug, not bad input: still one line, with the way to see the traceback.
+        if os.environ.get("NBPROF_DEBUG"):
+            raise
+        logger.debug("internal error", exc_info=True)
+        print(
+            f"nbprof: internal error: {type(e).__name__}: {e} "
+            "(set NBPROF_DEBUG=1 to see the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    raise AssertionError(args.command)  # pragma: no cover - argparse restricts commands
+
+
+def _fail(message: str) -> int:
+    print(f"nbprof: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _load(path: str) -> Profile:
+    from nbprof.profile import load
+
+    if not os.path.exists(path):
+        raise _BadInput(f"{path}: no such file or folder")
+    return load(path)
+
+
+def _select(profile: Profile, path: str, wanted: list[str] | None) -> Diagnosis:
+    """The diagnosis, limited to the ``--device`` ones (findings about the whole trace stay)."""
+    diag = profile.diagnosis
+    if not wanted:
+        return diag
+    keys = {(d.device, f"{d.rank}:{d.device}") for d in diag.devices}
+    known = sorted({k for pair in keys for k in pair})
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        have = ", ".join(sorted({d.device for d in diag.devices})) or "none"
+        raise _BadInput(f"{path}: no device {unknown[0]!r} in this trace (devices: {have})")
+    devices = [d for d in diag.devices if d.device in wanted or f"{d.rank}:{d.device}" in wanted]
+    ids = {d.device for d in devices}
+    findings = [f for f in diag.findings if not f.device or f.device in ids]
+    return dataclasses.replace(diag, devices=devices, findings=findings)
+
+
+def _analyze(path: str, *, as_json: bool, devices: list[str] | None) -> int:
+    profile = _load(path)
+    diag = _select(profile, path, devices)
+    if as_json:
+        _write(_dumps(diag.to_json()))
+        return EXIT_OK
+    # The text view renders profile.diagnosis; give it the selected one.
+    profile.diagnosis = diag  # type: ignore[misc]  # cached_property: instance value wins
+    from nbprof.views.text import render
+
+    _write(render(profile))
+    return EXIT_OK
+
+
+def _report(path: str, output: str | None) -> int:
+    out = Path(output) if output else Path(_stem(path) + ".html")
+    if not out.parent.is_dir():
+        raise _BadInput(f"{out}: no such folder")
+    profile = _load(path)
+    profile.to_html(out)
+    size = out.stat().st_size
+    print(f"wrote {out} ({size / 1e6:.1f} MB)" if size >= 1e6 else f"wrote {out} ({size} bytes)")
+    return EXIT_OK
+
+
+def _stem(path: str) -> str:
+    name = Path(path.rstrip("/\\")).name
+    for suffix in (".json.gz", ".json", ".gz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _dumps(obj: Any) -> str:
+    import orjson
+
+    # NaN becomes null (valid JSON); numpy scalars serialize as numbers.
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    return orjson.dumps(obj, option=opts, default=str).decode()
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,319 @@
+"""``%%gpuprof`` / ``%gpuprof``: profile a cell (or one statement) and show the dashboard.
+
+The body runs in the user namespace the way an unprofiled cell would: IPython transforms
+it (so magics and ``!shell`` lines inside still work), assignments land in the namespace
+and the value of a final expression is returned, so IPython displays it as the cell's
+``Out[n]`` (``;`` silences it, as usual). Frames of this module are hidden from tracebacks
+(``__tracebackhide__``) so an error in the body points into the cell.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import logging
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from IPython.core import magic_arguments
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
+
+from nbprof.errors import NbprofError
+
+try:  # IPython >= 8.12: lets a trailing ';' in the body silence the displayed value
+    from IPython.core.magic import output_can_be_silenced
+except ImportError:  # pragma: no cover - older IPython just displays it
+
+    def output_can_be_silenced(f: Any) -> Any:
+        return f
+
+
+try:
+    from IPython.core.magic import no_var_expand
+except ImportError:  # pragma: no cover
+
+    def no_var_expand(f: Any) -> Any:
+        return f
+
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nbprof.capture import Capture
+    from nbprof.profile import Profile
+
+logger = logging.getLogger(__name__)
+
+_MAGIC = "gpuprof"
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise ValueError(text)
+    return n
+
+
+def _non_negative(text: str) -> int:
+    n = int(text)
+    if n < 0:
+        raise ValueError(text)
+    return n
+
+
+@magics_class
+class GpuprofMagics(Magics):
+    """The ``gpuprof`` line/cell magic."""
+
+    @magic_arguments.magic_arguments()
+    @magic_arguments.argument(
+        "-o",
+        "--out-var",
+        metavar="NAME",
+        help="Store the resulting nbprof.Profile in this variable (like %%timeit -o).",
+    )
+    @magic_arguments.argument(
+        "--trace", metavar="PATH", help="Save the raw Kineto trace here (.json or .json.gz)."
+    )
+    @magic_arguments.argument(
+        "--html", metavar="PATH", help="Save the standalone HTML report here (works offline)."
+    )
+    @magic_arguments.argument(
+        "--no-gauge", action="store_true", help="Do not show the live gauge while running."
+    )
+    @magic_arguments.argument(
+        "--memory", action="store_true", help="Record memory allocations (profile_memory)."
+    )
+    @magic_arguments.argument("--stack", action="store_true", help="Record Python call stacks.")
+    @magic_arguments.argument(
+        "--lite",
+        action="store_true",
+        help="No shapes and no FLOPs: the lowest overhead (no roofline numbers).",
+    )
+    @magic_arguments.argument(
+        "--repeat",
+        metavar="N",
+        type=_positive,
+        help="Run the body --warmup + N times and record the last N runs.",
+    )
+    @magic_arguments.argument(
+        "--warmup",
+        metavar="W",
+        type=_non_negative,
+        default=0,
+        help="Unrecorded runs before the --repeat ones (default 0).",
+    )
+    @magic_arguments.argument("-h", "--help", action="store_true", help="Show this help.")
+    @no_var_expand
+    @needs_local_scope
+    @output_can_be_silenced
+    @line_cell_magic
+    def gpuprof(self, line: str = "", cell: str | None = None, local_ns: Any = None) -> Any:
+        """Profile a cell (``%%gpuprof``) or a statement (``%gpuprof stmt``) on the GPU.
+
+        Runs the code under torch.profiler (CPU + CUDA) with NVML sampling, shows a live
+        gauge while it runs, then the dashboard: the timeline and the diagnosis of what the
+        GPU was really doing. Without CUDA it profiles the CPU and says so.
+
+        Examples::
+
+            %%gpuprof -o prof --trace run.json.gz
+            loss = model(x).sum(); loss.backward()
+
+            %gpuprof --repeat 5 --warmup 2 model(x)
+        """
+        __tracebackhide__ = True
+        parser = self.gpuprof.parser
+        if cell is None:
+            opts, stmt = _split_line(parser, line)
+        else:
+            opts, stmt = line, ""
+        args = parser.parse_argstring(opts)
+        if args.help:
+            sys.stdout.write(parser.format_help())
+            return None
+        if cell is not None and stmt:
+            raise UsageError("%%gpuprof takes options on its first line, the code below it")
+        code = cell if cell is not None else stmt
+        if not code.strip():
+            raise UsageError("nothing to profile: %gpuprof STATEMENT, or %%gpuprof above a cell")
+        if args.warmup and args.repeat is None:
+            raise UsageError("--warmup needs --repeat N (the runs to record)")
+        for option in ("trace", "html"):
+            path = getattr(args, option)
+            if path is not None and not Path(path).expanduser().parent.is_dir():
+                raise UsageError(f"--{option} {path}: no such folder")
+        if args.out_var is not None and not args.out_var.isidentifier():
+            raise UsageError(f"-o {args.out_var}: not a valid variable name")
+
+        run = self._compile(code, line if cell is not None else None, local_ns)
+        return self._profile(run, args)
+
+    # -- running the body ---------------------------------------------------------------
+    def _compile(
+        self, code: str, cell_line: str | None, local_ns: dict[str, Any] | None
+    ) -> Callable[[], Any]:
+        """Compile the body as IPython would; return a function running it once."""
+        shell = self.shell
+        assert shell is not None
+        transformed = shell.transform_cell(code)
+        if cell_line is not None:
+            # Line 1 of the visible cell is the %%gpuprof line: keep the body's line numbers
+            # those of the cell, so tracebacks point at the line the user sees.
+            source = "\n" + transformed
+            shown = f"%%{_MAGIC} {cell_line}".rstrip() + "\n" + transformed
+        else:
+            source = shown = transformed
+        # Tracebacks print lines from this cached text (which shows the %%gpuprof line).
+        filename = shell.compile.cache(shown, shell.execution_count, raw_code=shown)
+        tree = shell.compile.ast_parse(source, filename=filename)
+        tree = shell.transform_ast(tree)
+        last: ast.expr | None = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = tree.body.pop().value  # type: ignore[attr-defined]
+        body = shell.compile(tree, filename, "exec")
+        value = shell.compile(ast.Expression(last), filename, "eval") if last else None
+        glob = shell.user_ns
+        loc = local_ns if (local_ns is not None and cell_line is None) else glob
+
+        def run() -> Any:
+            __tracebackhide__ = True
+            exec(body, glob, loc)
+            return eval(value, glob, loc) if value is not None else None
+
+        return run
+
+    def _profile(self, run: Callable[[], Any], args: Any) -> Any:
+        __tracebackhide__ = True
+        from IPython.display import display
+
+        from nbprof.capture import profile
+
+        gauge, handle = (None, None) if args.no_gauge else self._show_gauge(display)
+        try:
+            try:
+                cap = profile(
+                    memory=args.memory,
+                    stack=args.stack,
+                    lite=args.lite,
+                    repeat=args.repeat,
+                    warmup=args.warmup,
+                    trace_path=Path(args.trace).expanduser() if args.trace else None,
+                    gauge=gauge,
+                )
+            except (ImportError, ValueError) as e:
+                raise UsageError(str(e)) from None
+            value = None
+            runs = (args.warmup + args.repeat) if args.repeat is not None else 1
+            try:
+                try:
+                    cap.__enter__()
+                except NbprofError as e:
+                    raise UsageError(str(e)) from None
+                try:
+                    for _ in range(runs):
+                        value = run()
+                        if args.repeat is not None:
+                            cap.step()
+                except BaseException:
+                    cap.__exit__(*sys.exc_info())
+                    raise
+                cap.__exit__(None, None, None)
+            except UsageError:
+                raise
+            except BaseException:
+                # The partial profile first, then the body's own exception and traceback.
+                self._finish(cap, args, handle, display)
+                raise
+            self._finish(cap, args, handle, display)
+            return value
+        finally:
+            if gauge is not None:
+                _close(gauge)
+
+    def _finish(self, cap: Capture, args: Any, handle: Any, display: Any) -> None:
+        prof: Profile | None = cap.result
+        if prof is None:
+            return
+        if args.out_var:
+            assert self.shell is not None
+            self.shell.user_ns[args.out_var] = prof
+        if handle is not None:
+            # Replace the gauge by the dashboard: the saved notebook keeps one bundle.
+            handle.update(prof)
+        else:
+            display(prof)
+        if args.html:
+            prof.to_html(Path(args.html).expanduser())
+
+    def _show_gauge(self, display: Any) -> tuple[Any, Any]:
+        """Display the live gauge (or one line saying why there is none)."""
+        reason = ""
+        try:
+            from nbprof.views.gauge import gauge as make_gauge
+
+            widget = make_gauge()
+        except Exception as e:  # no NVML, no ipywidgets: profiling goes on without it
+            logger.info("no live gauge", exc_info=True)
+            reason = str(e) or type(e).__name__
+            widget = None
+        if widget is not None:
+            return widget, display(widget, display_id=True)
+        line = f"nbprof: no live gauge ({reason})"
+        bundle = {"text/plain": line, "text/html": f"<pre>{html.escape(line)}</pre>"}
+        return None, display(bundle, raw=True, display_id=True)
+
+
+def _close(gauge: Any) -> None:
+    try:
+        gauge.close()
+    except Exception:
+        logger.warning("could not close the live gauge", exc_info=True)
+
+
+_TOKEN = re.compile(r"\S+")
+
+
+def _split_line(parser: Any, line: str) -> tuple[str, str]:
+    """Split ``%gpuprof`` 's line into its leading options and the statement after them.
+
+    The statement is kept verbatim (quotes, spacing): only the leading ``-x``/``--xx``
+    tokens (and the values of options that take one) are options; ``--`` ends them.
+    """
+    pos = 0
+    expect_value = False
+    for m in _TOKEN.finditer(line):
+        tok = m.group()
+        if expect_value:
+            expect_value = False
+            pos = m.end()
+            continue
+        if tok == "--":
+            return line[: m.start()], line[m.end() :].strip()
+        if not tok.startswith("-") or tok == "-":
+            return line[:pos], line[m.start() :].strip()
+        name = tok.split("=", 1)[0]
+        action = parser._option_string_actions.get(name)
+        if action is None:
+            # Not one of ours (e.g. `-x` as the start of an expression): code from here.
+            return line[:pos], line[m.start() :].strip()
+        expect_value = action.nargs != 0 and "=" not in tok
+        pos = m.end()
+    return line[:pos], ""
+
+
+def register(ipython: InteractiveShell) -> None:
+    """Register ``%gpuprof`` / ``%%gpuprof`` (``%load_ext nbprof`` calls this)."""
+    ipython.register_magics(GpuprofMagics)
+
+
+def unregister(ipython: InteractiveShell) -> None:
+    """Remove the magics again (``%unload_ext nbprof``)."""
+    # IPython has no public call to remove a magic; the registry is a plain dict.
+    magics = ipython.magics_manager.magics
+    for kind in ("line", "cell"):
+        magics[kind].pop(_MAGIC, None)
