@@ -1,0 +1,301 @@
+"""Typed decoding of a trace's JSON: only the fields nbprof reads, ``args`` left raw.
+
+A generic parse (``json``/``orjson``) builds a dict per event and a Python object per value;
+most of that is thrown away. Here msgspec decodes each event straight into a small struct,
+keeps ``args`` as :class:`msgspec.Raw` (a slice of the input, no parsing), and decodes args
+later only for the event kinds that need them, in one batch per kind (see :func:`decode_args`).
+
+Timestamps are kept as raw text too and parsed into integer nanoseconds with numpy
+(:func:`parse_ts_ns`): an epoch timestamp in µs with three decimals (``1712195495519695.812``)
+has 19 significant digits, more than a float64 holds, so parsing it as a float would lose the
+nanoseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, TypeVar
+
+import msgspec
+import numpy as np
+
+from nbprof.errors import TraceError
+
+logger = logging.getLogger(__name__)
+
+_EMPTY = msgspec.Raw(b"")
+_EMPTY_OBJ = msgspec.Raw(b"{}")
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event: the fields every kind shares. ``ts`` and ``args`` stay raw."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: msgspec.Raw = _EMPTY
+    dur: float = 0.0
+    id: int | str | None = None
+    args: msgspec.Raw = _EMPTY_OBJ
+
+
+class DeviceProps(msgspec.Struct, gc=False):
+    """An entry of the file's ``deviceProperties`` list (Kineto's names)."""
+
+    id: int | str = -1
+    name: str = ""
+    totalGlobalMem: int | None = None
+    computeMajor: int | None = None
+    computeMinor: int | None = None
+    numSms: int | None = None
+    maxThreadsPerMultiprocessor: int | None = None
+
+
+@dataclass
+class Decoded:
+    """One file, decoded: events, their timestamps in ns, and the top-level metadata."""
+
+    events: list[Event]
+    #: Absolute-or-relative timestamps in integer ns as written (before ``base_ns``); events
+    #: without a ``ts`` (metadata events may omit it) hold :data:`NO_TS`.
+    ts_ns: np.ndarray
+    metadata: dict[str, Any] = field(default_factory=dict)
+    device_props: list[DeviceProps] = field(default_factory=list)
+    #: ``baseTimeNanoseconds``: when present, timestamps are relative to it.
+    base_ns: int | None = None
+    #: ``distributedInfo.rank`` when the file says it.
+    rank: int | None = None
+
+
+NO_TS = np.iinfo(np.int64).min
+
+_events_decoder = msgspec.json.Decoder(list[Event])
+_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_props_decoder = msgspec.json.Decoder(list[DeviceProps])
+
+_TYPE_WORDS = {
+    "float": "a number",
+    "int": "an integer",
+    "str": "a string",
+    "object": "an object",
+    "array": "an array",
+    "null": "null",
+    "bool": "a boolean",
+}
+_VALIDATION_RE = re.compile(
+    r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`(?: - at `\$(?P<at>.*)`)?"
+)
+_INDEX_RE = re.compile(r"^\[(\d+)\]")
+
+
+def _words(type_text: str) -> str:
+    parts = [p.strip() for p in type_text.split("|")]
+    return " or ".join(_TYPE_WORDS.get(p, p) for p in parts)
+
+
+def explain_validation(e: msgspec.ValidationError) -> tuple[int | None, str, str]:
+    """(index of the list item, the field path below it, the plain problem) of ``e``."""
+    msg = str(e)
+    m = _VALIDATION_RE.match(msg)
+    at = (m.group("at") if m else None) or ""
+    im = _INDEX_RE.match(at)
+    index = int(im.group(1)) if im else None
+    sub = at[im.end() :] if im else at
+    sub = sub.lstrip(".")
+    if m:
+        problem = f"should be {_words(m.group('want'))}, got {_words(m.group('got'))}"
+    else:
+        problem = msg.split(" - at ")[0].rstrip(".").lower()
+    return index, sub, problem
+
+
+def _json_error(path: str, data: bytes, e: msgspec.DecodeError) -> TraceError:
+    msg = str(e)
+    if not data.strip():
+        return TraceError(path, "file is empty")
+    if "truncated" in msg:
+        return TraceError(path, "JSON is truncated (the file was cut short)")
+    return TraceError(path, f"not valid JSON ({msg.removeprefix('JSON is malformed: ')})")
+
+
+def decode_file(data: bytes, path: str) -> Decoded:
+    """Decode one trace file's bytes (a Kineto object, or a bare Chrome-trace array)."""
+    head = data.lstrip()[:1]
+    metadata: dict[str, Any] = {}
+    props: list[DeviceProps] = []
+    base_ns: int | None = None
+    rank: int | None = None
+    if head == b"[":
+        events_raw: bytes | msgspec.Raw = data
+    else:
+        try:
+            top = _top_decoder.decode(data)
+        except msgspec.ValidationError:
+            kind = {b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}.get(
+                head, "a number"
+            )
+            raise TraceError(
+                path,
+                f"expected a JSON object with `traceEvents` (or an array of events), got {kind}",
+            ) from None
+        except msgspec.DecodeError as e:
+            raise _json_error(path, data, e) from None
+        if "traceEvents" not in top:
+            raise TraceError(path, "no `traceEvents` in the file (is this a profiler trace?)")
+        events_raw = top.pop("traceEvents")
+        for key, raw in top.items():
+            try:
+                metadata[key] = msgspec.json.decode(raw)
+            except msgspec.DecodeError:  # pragma: no cover - the outer decode validated it
+                metadata[key] = None
+        props = _device_props(top.get("deviceProperties"), path)
+        base = metadata.get("baseTimeNanoseconds")
+        if isinstance(base, int) and not isinstance(base, bool) and base >= 0:
+            base_ns = base
+        info = metadata.get("distributedInfo")
+        if isinstance(info, dict):
+            r = info.get("rank")
+            if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
+                rank = r
+    try:
+        events = _events_decoder.decode(events_raw)
+    except msgspec.ValidationError as e:
+        index, sub, problem = explain_validation(e)
+        if index is None:
+            raise TraceError(
+                path, f"`traceEvents` {problem.replace('should be', 'should be')}"
+            ) from None
+        if not sub:
+            raise TraceError(path, f"event {index} {problem}") from None
+        raise TraceError(path, f"event {index}: `{sub}` {problem}") from None
+    except msgspec.DecodeError as e:
+        raise _json_error(path, data, e) from None
+    if not events:
+        raise TraceError(path, "trace is empty (no events)")
+    ts_ns = parse_ts_ns([e.ts for e in events], path)
+    return Decoded(events, ts_ns, metadata, props, base_ns, rank)
+
+
+def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps]:
+    if raw is None:
+        return []
+    try:
+        return _props_decoder.decode(raw)
+    except msgspec.ValidationError as e:
+        # Device properties only enrich the devices table: a malformed list is not worth
+        # refusing the whole trace for. The reader notes that they were ignored.
+        logger.warning("%s: ignoring malformed deviceProperties (%s)", path, e)
+        return []
+
+
+def parse_ts_ns(raws: list[msgspec.Raw], path: str) -> np.ndarray:
+    """Raw JSON numbers (µs) to int64 ns, exactly; ``NO_TS`` where the text is empty.
+
+    Fast path: split each number at the dot with numpy's string functions and convert the
+    integer and fraction parts as integers (fraction truncated to ns). Anything the fast
+    path refuses (exponents, strings, null) goes through :func:`_parse_one`, which either
+    parses it or raises a TraceError naming the event.
+    """
+    arr = np.array([bytes(r) for r in raws]) if raws else np.array([], dtype="S1")
+    if arr.dtype.kind != "S":  # pragma: no cover - bytes always give an S array
+        arr = arr.astype("S")
+    missing = arr == b""
+    try:
+        ip, _, fp = np.strings.partition(np.where(missing, b"0", arr), b".")
+        whole = ip.astype(np.int64)
+        frac = np.strings.ljust(fp, 3, b"0").astype("S3").astype(np.int64)
+        if (np.strings.startswith(ip, b"-")).any() or (frac < 0).any():
+            raise ValueError("negative")
+        out = whole * 1000 + frac
+        if (whole > 9_000_000_000_000_000).any():
+            raise OverflowError
+    except (ValueError, OverflowError):
+        out = np.array([_parse_one(bytes(r), i, path) for i, r in enumerate(raws)], np.int64)
+    out[missing] = NO_TS
+    return out
+
+
+def _parse_one(text: bytes, index: int, path: str) -> int:
+    if not text:
+        return 0
+    if text[:1] == b'"':
+        raise TraceError(path, f"event {index}: `ts` should be a number, got a string")
+    try:
+        value = Decimal(text.decode("ascii"))
+    except (InvalidOperation, UnicodeDecodeError):
+        raise TraceError(
+            path, f"event {index}: `ts` should be a number, got {text[:20]!r}"
+        ) from None
+    if not value.is_finite():
+        raise TraceError(path, f"event {index}: `ts` should be a finite number")
+    if value < 0:
+        raise TraceError(path, f"event {index}: negative timestamp ({text.decode()})")
+    ns = int(value * 1000)
+    if ns >= 2**63:
+        raise TraceError(path, f"event {index}: timestamp out of range ({text.decode()})")
+    return ns
+
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def decode_args(
+    raws: list[msgspec.Raw], kind: type[S], path: str, event_index: np.ndarray
+) -> list[S]:
+    """Decode the ``args`` of many events into ``kind`` in one call (one joined JSON array).
+
+    ``event_index`` maps a position in ``raws`` back to the event's index in the file, so a
+    type error names the event the user can find.
+    """
+    if not raws:
+        return []
+    joined = b"[" + b",".join(raws) + b"]"
+    try:
+        return msgspec.json.decode(joined, type=list[kind])  # type: ignore[valid-type]
+    except msgspec.ValidationError as e:
+        index, sub, problem = explain_validation(e)
+        where = int(event_index[index]) if index is not None else "?"
+        if not sub:
+            raise TraceError(path, f"event {where}: `args` {problem}") from None
+        raise TraceError(path, f"event {where}: `args.{sub}` {problem}") from None
+
+
+# -- args, per event kind: only the keys nbprof reads ------------------------------------------
+# Wrong types in these keys raise a TraceError naming the event (see the reader's docstring);
+# ``device`` and ``stream`` also accept strings because ROCm traces write some as text.
+
+
+class KernelArgs(msgspec.Struct, gc=False):
+    device: int | str | None = None
+    stream: int | str | None = None
+    correlation: int | None = None
+    registers: int | float | None = msgspec.field(default=None, name="registers per thread")
+    shared_mem: int | float | None = msgspec.field(default=None, name="shared memory")
+    blocks_per_sm: float | None = msgspec.field(default=None, name="blocks per SM")
+    occupancy: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    grid: list[int] | int | None = None
+    block: list[int] | int | None = None
+
+
+class CopyArgs(msgspec.Struct, gc=False):
+    device: int | str | None = None
+    stream: int | str | None = None
+    correlation: int | None = None
+    bytes: int | float | None = None
+    kind: str | int | None = None
+
+
+class RuntimeArgs(msgspec.Struct, gc=False):
+    correlation: int | None = None
+
+
+class OpArgs(msgspec.Struct, gc=False):
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    flops: float | None = None
+    input_dims: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")

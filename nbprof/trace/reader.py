@@ -1,0 +1,347 @@
+"""``read(path)``: a trace file or a folder of per-rank files -> :class:`Trace`.
+
+What is an error and what is skipped
+------------------------------------
+Input that cannot be a profiler trace, or that is damaged, raises
+:class:`nbprof.TraceError` naming the file and the reason, never a parser's traceback:
+
+* the file is missing, unreadable, not JSON, truncated, or its gzip data is corrupt;
+* the top level is neither an object with ``traceEvents`` nor an array of events;
+* ``traceEvents`` is not an array, or holds no events (or only metadata events);
+* an event is not an object, or a field nbprof reads has the wrong type (``ts``/``dur``
+  not numbers, ``name`` not a string, ``args.grid`` not a list of integers, ...): the error
+  names the event's index in ``traceEvents`` and the field. One bad event among 200k still
+  fails the load: a trace damaged in one place may be damaged in others, and silently
+  dropping rows would skew every metric computed from it;
+* a negative timestamp or duration, or a duration event (``ph`` "X") without ``ts``.
+
+Things a valid trace may simply not have are not errors: unknown categories and phases are
+ignored (counted in ``event_count``), absent ``args`` keys become "unknown" (-1, NaN, ""),
+a malformed ``deviceProperties`` list is ignored with a note, ``B``/``E`` pairs are ignored
+with a note, and a trace with no kernel events loads with a note saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nbprof.errors import TraceError
+from nbprof.trace import decode as dec
+from nbprof.trace import links
+from nbprof.trace import tables as tb
+from nbprof.trace.io import read_bytes, trace_files
+from nbprof.trace.model import TABLES, Trace, empty_table
+
+logger = logging.getLogger(__name__)
+
+#: Timestamps at or above this many ns are wall-clock (after 2001), not relative.
+_EPOCH_NS = 10**18
+_STAGES_PER_FILE = 3
+
+
+class _Progress:
+    """A tqdm.auto bar over load stages; with ``progress=None`` it appears only after ~1 s."""
+
+    def __init__(self, total: int, progress: bool | None, desc: str) -> None:
+        self._bar: Any = None
+        if progress is False:
+            return
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # pragma: no cover - tqdm is a dependency
+            return
+        self._bar = tqdm(
+            total=total,
+            desc=desc,
+            unit="step",
+            delay=1.0 if progress is None else 0.0,
+            leave=progress is True,
+            bar_format="{desc}: {bar} {n_fmt}/{total_fmt} [{elapsed}]",
+        )
+
+    def step(self, what: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(what, refresh=False)
+            self._bar.update(1)
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb_: TracebackType | None
+    ) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+@dataclass
+class _Rank:
+    """One file's tables, times relative to ``first_ns`` (its earliest event)."""
+
+    rank: int
+    first_ns: int
+    wall_clock: bool
+    frames: dict[str, pd.DataFrame]
+    event_count: int
+    metadata: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace:
+    """Read a Kineto / Chrome trace: ``.json``, ``.json.gz``, or a folder of per-rank files.
+
+    ``progress``: ``None`` shows a bar only when the load takes more than about a second;
+    ``True``/``False`` force it on or off. Raises :class:`nbprof.TraceError` on bad input.
+    """
+    p = Path(path)
+    folder = p.is_dir()
+    files = trace_files(p) if folder else [p]
+    ranks: list[_Rank] = []
+    with _Progress(len(files) * _STAGES_PER_FILE, progress, f"loading {p.name}") as bar:
+        for order, f in enumerate(files):
+            data = read_bytes(f)
+            bar.step("read")
+            decoded = dec.decode_file(data, str(f))
+            del data  # the events' raw args keep the bytes they need alive
+            bar.step("decoded")
+            rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
+            ranks.append(_build_rank(decoded, rank, str(f)))
+            del decoded
+            bar.step("tables")
+    notes: list[str] = []
+    if folder:
+        seen = [r.rank for r in ranks]
+        if len(set(seen)) != len(seen):
+            notes.append(
+                "rank numbers in distributedInfo repeat across files; ranks are numbered "
+                "by the order of the sorted file names instead"
+            )
+            for i, r in enumerate(ranks):
+                _set_rank(r, i)
+    return _assemble(str(p), ranks, folder, notes)
+
+
+def _set_rank(r: _Rank, rank: int) -> None:
+    r.rank = rank
+    for frame in r.frames.values():
+        if "rank" in frame:
+            frame["rank"] = np.int32(rank)
+
+
+def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -> Trace:
+    origin = min(r.first_ns for r in ranks)
+    wall = all(r.wall_clock for r in ranks)
+    out: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
+    op_offset = 0
+    for r in ranks:
+        shift = (r.first_ns - origin) / 1000.0
+        for table, frame in r.frames.items():
+            if shift:
+                for col in ("ts", "launch_ts"):
+                    if col in frame:
+                        frame[col] = frame[col] + shift
+            if "op_index" in frame and op_offset:
+                idx = frame["op_index"].to_numpy()
+                frame["op_index"] = np.where(idx >= 0, idx + op_offset, -1)
+            out[table].append(frame)
+        op_offset += len(r.frames["cpu_ops"])
+        prefix = f"rank {r.rank}: " if folder and len(ranks) > 1 else ""
+        notes.extend(prefix + n for n in r.notes)
+    built: dict[str, pd.DataFrame] = {}
+    for table, frames in out.items():
+        frames = [f for f in frames if len(f)]
+        if not frames:
+            built[table] = empty_table(table)
+        elif len(frames) == 1:
+            built[table] = tb.typed(table, frames[0])
+        else:
+            built[table] = tb.typed(table, pd.concat(frames, ignore_index=True))
+    metadata: dict[str, Any] = (
+        {r.rank: r.metadata for r in ranks} if folder else dict(ranks[0].metadata)
+    )
+    if built["kernels"].empty:
+        if not built["counters"].empty:
+            notes.append(
+                "no kernel events in this trace: it was recorded with the CUPTI range "
+                "profiler, so it holds per-kernel hardware counters (see `counters`) "
+                "instead of a kernel timeline"
+            )
+        else:
+            notes.append("no kernel events in this trace (CPU-only, or GPU activity not recorded)")
+    return Trace(
+        source=source,
+        event_count=sum(r.event_count for r in ranks),
+        origin_ns=origin if wall else None,
+        metadata=metadata,
+        notes=notes,
+        **built,
+    )
+
+
+def _abs_ns(d: dec.Decoded, path: str) -> np.ndarray:
+    ts = d.ts_ns
+    if not d.base_ns:
+        return ts
+    has = ts != dec.NO_TS
+    if has.any() and int(ts[has].max()) > np.iinfo(np.int64).max - d.base_ns:
+        raise TraceError(path, "timestamps out of range (past year 2262 with baseTimeNanoseconds)")
+    return np.where(has, ts + d.base_ns, dec.NO_TS)
+
+
+def _build_rank(d: dec.Decoded, rank: int, path: str) -> _Rank:
+    events = d.events
+    abs_ns = _abs_ns(d, path)
+    timed = abs_ns != dec.NO_TS
+    is_meta = np.fromiter((e.ph == "M" for e in events), bool, len(events))
+    usable = timed & ~is_meta
+    if not usable.any():
+        raise TraceError(path, "trace holds no timed events (only metadata)")
+    first = int(abs_ns[usable].min())
+    wall = d.base_ns is not None or first >= _EPOCH_NS
+    notes: list[str] = []
+    if d.metadata.get("deviceProperties") is not None and not d.device_props:
+        notes.append("deviceProperties was malformed and is ignored")
+
+    s = tb.sort_events(events)
+    for ph, n in s.skipped_phases.items():
+        if n:
+            notes.append(f"{n} begin/end ('{ph}') events ignored: only complete events are read")
+    ids = tb.Ids()
+
+    def com(kind: int) -> tuple[tb.Common, np.ndarray]:
+        idx = s.by_kind[kind]
+        return tb.common(events, idx, abs_ns, ids, path), idx
+
+    ck, ik = com(tb.KERNEL)
+    kern = tb.kernels(ck, ik, rank, first, ids, path)
+    cm, im = com(tb.MEMCPY)
+    mcpy = tb.copies(cm, im, rank, first, ids, path, memcpy=True)
+    cs, is_ = com(tb.MEMSET)
+    mset = tb.copies(cs, is_, rank, first, ids, path, memcpy=False)
+    cr, ir = com(tb.RUNTIME)
+    rt = tb.runtime(cr, ir, [events[i].cat for i in ir], rank, first, path)
+
+    # CPU ops; "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
+    op_idx = s.by_kind[tb.CPU_OP]
+    step_like = np.fromiter(
+        (events[i].name.startswith("ProfilerStep#") for i in op_idx), bool, len(op_idx)
+    )
+    co = tb.common(events, op_idx[~step_like], abs_ns, ids, path)
+    ops = tb.cpu_ops(co, op_idx[~step_like], rank, first, path)
+    ann_idx = np.concatenate(
+        [s.by_kind[tb.ANNOTATION], s.by_kind[tb.GPU_ANNOTATION], op_idx[step_like]]
+    )
+    ca = tb.common(events, ann_idx, abs_ns, ids, path)
+    on_gpu = np.zeros(len(ann_idx), bool)
+    n_cpu = len(s.by_kind[tb.ANNOTATION])
+    on_gpu[n_cpu : n_cpu + len(s.by_kind[tb.GPU_ANNOTATION])] = True
+    ann = tb.annotations(ca, on_gpu, rank, first)
+
+    cr_range, ir_range = com(tb.RANGE)
+    counters = tb.counters(cr_range, ir_range, rank, first, path)
+
+    filled = _correlate_by_flows(
+        events, s, abs_ns, ids, (ck, kern), (cm, mcpy), (cs, mset), (cr, rt)
+    )
+    if filled:
+        notes.append(f"{filled} events linked to their launch by flow events (no correlation ids)")
+    _link(kern, mcpy, mset, rt, ops, cr.ts_ns, co.ts_ns)
+
+    frames = {
+        "kernels": tb.frame_of("kernels", kern),
+        "memcpy": tb.frame_of("memcpy", mcpy),
+        "memset": tb.frame_of("memset", mset),
+        "runtime": tb.frame_of("runtime", rt),
+        "cpu_ops": tb.frame_of("cpu_ops", ops),
+        "annotations": tb.frame_of("annotations", ann),
+        "counters": counters,
+    }
+    for t in ("kernels", "memcpy", "memset", "runtime", "annotations"):
+        f = frames[t]
+        if len(f) and not f["ts"].is_monotonic_increasing:
+            frames[t] = f.sort_values("ts", kind="stable").reset_index(drop=True)
+    frames["annotations"] = frames["annotations"]
+    frames["steps"] = tb.steps(frames["annotations"])
+    seen: list[str] = []
+    for t in ("kernels", "memcpy", "memset"):
+        seen.extend(pd.unique(frames[t]["device"]).tolist())
+    frames["devices"] = tb.devices(d.device_props, list(dict.fromkeys(seen)), rank)
+    meta = {k: v for k, v in d.metadata.items()}
+    return _Rank(rank, first, wall, frames, len(events), meta, notes)
+
+
+def _correlate_by_flows(
+    events: list[dec.Event],
+    s: tb.Sorted,
+    abs_ns: np.ndarray,
+    ids: tb.Ids,
+    *tables: tuple[tb.Common, dict[str, np.ndarray]],
+) -> int:
+    if not any((cols["correlation"] < 0).any() for _, cols in tables):
+        return 0
+    if len(s.flows_start) == 0 and len(s.flows_end) == 0:
+        return 0
+    flow_ids = tb.Ids()
+
+    def flow(idx: np.ndarray) -> tuple[np.ndarray, ...]:
+        evs = [events[i] for i in idx]
+        fid = flow_ids.column([-1 if e.id is None else e.id for e in evs])
+        return ids.column([e.pid for e in evs]), ids.column([e.tid for e in evs]), abs_ns[idx], fid
+
+    ends = flow(s.flows_end)
+    both = flow(np.concatenate([s.flows_start, s.flows_end]))
+    filled = 0
+    for i, (c, cols) in enumerate(tables):
+        # GPU events are the flows' ends; runtime calls (the last table) their starts.
+        f = both if i == len(tables) - 1 else ends
+        filled += links.fill_from_flows(cols["correlation"], c.pid, c.tid, c.ts_ns, *f)
+    return filled
+
+
+def _link(
+    kern: dict[str, np.ndarray],
+    mcpy: dict[str, np.ndarray],
+    mset: dict[str, np.ndarray],
+    rt: dict[str, np.ndarray],
+    ops: dict[str, np.ndarray],
+    rt_ts_ns: np.ndarray,
+    op_ts_ns: np.ndarray,
+) -> None:
+    # CPU ops sorted by start, longest first at equal starts, so a parent precedes its
+    # children; op_index then points into this order, which is the frame's.
+    order = np.lexsort((-ops["dur"], ops["ts"]))
+    for k in list(ops):
+        ops[k] = ops[k][order]
+    op_end = ops["ts"] + ops["dur"]
+    depth, parent, _ = links.nest(ops["pid"], ops["tid"], ops["ts"], op_end)
+    ops["depth"] = depth
+    rt_op = links.innermost_ops(
+        ops["pid"], ops["tid"], ops["ts"], op_end, parent, rt["pid"], rt["tid"], rt["ts"]
+    )
+    launcher = rt["cat"] != "cuda_sync"
+    names = ops["name"]
+    for cols in (kern, mcpy, mset):
+        li = links.link_launches(cols["correlation"], rt["correlation"], launcher)
+        hit = li >= 0
+        n = len(li)
+        cols["launch_ts"] = np.where(
+            hit, rt["ts"][np.maximum(li, 0)] if len(rt["ts"]) else np.nan, np.nan
+        )
+        launch_name = np.full(n, "", dtype=object)
+        launch_name[hit] = rt["name"][li[hit]]
+        cols["launch_name"] = launch_name
+        op_index = np.full(n, -1, np.int64)
+        op_index[hit] = rt_op[li[hit]]
+        cols["op_index"] = op_index
+        op = np.full(n, "", dtype=object)
+        has_op = op_index >= 0
+        op[has_op] = names[op_index[has_op]]
+        cols["op"] = op

@@ -1,0 +1,439 @@
+"""Columnar tables from decoded events: one numpy column at a time, no per-event dicts.
+
+Events are sorted into kinds by their category with one hash pass (``pandas.factorize``
+over the category strings), then each table gathers only its own events' fields and
+decodes only its own events' ``args``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from nbprof.trace import decode as dec
+from nbprof.trace.model import TABLES, empty_table
+
+logger = logging.getLogger(__name__)
+
+# Event kinds. Old Kineto (PyTorch <= 1.9) wrote capitalised categories; newer ones use
+# snake_case. Both map to the same kind.
+OTHER, KERNEL, MEMCPY, MEMSET, RUNTIME, CPU_OP, ANNOTATION, GPU_ANNOTATION, RANGE = range(9)
+CATEGORY_KIND: dict[str, int] = {
+    "kernel": KERNEL,
+    "Kernel": KERNEL,
+    "gpu_memcpy": MEMCPY,
+    "Memcpy": MEMCPY,
+    "gpu_memset": MEMSET,
+    "Memset": MEMSET,
+    "cuda_runtime": RUNTIME,
+    "Runtime": RUNTIME,
+    "cuda_driver": RUNTIME,
+    "cuda_sync": RUNTIME,
+    "cpu_op": CPU_OP,
+    "Operator": CPU_OP,
+    "user_annotation": ANNOTATION,
+    "gpu_user_annotation": GPU_ANNOTATION,
+    "cuda_profiler_range": RANGE,
+}
+#: Runtime categories as the ``runtime.cat`` column spells them.
+RUNTIME_CAT_NAMES: dict[str, str] = {"Runtime": "cuda_runtime"}
+#: Flow-event categories that link a launch to its GPU activity.
+FLOW_CATEGORIES: frozenset[str] = frozenset({"ac2g", "async"})
+
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_MEMCPY_RE = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
+_MEMCPY_KINDS = frozenset({"HtoD", "DtoH", "DtoD", "HtoH", "PtoP"})
+_MEMORY_PLACES = frozenset({"Pageable", "Pinned", "Device"})
+
+
+@dataclass
+class Ids:
+    """Thread and process ids as int64, shared across a file so equal text maps equally.
+
+    Kineto writes them as numbers, but old traces write ``"tid": "25738"`` or
+    ``"tid": "stream 7"``: numeric text becomes its number, other text a stable negative code.
+    """
+
+    codes: dict[str, int] = field(default_factory=dict)
+
+    def column(self, values: Sequence[int | str]) -> np.ndarray:
+        try:
+            return np.asarray(values, dtype=np.int64)
+        except (ValueError, TypeError, OverflowError):
+            return np.fromiter((self.one(v) for v in values), np.int64, len(values))
+
+    def one(self, v: int | str) -> int:
+        if isinstance(v, int):
+            return v if -(2**63) <= v < 2**63 else self._code(str(v))
+        t = v.strip()
+        if t.lstrip("-").isdigit() and len(t) < 19:
+            return int(t)
+        return self._code(t)
+
+    def _code(self, text: str) -> int:
+        got = self.codes.get(text)
+        if got is None:
+            got = self.codes[text] = -2 - len(self.codes)
+        return got
+
+
+@dataclass
+class Sorted:
+    """Event indices by kind, plus the flow events, for one file."""
+
+    by_kind: dict[int, np.ndarray]
+    flows_start: np.ndarray
+    flows_end: np.ndarray
+    skipped_phases: dict[str, int]
+
+
+def sort_events(events: list[dec.Event]) -> Sorted:
+    """Which events go to which table (duration events ``ph == "X"`` only)."""
+    cat_codes, cats = pd.factorize(np.array([e.cat for e in events], dtype=object))
+    ph_codes, phs = pd.factorize(np.array([e.ph for e in events], dtype=object))
+    kind_lut = np.array([CATEGORY_KIND.get(c, OTHER) for c in cats] + [OTHER], dtype=np.int8)
+    kinds = kind_lut[cat_codes]
+    ph_list = list(phs)
+    is_x = ph_codes == (ph_list.index("X") if "X" in ph_list else -2)
+    by_kind = {k: np.flatnonzero(is_x & (kinds == k)) for k in range(1, 9)}
+    flow_cat = np.array([c in FLOW_CATEGORIES for c in cats] + [False])[cat_codes]
+    s = ph_list.index("s") if "s" in ph_list else -2
+    f = ph_list.index("f") if "f" in ph_list else -2
+    skipped = {p: int((ph_codes == i).sum()) for i, p in enumerate(ph_list) if p in ("B", "E")}
+    return Sorted(
+        by_kind,
+        np.flatnonzero(flow_cat & (ph_codes == s)),
+        np.flatnonzero(flow_cat & (ph_codes == f)),
+        skipped,
+    )
+
+
+def _obj(values: Sequence[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _num(values: Sequence[Any], dtype: type, missing: float | int) -> np.ndarray:
+    """A numeric column where ``None`` (key absent) becomes ``missing``."""
+    out = np.fromiter((missing if v is None else v for v in values), np.float64, len(values))
+    if dtype is np.int64:
+        bad = ~np.isfinite(out)
+        out[bad] = missing
+        return out.astype(np.int64)
+    return out
+
+
+def _product(v: list[int] | int | None) -> int:
+    if v is None:
+        return -1
+    if isinstance(v, int):
+        return v
+    if not v:
+        return -1
+    p = 1
+    for x in v:
+        p *= x
+    return p
+
+
+@dataclass
+class Common:
+    """The fields every table reads from its events, as columns."""
+
+    name: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    ts_ns: np.ndarray  # absolute ns (int64)
+    dur: np.ndarray  # µs float64
+    args: list[msgspec.Raw]
+
+
+def common(
+    events: list[dec.Event], idx: np.ndarray, ts_abs_ns: np.ndarray, ids: Ids, path: str
+) -> Common:
+    evs = [events[i] for i in idx]
+    ts = ts_abs_ns[idx]
+    missing = ts == dec.NO_TS
+    if missing.any():
+        where = int(idx[np.flatnonzero(missing)[0]])
+        raise dec.TraceError(path, f"event {where}: duration event has no `ts`")
+    dur = np.fromiter((e.dur for e in evs), np.float64, len(evs))
+    if (dur < 0).any():
+        where = int(idx[np.flatnonzero(dur < 0)[0]])
+        raise dec.TraceError(path, f"event {where}: negative duration ({events[where].dur})")
+    return Common(
+        name=_obj([e.name for e in evs]),
+        pid=ids.column([e.pid for e in evs]),
+        tid=ids.column([e.tid for e in evs]),
+        ts_ns=ts,
+        dur=dur,
+        args=[e.args for e in evs],
+    )
+
+
+def _device_col(devs: list[int | str | None], pid: np.ndarray) -> np.ndarray:
+    # A device is keyed by args.device when present, else by the event's pid (DESIGN.md).
+    return _obj([str(p) if d is None else str(d) for d, p in zip(devs, pid.tolist(), strict=True)])
+
+
+def _stream_col(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> np.ndarray:
+    out = tid.copy()
+    for i, s in enumerate(streams):
+        if s is None:
+            continue
+        if isinstance(s, int):
+            out[i] = s
+        else:
+            try:
+                out[i] = int(s, 0)
+            except ValueError:
+                out[i] = ids.one(s)
+    return out
+
+
+def rel_us(ts_ns: np.ndarray, origin_ns: int) -> np.ndarray:
+    """Absolute ns -> µs relative to the origin, exact to the ns before the float step."""
+    return (ts_ns - origin_ns).astype(np.float64) / 1000.0
+
+
+def kernels(c: Common, idx: np.ndarray, rank: int, origin: int, ids: Ids, path: str) -> dict:
+    args = dec.decode_args(c.args, dec.KernelArgs, path, idx)
+    n = len(args)
+    return {
+        "rank": np.full(n, rank, np.int32),
+        "device": _device_col([a.device for a in args], c.pid),
+        "stream": _stream_col([a.stream for a in args], c.tid, ids),
+        "name": c.name,
+        "ts": rel_us(c.ts_ns, origin),
+        "dur": c.dur,
+        "correlation": _num([a.correlation for a in args], np.int64, -1),
+        "grid": np.fromiter((_product(a.grid) for a in args), np.int64, n),
+        "block": np.fromiter((_product(a.block) for a in args), np.int64, n),
+        "registers": _num([a.registers for a in args], np.int64, -1),
+        "shared_mem": _num([a.shared_mem for a in args], np.int64, -1),
+        "occupancy": _num([a.occupancy for a in args], np.float64, np.nan),
+        "blocks_per_sm": _num([a.blocks_per_sm for a in args], np.float64, np.nan),
+    }
+
+
+def _parse_memcpy_names(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    codes, uniques = pd.factorize(names)
+    kinds, srcs, dsts = [], [], []
+    for u in uniques:
+        m = _MEMCPY_RE.match(str(u))
+        k, s, d = (m.group(1), m.group(2), m.group(3)) if m else ("", "", "")
+        kinds.append(k if k in _MEMCPY_KINDS else "")
+        srcs.append(s if s in _MEMORY_PLACES else "")
+        dsts.append(d if d in _MEMORY_PLACES else "")
+    return _obj(kinds)[codes], _obj(srcs)[codes], _obj(dsts)[codes]
+
+
+def copies(
+    c: Common, idx: np.ndarray, rank: int, origin: int, ids: Ids, path: str, *, memcpy: bool
+) -> dict:
+    args = dec.decode_args(c.args, dec.CopyArgs, path, idx)
+    n = len(args)
+    cols: dict[str, np.ndarray] = {
+        "rank": np.full(n, rank, np.int32),
+        "device": _device_col([a.device for a in args], c.pid),
+        "stream": _stream_col([a.stream for a in args], c.tid, ids),
+        "name": c.name,
+        "ts": rel_us(c.ts_ns, origin),
+        "dur": c.dur,
+        "correlation": _num([a.correlation for a in args], np.int64, -1),
+        "bytes": _num([a.bytes for a in args], np.int64, -1),
+    }
+    if memcpy:
+        kind, src, dst = _parse_memcpy_names(c.name)
+        # ROCm writes the direction in args.kind; use it where the name gave none.
+        arg_kind = [
+            a.kind if isinstance(a.kind, str) and a.kind in _MEMCPY_KINDS else "" for a in args
+        ]
+        kind = np.where(kind == "", _obj(arg_kind), kind) if n else kind
+        cols.update(kind=kind.astype(object), src=src, dst=dst)
+    return cols
+
+
+def runtime(c: Common, idx: np.ndarray, cats: list[str], rank: int, origin: int, path: str) -> dict:
+    args = dec.decode_args(c.args, dec.RuntimeArgs, path, idx)
+    n = len(args)
+    return {
+        "rank": np.full(n, rank, np.int32),
+        "pid": c.pid,
+        "tid": c.tid,
+        "name": c.name,
+        "ts": rel_us(c.ts_ns, origin),
+        "dur": c.dur,
+        "correlation": _num([a.correlation for a in args], np.int64, -1),
+        "cat": _obj([RUNTIME_CAT_NAMES.get(x, x) for x in cats]),
+    }
+
+
+def _raw_text(r: msgspec.Raw) -> str:
+    return bytes(r).decode("utf-8", "replace") if len(r) else ""
+
+
+def cpu_ops(c: Common, idx: np.ndarray, rank: int, origin: int, path: str) -> dict:
+    args = dec.decode_args(c.args, dec.OpArgs, path, idx)
+    n = len(args)
+    return {
+        "rank": np.full(n, rank, np.int32),
+        "pid": c.pid,
+        "tid": c.tid,
+        "name": c.name,
+        "ts": rel_us(c.ts_ns, origin),
+        "dur": c.dur,
+        "external_id": _num([a.external_id for a in args], np.int64, -1),
+        "flops": _num([a.flops for a in args], np.float64, np.nan),
+        "input_dims": _obj([_raw_text(a.input_dims) for a in args]),
+        "input_types": _obj([_raw_text(a.input_types) for a in args]),
+    }
+
+
+def annotations(c: Common, on_gpu: np.ndarray, rank: int, origin: int) -> dict:
+    n = len(c.name)
+    return {
+        "rank": np.full(n, rank, np.int32),
+        "pid": c.pid,
+        "tid": c.tid,
+        "name": c.name,
+        "ts": rel_us(c.ts_ns, origin),
+        "dur": c.dur,
+        "on_gpu": on_gpu.astype(bool),
+    }
+
+
+def steps(ann: pd.DataFrame) -> pd.DataFrame:
+    """ProfilerStep#N annotations on the CPU side, every one kept (the last, partial, too)."""
+    if ann.empty:
+        return empty_table("steps")
+    cpu = ann[~ann["on_gpu"].to_numpy(bool)]
+    numbers = cpu["name"].str.extract(_STEP_RE, expand=False)
+    keep = numbers.notna().to_numpy()
+    got = cpu[keep]
+    if got.empty:
+        return empty_table("steps")
+    frame = pd.DataFrame(
+        {
+            "rank": got["rank"].to_numpy(np.int32),
+            "step": numbers[keep].astype(np.int64).to_numpy(),
+            "name": got["name"].to_numpy(object),
+            "ts": got["ts"].to_numpy(np.float64),
+            "dur": got["dur"].to_numpy(np.float64),
+        }
+    )
+    return frame.sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
+
+
+def counters(c: Common, idx: np.ndarray, rank: int, origin: int, path: str) -> pd.DataFrame:
+    """Per-kernel hardware counters: each numeric arg of a ``cuda_profiler_range`` event."""
+    args = dec.decode_args(c.args, dict[str, Any], path, idx)  # type: ignore[type-var]
+    ts = rel_us(c.ts_ns, origin)
+    device, name, when, metric, value = [], [], [], [], []
+    dev = [str(p) for p in c.pid.tolist()]
+    for i, a in enumerate(args):
+        d = a.get("device") if isinstance(a, dict) else None
+        for k, v in a.items() if isinstance(a, dict) else ():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or k in _NOT_COUNTERS:
+                continue
+            device.append(dev[i] if d is None else str(d))
+            name.append(c.name[i])
+            when.append(ts[i])
+            metric.append(k)
+            value.append(float(v))
+    if not metric:
+        return empty_table("counters")
+    return frame_of(
+        "counters",
+        {
+            "rank": np.full(len(metric), rank, np.int32),
+            "device": _obj(device),
+            "name": _obj(name),
+            "ts": np.asarray(when, np.float64),
+            "metric": _obj(metric),
+            "value": np.asarray(value, np.float64),
+        },
+    )
+
+
+_NOT_COUNTERS = frozenset({"device", "correlation", "External id", "external id", "stream"})
+
+
+def frame_of(table: str, cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    """A frame with the contract's columns first, in order, then any extras."""
+    order = [c for c in TABLES[table] if c in cols] + [c for c in cols if c not in TABLES[table]]
+    missing = [c for c in TABLES[table] if c not in cols]
+    if missing:  # pragma: no cover - a programming error, not bad input
+        raise KeyError(f"{table}: missing columns {missing}")
+    return pd.DataFrame({c: cols[c] for c in order}, copy=False)
+
+
+def vendor_of(name: str) -> str:
+    """The GPU vendor, from the device name only (no guessing from anything else)."""
+    n = name.lower()
+    if any(w in n for w in ("nvidia", "tesla", "geforce", "quadro", "rtx")):
+        return "nvidia"
+    if any(w in n for w in ("amd", "radeon", "instinct")):
+        return "amd"
+    return "unknown"
+
+
+def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> pd.DataFrame:
+    """One row per device in ``deviceProperties``, plus one per device seen only in events."""
+    rows: dict[str, dict[str, Any]] = {}
+    for p in props:
+        key = str(p.id)
+        vendor = vendor_of(p.name)
+        cc = ""
+        # Compute capability is an NVIDIA notion; a ROCm trace's "computeMajor" is the gfx
+        # generation, so it is not reported as one.
+        if vendor == "nvidia" and p.computeMajor is not None and p.computeMinor is not None:
+            cc = f"{p.computeMajor}.{p.computeMinor}"
+        rows[key] = {
+            "rank": rank,
+            "device": key,
+            "name": p.name,
+            "vendor": vendor,
+            "sm_count": -1 if p.numSms is None else p.numSms,
+            "compute_capability": cc,
+            "total_memory": -1 if p.totalGlobalMem is None else p.totalGlobalMem,
+            "max_threads_per_sm": (
+                -1 if p.maxThreadsPerMultiprocessor is None else p.maxThreadsPerMultiprocessor
+            ),
+        }
+    for key in seen:
+        if key not in rows:
+            rows[key] = {
+                "rank": rank, "device": key, "name": "", "vendor": "unknown", "sm_count": -1,
+                "compute_capability": "", "total_memory": -1, "max_threads_per_sm": -1,
+            }  # fmt: skip
+    if not rows:
+        return empty_table("devices")
+    frame = pd.DataFrame(list(rows.values()), columns=list(TABLES["devices"]))
+    for col in ("device", "name", "vendor", "compute_capability"):
+        frame[col] = frame[col].astype(object)
+    return frame.astype(
+        {
+            "rank": np.int32,
+            "sm_count": np.int64,
+            "total_memory": np.int64,
+            "max_threads_per_sm": np.int64,
+        }
+    )
+
+
+def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """Cast a frame's contract columns to the contract's dtypes (after concatenation)."""
+    want = empty_table(table).dtypes.to_dict()
+    return frame.astype({c: t for c, t in want.items() if frame[c].dtype != t}, copy=False)
+
+
+ProgressHook = Callable[[str], None]
