@@ -1,0 +1,107 @@
+"""Live GPU telemetry from NVML: one shared background sampler, recordings and replays.
+
+Use::
+
+    from nbprof import telemetry
+
+    with telemetry.subscribe(period_s=0.25) as sub:   # starts the sampler thread
+        train()
+        samples = sub.samples()                        # a Samples (nbprof.telemetry.model)
+    # the last subscription closed: the thread is gone
+
+    with telemetry.record("run.jsonl"):               # JSON lines, see recording.py
+        train()
+    telemetry.replay("run.jsonl")                     # -> Samples, labelled as a replay
+
+What is sampled, per GPU, at the period (default 250 ms): NVML ``utilization.gpu`` and
+``utilization.memory`` (what nvidia-smi prints), memory used/total, power, SM clock and
+temperature; on Hopper and newer (``nvmlGpmQueryDeviceSupport``) the GPM hardware counters:
+SM activity, SM occupancy, any-Tensor-Core activity, HMMA/IMMA/DFMA tensor pipes, DRAM
+bandwidth and FP16/FP32 pipe utilization, each computed over a window of at least 100 ms.
+Where the driver buffers its own utilization samples (``nvmlDeviceGetSamples``), those are
+added as extra rows (only ``util_gpu`` set) at the driver's timestamps, which are finer than
+the sampling period; the sampler's own row then leaves ``util_gpu`` empty so no stretch of
+time is counted twice. Anything unavailable is a plain reason in ``Samples.reasons`` (per GPU
+and metric) or ``Samples.unavailable`` (no NVML library, no driver, no GPU, no permission),
+never an exception in the user's code.
+
+Clocks: how samples line up with a profiler trace
+-------------------------------------------------
+Every sample is stamped with ``time.time_ns()`` on the sampler thread just before that
+pass's NVML calls: the system wall clock, in nanoseconds since the Unix epoch. Kineto
+stamps trace events from the same clock: a trace's events sit at
+``Trace.origin_ns + ts * 1000`` (``ts`` in µs relative to ``origin_ns``, see
+:mod:`nbprof.trace.model`). So, for a sample row ``r``::
+
+    ts_us_on_trace = (r.time_ns - trace.origin_ns) / 1000
+
+Error bound. A row stands for NVML's view at its stamp, within:
+
+- the time the pass takes to reach that GPU after the stamp (sub-millisecond per GPU on a
+  local driver; the benchmark measures a pass on a fake backend, real drivers add ~0.1 ms
+  per call);
+- the averaging window of each number, which precedes the stamp: ``utilization.gpu`` and
+  ``utilization.memory`` cover the driver's last sample period (1/6 s to 1 s depending on the
+  product); GPM metrics cover the window since the previous GPM sample (>= 100 ms, one
+  sampling period at 4 Hz); driver-buffered utilization rows carry the driver's own
+  timestamps (``nvmlSample_t.timeStamp``, CPU time in µs) and cover the driver period
+  before them;
+- wall-clock adjustments (NTP slewing) between trace and samples, normally microseconds over
+  a cell's duration; a step of the clock during a run shifts both equally only if it
+  happens outside the run.
+
+So align a sample to the *window ending* at its time, and expect ±(one averaging window)
+resolution, not ±1 µs: enough to see which phase of a step nvidia-smi calls busy while the
+SMs idle, not to attribute a sample to a single kernel. Driver timestamps more than 60 s
+away from ``time.time_ns()`` are taken as not wall-clock and ignored (util_gpu then comes
+from ``nvmlDeviceGetUtilizationRates``).
+
+Ring buffer: the sampler keeps the last ``capacity`` passes (default 14 400: one hour at
+4 Hz) in memory; older passes are dropped. Record to a file to keep more.
+"""
+
+from __future__ import annotations
+
+from nbprof.telemetry.model import METRICS, SAMPLE_COLUMNS, Samples
+from nbprof.telemetry.recording import (
+    Recorder,
+    ReplaySource,
+    read_recording,
+    record,
+    replay,
+    write_jsonl,
+)
+from nbprof.telemetry.sampler import (
+    DEFAULT_CAPACITY,
+    DEFAULT_PERIOD_S,
+    THREAD_NAME,
+    Sampler,
+    Subscription,
+    Tick,
+    configure,
+    get_sampler,
+    latest_of,
+    subscribe,
+)
+
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "DEFAULT_PERIOD_S",
+    "METRICS",
+    "SAMPLE_COLUMNS",
+    "THREAD_NAME",
+    "Recorder",
+    "ReplaySource",
+    "Sampler",
+    "Samples",
+    "Subscription",
+    "Tick",
+    "configure",
+    "get_sampler",
+    "latest_of",
+    "read_recording",
+    "record",
+    "replay",
+    "subscribe",
+    "write_jsonl",
+]
