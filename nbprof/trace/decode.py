@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
@@ -123,17 +124,26 @@ def _json_error(path: str, data: bytes, e: msgspec.DecodeError) -> TraceError:
     return TraceError(path, f"not valid JSON ({msg.removeprefix('JSON is malformed: ')})")
 
 
+class _File(msgspec.Struct, gc=False):
+    traceEvents: list[Event]
+
+
+_file_decoder = msgspec.json.Decoder(_File)
+_LEADING_SPACE = re.compile(rb"\s*")
+
+
 def decode_file(data: bytes, path: str) -> Decoded:
     """Decode one trace file's bytes (a Kineto object, or a bare Chrome-trace array)."""
-    head = data.lstrip()[:1]
+    start = _LEADING_SPACE.match(data)
+    head = data[start.end() : start.end() + 1] if start else data[:1]
     metadata: dict[str, Any] = {}
     props: list[DeviceProps] = []
     base_ns: int | None = None
     rank: int | None = None
-    if head == b"[":
-        events_raw: bytes | msgspec.Raw = data
-    else:
+    bare = head == b"["
+    if not bare:
         try:
+            # A skim of the top level (values left raw): validates the JSON, finds the keys.
             top = _top_decoder.decode(data)
         except msgspec.ValidationError:
             kind = {b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}.get(
@@ -147,11 +157,11 @@ def decode_file(data: bytes, path: str) -> Decoded:
             raise _json_error(path, data, e) from None
         if "traceEvents" not in top:
             raise TraceError(path, "no `traceEvents` in the file (is this a profiler trace?)")
-        events_raw = top.pop("traceEvents")
+        del top["traceEvents"]
         for key, raw in top.items():
             try:
                 metadata[key] = msgspec.json.decode(raw)
-            except msgspec.DecodeError:  # pragma: no cover - the outer decode validated it
+            except msgspec.DecodeError:  # pragma: no cover - the skim validated it
                 metadata[key] = None
         props = _device_props(top.get("deviceProperties"), path)
         base = metadata.get("baseTimeNanoseconds")
@@ -163,13 +173,18 @@ def decode_file(data: bytes, path: str) -> Decoded:
             if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
                 rank = r
     try:
-        events = _events_decoder.decode(events_raw)
+        # Decoding from the file's own bytes (not from the skim's raw slice) lets each
+        # event's raw args point into those bytes instead of being copied.
+        events = _events_decoder.decode(data) if bare else _file_decoder.decode(data).traceEvents
     except msgspec.ValidationError as e:
         index, sub, problem = explain_validation(e)
+        if not bare:
+            sub = sub.removeprefix("traceEvents")
+            im = _INDEX_RE.match(sub)
+            index = int(im.group(1)) if im else None
+            sub = sub[im.end() :].lstrip(".") if im else sub
         if index is None:
-            raise TraceError(
-                path, f"`traceEvents` {problem.replace('should be', 'should be')}"
-            ) from None
+            raise TraceError(path, f"`traceEvents` {problem}") from None
         if not sub:
             raise TraceError(path, f"event {index} {problem}") from None
         raise TraceError(path, f"event {index}: `{sub}` {problem}") from None
@@ -196,28 +211,47 @@ def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps]:
 def parse_ts_ns(raws: list[msgspec.Raw], path: str) -> np.ndarray:
     """Raw JSON numbers (µs) to int64 ns, exactly; ``NO_TS`` where the text is empty.
 
-    Fast path: split each number at the dot with numpy's string functions and convert the
-    integer and fraction parts as integers (fraction truncated to ns). Anything the fast
-    path refuses (exponents, strings, null) goes through :func:`_parse_one`, which either
-    parses it or raises a TraceError naming the event.
+    Integer timestamps (most traces) are parsed in one C call over the joined text. Decimal
+    ones are split at the dot with numpy's string functions and the integer and fraction
+    parts converted as integers (fraction truncated to ns). Anything else (exponents,
+    strings, null, negatives) goes through :func:`_parse_one`, which parses it or raises a
+    TraceError naming the event.
     """
-    arr = np.array([bytes(r) for r in raws]) if raws else np.array([], dtype="S1")
-    if arr.dtype.kind != "S":  # pragma: no cover - bytes always give an S array
-        arr = arr.astype("S")
-    missing = arr == b""
-    try:
-        ip, _, fp = np.strings.partition(np.where(missing, b"0", arr), b".")
-        whole = ip.astype(np.int64)
-        frac = np.strings.ljust(fp, 3, b"0").astype("S3").astype(np.int64)
-        if (np.strings.startswith(ip, b"-")).any() or (frac < 0).any():
-            raise ValueError("negative")
-        out = whole * 1000 + frac
-        if (whole > 9_000_000_000_000_000).any():
-            raise OverflowError
-    except (ValueError, OverflowError):
-        out = np.array([_parse_one(bytes(r), i, path) for i, r in enumerate(raws)], np.int64)
+    n = len(raws)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    lens = np.fromiter(map(len, raws), np.int64, n)
+    missing = lens == 0
+    items = [r if len(r) else b"0" for r in raws] if missing.any() else raws
+    joined = b",".join(items)
+    out: np.ndarray | None = None
+    if not re.search(rb"[^0-9,]", joined):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                got = np.fromstring(joined, dtype=np.int64, sep=",")
+                if len(got) == n and (got <= 9_000_000_000_000_000).all():
+                    out = got * 1000
+            except (ValueError, DeprecationWarning, OverflowError):
+                out = None
+    if out is None:
+        out = _parse_decimal(np.array([bytes(r) for r in items]), raws, path)
     out[missing] = NO_TS
     return out
+
+
+def _parse_decimal(arr: np.ndarray, raws: list[msgspec.Raw], path: str) -> np.ndarray:
+    try:
+        ip, _, fp = np.strings.partition(arr, b".")
+        whole = ip.astype(np.int64)
+        frac = np.strings.ljust(fp, 3, b"0").astype("S3").astype(np.int64)
+        if np.strings.startswith(ip, b"-").any() or (frac < 0).any():
+            raise ValueError("negative")
+        if (whole > 9_000_000_000_000_000).any():
+            raise OverflowError
+        return whole * 1000 + frac
+    except (ValueError, OverflowError):
+        return np.array([_parse_one(bytes(r), i, path) for i, r in enumerate(raws)], np.int64)
 
 
 def _parse_one(text: bytes, index: int, path: str) -> int:

@@ -199,9 +199,8 @@ def _abs_ns(d: dec.Decoded, path: str) -> np.ndarray:
 def _build_rank(d: dec.Decoded, rank: int, path: str) -> _Rank:
     events = d.events
     abs_ns = _abs_ns(d, path)
-    timed = abs_ns != dec.NO_TS
-    is_meta = np.fromiter((e.ph == "M" for e in events), bool, len(events))
-    usable = timed & ~is_meta
+    s = tb.sort_events(events)
+    usable = (abs_ns != dec.NO_TS) & ~s.is_meta
     if not usable.any():
         raise TraceError(path, "trace holds no timed events (only metadata)")
     first = int(abs_ns[usable].min())
@@ -210,7 +209,6 @@ def _build_rank(d: dec.Decoded, rank: int, path: str) -> _Rank:
     if d.metadata.get("deviceProperties") is not None and not d.device_props:
         notes.append("deviceProperties was malformed and is ignored")
 
-    s = tb.sort_events(events)
     for ph, n in s.skipped_phases.items():
         if n:
             notes.append(f"{n} begin/end ('{ph}') events ignored: only complete events are read")
