@@ -242,11 +242,12 @@ class Capture:
                 if self._sub is not None:
                     sub, self._sub = self._sub, None
                     try:
+                        # Closed first: the thread has then settled (and said why, when
+                        # NVML is missing); a closed subscription keeps what it saw.
+                        sub.close()
                         samples = sub.samples(since_ns=self._start_ns or None)
                     except Exception:
                         logger.warning("could not read the NVML samples", exc_info=True)
-                    finally:
-                        sub.close()
         return samples
 
     def _build(self, samples: Samples | None, exc: BaseException | None) -> Profile:
@@ -278,6 +279,8 @@ class Capture:
             trace: Trace | None = None
             if prof is not None and prof.profiler is not None:
                 prof.export_chrome_trace(str(raw))
+                if not self.lite:
+                    _add_flops(prof, raw)
             if raw.exists():
                 path = self._keep(raw) if self.trace_path is not None else raw
                 try:
@@ -309,6 +312,36 @@ class Capture:
             shutil.copyfile(raw, dest)
         logger.info("saved the raw trace to %s", dest)
         return dest
+
+
+def _add_flops(prof: Any, raw: Path) -> None:
+    """Write the FLOPs torch computed (``with_flops``) into the exported trace's op args.
+
+    torch 2.x computes them (``FunctionEvent.flops``) but its Chrome-trace export leaves
+    them out, and the analysis reads ``args.flops`` from the trace, as it does in saved
+    traces that have it. An op is matched by name and ``External id`` (the event's id).
+    """
+    import orjson
+
+    try:
+        flops = {(e.name, int(e.id)): int(e.flops) for e in prof.events() if e.flops}
+    except Exception:  # FLOPs are an extra: never lose the trace over them
+        logger.warning("could not read the FLOPs torch computed", exc_info=True)
+        return
+    if not flops:
+        return
+    data = orjson.loads(raw.read_bytes())
+    added = 0
+    for ev in data.get("traceEvents", ()):
+        args = ev.get("args")
+        if ev.get("cat") != "cpu_op" or not isinstance(args, dict) or "flops" in args:
+            continue
+        n = flops.get((ev.get("name"), args.get("External id")))
+        if n:
+            args["flops"] = n
+            added += 1
+    logger.debug("added FLOPs to %d ops", added)
+    raw.write_bytes(orjson.dumps(data))
 
 
 def profile(
