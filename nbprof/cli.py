@@ -81,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         # The demo owns its own options; hand it everything after the word.
         from nbprof.demo import main as demo_main
 
-        return demo_main(argv[1:])
+        try:
+            return demo_main(argv[1:])
+        except SystemExit as e:  # its argparse: --help, usage errors (already printed)
+            return int(e.code) if isinstance(e.code, int) else EXIT_BAD_INPUT
     try:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # argparse: --help, --version, usage errors (already printed)
