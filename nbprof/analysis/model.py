@@ -85,6 +85,11 @@ class DeviceMetrics:
     copy_gbps: float | None = None
     dataloader_pct: float | None = None
     sync_pct: float | None = None
+    #: Means of NVML/GPM samples taken during the GPU span (None: not sampled).
+    nvml_util_pct: float | None = None
+    sm_active_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_bw_pct: float | None = None
     #: metric name -> where its value came from.
     basis: dict[str, Basis] = field(default_factory=dict)
 

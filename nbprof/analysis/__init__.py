@@ -1,0 +1,109 @@
+"""Analysis: pure functions from a :class:`~nbprof.trace.model.Trace` to a Diagnosis.
+
+``analyze`` is the one entry point; each module beside it does one job (utilization,
+Tensor Cores, peaks, roofline, idle gaps, launches, transfers, syncs, the input pipeline,
+the verdict, findings, the explanation).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from nbprof.analysis import explain, findings, verdict
+from nbprof.analysis.classes import top_kernels
+from nbprof.analysis.device import Signals, analyze_device
+from nbprof.analysis.idle import IDLE_COLUMNS
+from nbprof.analysis.model import Diagnosis, Verdict
+from nbprof.analysis.roofline import ROOFLINE_COLUMNS
+from nbprof.analysis.syncs import sync_calls, syncs_table
+from nbprof.analysis.transfers import copies_table
+from nbprof.telemetry.model import Samples
+from nbprof.trace.model import Trace
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["analyze"]
+
+
+def device_keys(trace: Trace) -> list[tuple[int, str]]:
+    """(rank, device) of every device that ran at least one GPU event, sorted."""
+    keys: set[tuple[int, str]] = set()
+    for f in (trace.kernels, trace.memcpy, trace.memset):
+        if not f.empty:
+            pairs = f[["rank", "device"]].drop_duplicates()
+            keys.update((int(r), str(d)) for r, d in pairs.itertuples(index=False))
+    return sorted(keys, key=lambda k: (k[0], _devkey(k[1])))
+
+
+def _devkey(d: str) -> tuple[int, str]:
+    return (int(d), "") if d.isdigit() else (1 << 30, d)
+
+
+def _empty(cols: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+
+
+def analyze(trace: Trace, samples: Samples | None = None) -> Diagnosis:
+    """Diagnose ``trace`` (and the NVML ``samples`` recorded with it, when given)."""
+    source = {"path": trace.source, "events": int(trace.event_count)}
+    keys = device_keys(trace)
+    signals: list[Signals] = []
+    cls_parts: list[pd.DataFrame] = []
+    gap_parts: list[pd.DataFrame] = []
+    for rank, device in keys:
+        sig, cls, gaps = analyze_device(trace, rank, device, samples)
+        signals.append(sig)
+        cls_parts.append(cls)
+        if not gaps.empty:
+            gap_parts.append(gaps)
+    tables = _tables(trace, signals, cls_parts, gap_parts)
+    devices = [s.metrics for s in signals]
+    v: Verdict = verdict.decide(trace, signals)
+    found = findings.build(trace, signals)
+    text = explain.explain(trace, signals)
+    logger.debug("analysed %s: %d devices, verdict %s", trace.source, len(devices), v.bottleneck)
+    return Diagnosis(
+        source=source,
+        devices=devices,
+        verdict=v,
+        findings=found,
+        tables=tables,
+        explanation=text,
+    )
+
+
+def _tables(
+    trace: Trace,
+    signals: list[Signals],
+    cls_parts: list[pd.DataFrame],
+    gap_parts: list[pd.DataFrame],
+) -> dict[str, pd.DataFrame]:
+    k = trace.kernels
+    if cls_parts and len(k):
+        cls = pd.concat(cls_parts).reindex(k.index)
+        cls["cls"] = cls["cls"].fillna("memory")
+        cls["tensor_core"] = cls["tensor_core"].fillna(False).astype(bool)
+    else:
+        cls = pd.DataFrame(
+            {"cls": pd.Series(dtype="object"), "tensor_core": pd.Series(dtype=bool)}, index=k.index
+        )
+    span = max(s.end_us for s in signals) - min(s.start_us for s in signals) if signals else 0.0
+    roofs = [s.roofline for s in signals if not s.roofline.empty]
+    calls = sync_calls(trace.runtime, trace.cpu_ops)
+    return {
+        "kernel_class": cls,
+        "top_kernels": top_kernels(k, cls),
+        "idle_gaps": (
+            pd.concat(gap_parts, ignore_index=True)
+            .sort_values("dur", ascending=False, kind="stable")
+            .reset_index(drop=True)
+            if gap_parts
+            else _empty(IDLE_COLUMNS)
+        ),
+        "ops_roofline": pd.concat(roofs, ignore_index=True) if roofs else _empty(ROOFLINE_COLUMNS),
+        "copies": copies_table(trace.memcpy),
+        "syncs": syncs_table(calls, span) if span > 0 else syncs_table(calls, np.nan),
+    }

@@ -1,0 +1,88 @@
+"""Why nvidia-smi's utilization differs from what the GPU did, in this run's numbers."""
+
+from __future__ import annotations
+
+import logging
+
+from nbprof.analysis.device import Signals
+from nbprof.analysis.verdict import primary
+from nbprof.trace.model import Trace
+
+logger = logging.getLogger(__name__)
+
+
+def explain(trace: Trace, signals: list[Signals]) -> str:
+    if not signals:
+        return (
+            "This trace holds no GPU kernel, memcpy or memset events, so there is no GPU "
+            "utilization to explain: nvidia-smi would have shown 0% for this capture."
+        )
+    s = primary(signals)
+    m = s.metrics
+    busy = m.kernel_busy_pct or 0.0
+    parts = [
+        f"nvidia-smi's utilization counts the time during which at least one kernel was "
+        f"running, however little of the GPU it used: here kernels ran {busy:.1f}% of the "
+        f"{m.gpu_span_us / 1e3:.1f} ms GPU span"
+        + (
+            f" (NVML itself reported {m.nvml_util_pct:.0f}% over the same window)."
+            if m.nvml_util_pct is not None
+            else "."
+        )
+    ]
+    if m.sm_efficiency_pct is not None:
+        parts.append(
+            f"It says nothing about how many of the {m.sm_count} SMs those kernels kept busy: "
+            f"weighting each kernel by the share of the SMs its grid can fill gives an SM "
+            f"efficiency of {m.sm_efficiency_pct:.1f}%"
+            + (
+                f", and the warps resident per SM average {m.occupancy_pct:.0f}% of the maximum "
+                f"(occupancy)."
+                if m.occupancy_pct is not None
+                else "."
+            )
+        )
+    else:
+        parts.append(
+            "How much of each SM the kernels used cannot be read from this trace "
+            f"({m.basis['sm_efficiency_pct'].how})."
+        )
+    if m.sm_active_pct is not None:
+        parts.append(f"The hardware counters measured SM activity of {m.sm_active_pct:.0f}%.")
+    if m.vendor != "nvidia":
+        parts.append(
+            f"This is {'an AMD' if m.vendor == 'amd' else 'a non-NVIDIA'} GPU, so NVIDIA "
+            f"Tensor Core figures do not apply"
+            + (
+                f"; matrix-core (MFMA) kernels take {m.tensor_core_pct:.0f}% of kernel time."
+                if m.tensor_core_pct is not None
+                else "."
+            )
+        )
+    elif m.tensor_core_pct is None:
+        parts.append(
+            "Whether the kernels used Tensor Cores cannot be told from this trace "
+            f"({m.basis['tensor_core_pct'].how})."
+        )
+    else:
+        tc_line = (
+            "Tensor Cores, which deliver most of the GPU's arithmetic"
+            + (
+                f" ({s.peak.tflops.get('bf16') or s.peak.tflops.get('fp16')} dense TFLOP/s "
+                f"in 16-bit against {s.peak.tflops.get('fp32')} in plain FP32 on the "
+                f"{s.peak.model}),"
+                if s.peak is not None and s.peak.tflops.get("fp32")
+                else ","
+            )
+            + " "
+            + f"ran {m.tensor_core_pct:.1f}% of kernel time "
+            f"(basis: {m.tensor_core_basis})"
+        )
+        if m.tensor_active_pct is not None:
+            tc_line += f", and the hardware measured {m.tensor_active_pct:.0f}% tensor activity"
+        parts.append(tc_line + ".")
+    parts.append(
+        f"So a GPU can read {busy:.0f}% busy while most of its compute sits unused; "
+        f"the verdict and findings below say where the time went."
+    )
+    return " ".join(parts)

@@ -1,0 +1,246 @@
+"""A per-op roofline from the trace's own FLOP counts and tensor shapes.
+
+FLOPs come from ``with_flops`` (op arg ``Flops``); bytes are *estimated* from
+``record_shapes`` (inputs, plus the output of matrix products, or an output the size of
+the largest input otherwise), so achieved GB/s and arithmetic intensity are estimates and
+say so. GPU time is the summed duration of the kernels launched while the op ran on its
+thread. An op is compute-bound when its intensity is at or above the device's ridge point
+(peak FLOP/s ÷ peak bytes/s), memory-bound below it, unknown without peaks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nbprof.analysis.peaks import Peak, peak_tflops
+
+logger = logging.getLogger(__name__)
+
+ROOFLINE_COLUMNS = (
+    "op", "count", "flops", "bytes", "total_us", "tflops", "gbps", "intensity", "bound",
+    "basis", "dtype",
+)  # fmt: skip
+
+_SIZES = {
+    "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,
+    "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+    "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
+}  # fmt: skip
+_DTYPE = {
+    "double": "fp64", "float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
+    "signed char": "int8", "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8",
+    "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
+}  # fmt: skip
+_MATMUL = re.compile(r"aten::(?:mm|addmm|bmm|baddbmm|matmul|_addmm_activation|linear)$")
+
+
+def _load(text: str) -> list[Any]:
+    if not text:
+        return []
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return []
+    return v if isinstance(v, list) else []
+
+
+def op_bytes_dtype(name: str, dims_text: str, types_text: str) -> tuple[float, str]:
+    """Estimated bytes moved by one op and its compute dtype ("" unknown)."""
+    dims, types = _load(dims_text), _load(types_text)
+    total, largest, dtype, elem = 0.0, 0.0, "", 0
+    shapes: list[list[int]] = []
+    for d, t in zip(dims, types, strict=False):
+        size = _SIZES.get(str(t))
+        if size is None or not isinstance(d, list) or not d:
+            continue
+        if not all(isinstance(x, int) for x in d):
+            continue
+        n = float(math.prod(d)) * size
+        total += n
+        largest = max(largest, n)
+        shapes.append(d)
+        if not dtype:
+            dtype, elem = _DTYPE.get(str(t), ""), size
+    if _MATMUL.search(name) and len(shapes) >= 2:
+        # Output of (.., m, k) x (.., k, n) is (.., m, n); addmm's first input is the bias.
+        a, b = (shapes[-2], shapes[-1]) if len(shapes) >= 3 else (shapes[0], shapes[1])
+        if len(a) >= 2 and len(b) >= 2:
+            rows = float(math.prod(a[:-1]))
+            cols = b[0] if name.endswith("linear") else b[-1]  # linear's weight is (n, k)
+            total += rows * cols * max(elem, 1)
+        else:
+            total += largest
+    else:
+        total += largest
+    return total, dtype
+
+
+def matmul_flops(name: str, dims_text: str) -> float:
+    """2·m·k·n (times the batch) for a matrix product from its input shapes; NaN otherwise."""
+    if not _MATMUL.search(name):
+        return math.nan
+    shapes = [d for d in _load(dims_text) if isinstance(d, list) and len(d) >= 2]
+    shapes = [d for d in shapes if all(isinstance(x, int) for x in d)]
+    if len(shapes) < 2:
+        return math.nan
+    a, b = shapes[-2], shapes[-1]
+    if name.endswith("linear"):  # weight is (n, k)
+        return 2.0 * float(math.prod(a[:-1])) * a[-1] * b[0]
+    if a[-1] != b[-2]:
+        return math.nan
+    batch = float(math.prod(a[:-2])) if len(a) > 2 else 1.0
+    return 2.0 * batch * a[-2] * a[-1] * b[-1]
+
+
+def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """The ops with a FLOP count: the trace's own (``with_flops``) or, when the trace has
+    none, matrix products estimated from ``record_shapes``. The flag says which."""
+    if cpu_ops.empty:
+        return cpu_ops, False
+    fl = cpu_ops["flops"].to_numpy(dtype="float64")
+    if (fl > 0).any():
+        return cpu_ops, False
+    names = cpu_ops["name"].astype(str)
+    cand = cpu_ops[names.str.contains(_MATMUL) & (cpu_ops["input_dims"].astype(str) != "")]
+    if cand.empty:
+        return cand, True
+    est = [matmul_flops(n, d) for n, d in zip(cand["name"], cand["input_dims"], strict=True)]
+    return cand.assign(flops=np.asarray(est, dtype="float64")), True
+
+
+def outermost_flops_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
+    """CPU ops with a FLOP count that are not nested in another such op on their thread."""
+    if cpu_ops.empty:
+        return cpu_ops
+    f = cpu_ops[cpu_ops["flops"].to_numpy(dtype="float64") > 0]
+    if f.empty:
+        return f
+    f = f.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
+    end = (f["ts"] + f["dur"]).to_numpy()
+    run_end = (
+        pd.Series(end, index=f.index)
+        .groupby([f["rank"], f["pid"], f["tid"]], sort=False)
+        .cummax()
+        .to_numpy()
+    )
+    key = f[["rank", "pid", "tid"]].to_numpy()
+    same = np.concatenate(([False], (key[1:] == key[:-1]).all(axis=1)))
+    prev_end = np.concatenate(([-np.inf], run_end[:-1]))
+    nested = same & (f["ts"].to_numpy() < prev_end)
+    return f[~nested]
+
+
+def gpu_time_per_op(
+    ops: pd.DataFrame,
+    kernels: pd.DataFrame,
+    cpu_ops: pd.DataFrame,
+    mask: np.ndarray | None = None,
+) -> np.ndarray:
+    """Summed duration of the kernels launched within each op, on the op's thread
+    (only the kernels where ``mask`` is true, when given)."""
+    out = np.zeros(len(ops))
+    if ops.empty or kernels.empty:
+        return out
+    idx = kernels["op_index"].to_numpy(dtype="int64")
+    ok = (
+        (idx >= 0)
+        & (idx < len(cpu_ops))
+        & ~np.isnan(kernels["launch_ts"].to_numpy(dtype="float64"))
+    )
+    if not ok.any():
+        return out
+    k = pd.DataFrame(
+        {
+            "tid": cpu_ops["tid"].to_numpy()[idx[ok]],
+            "pid": cpu_ops["pid"].to_numpy()[idx[ok]],
+            "launch": kernels["launch_ts"].to_numpy(dtype="float64")[ok],
+            "dur": (
+                kernels["dur"].to_numpy(dtype="float64")
+                * (1.0 if mask is None else np.asarray(mask, dtype="float64"))
+            )[ok],
+        }
+    ).sort_values(["pid", "tid", "launch"], kind="stable")
+    o_ts = ops["ts"].to_numpy(dtype="float64")
+    o_end = o_ts + ops["dur"].to_numpy(dtype="float64")
+    o_pid, o_tid = ops["pid"].to_numpy(), ops["tid"].to_numpy()
+    for (pid, tid), grp in k.groupby(["pid", "tid"], sort=False):
+        sel = np.flatnonzero((o_pid == pid) & (o_tid == tid))
+        if not len(sel):
+            continue
+        launch = grp["launch"].to_numpy()
+        csum = np.concatenate(([0.0], np.cumsum(grp["dur"].to_numpy())))
+        lo = np.searchsorted(launch, o_ts[sel], side="left")
+        hi = np.searchsorted(launch, o_end[sel], side="right")
+        out[sel] = csum[hi] - csum[lo]
+    return out
+
+
+def roofline(
+    cpu_ops: pd.DataFrame,
+    kernels: pd.DataFrame,
+    all_cpu_ops: pd.DataFrame,
+    peak: Peak | None,
+    tensor_core: np.ndarray,
+) -> pd.DataFrame:
+    """One row per op name: FLOPs, estimated bytes, GPU time, achieved rates and bound.
+
+    ``cpu_ops`` are the candidate ops (already limited to one rank); ``all_cpu_ops`` is the
+    frame ``kernels.op_index`` points into. ``tensor_core`` flags the kernels that ran on
+    Tensor Cores: an FP32 op whose kernels mostly did is held to the TF32 peak.
+    """
+    cand, estimated = with_flops(cpu_ops)
+    ops = outermost_flops_ops(cand)
+    flops_src = "FLOPs 2mkn from input shapes" if estimated else "FLOPs from the trace"
+    if ops.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in ROOFLINE_COLUMNS})
+    gpu_us = gpu_time_per_op(ops, kernels, all_cpu_ops)
+    tc_us = gpu_time_per_op(ops, kernels, all_cpu_ops, tensor_core)
+    ops = ops.assign(gpu_us=gpu_us, tc_us=tc_us)
+    ops = ops[ops["gpu_us"] > 0]
+    if ops.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in ROOFLINE_COLUMNS})
+    est = [
+        op_bytes_dtype(n, d, t)
+        for n, d, t in zip(ops["name"], ops["input_dims"], ops["input_types"], strict=True)
+    ]
+    dtypes = np.array([d for _, d in est], dtype=object)
+    tf32 = (dtypes == "fp32") & (ops["tc_us"].to_numpy() > 0.5 * ops["gpu_us"].to_numpy())
+    dtypes[tf32] = "tf32"
+    ops = ops.assign(nbytes=[b for b, _ in est], dtype=dtypes)
+    g = ops.groupby(["name", "dtype"], sort=False).agg(
+        count=("flops", "size"), flops=("flops", "sum"), bytes=("nbytes", "sum"),
+        total_us=("gpu_us", "sum"),
+    ).reset_index()  # fmt: skip
+    g = g.rename(columns={"name": "op"})
+    t = g["total_us"].to_numpy(dtype="float64")
+    fl = g["flops"].to_numpy(dtype="float64")
+    by = g["bytes"].to_numpy(dtype="float64")
+    g["tflops"] = fl / t / 1e6
+    g["gbps"] = np.where(by > 0, by / t / 1e3, np.nan)
+    g["intensity"] = np.where(by > 0, fl / np.where(by > 0, by, 1), np.nan)
+    bounds, bases = [], []
+    for dtype, inten in zip(g["dtype"], g["intensity"], strict=True):
+        key = dtype
+        pf = peak_tflops(peak, key) if key else None
+        if pf is None or peak is None or not np.isfinite(inten):
+            bounds.append("unknown")
+            bases.append(f"estimated: {flops_src}, bytes from input shapes; no peak")
+            continue
+        ridge = pf * 1e12 / (peak.mem_gbps * 1e9)
+        bounds.append("compute" if inten >= ridge else "memory")
+        bases.append(
+            f"estimated: {flops_src}, bytes from input shapes; ridge {ridge:.0f} "
+            f"FLOP/B ({key} {pf:g} TFLOP/s, {peak.mem_gbps:g} GB/s, {peak.source})"
+        )
+    g["bound"] = bounds
+    g["basis"] = bases
+    g = g.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    return g[list(ROOFLINE_COLUMNS)]

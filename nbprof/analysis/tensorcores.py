@@ -1,0 +1,193 @@
+"""Which kernels ran on Tensor Cores (NVIDIA) or matrix cores (AMD), and on what evidence.
+
+Kernel names change every GPU generation, so a name list alone goes stale (a Blackwell
+trace reads 0% with a Volta-era list: pytorch/kineto#1041). Evidence is combined, strongest
+first:
+
+1. ``measured``: hardware counters in the trace (CUPTI metrics on Tensor Core pipes).
+2. ``kernel_names``: names that say Tensor Core (positive) or say plain FP32 / SIMT
+   (negative); the patterns span Volta through Blackwell, flash attention and CUTLASS.
+3. ``ops``: the kernel was launched by a Tensor-Core-eligible op (mm, addmm, bmm, linear,
+   conv, attention) whose inputs are half, bfloat16, fp8 or int8: catches names no list
+   knows yet.
+
+A GPU with compute capability below 7.0 has no Tensor Cores at all; an AMD GPU gets only
+matrix-core (MFMA) name evidence and never an NVIDIA claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+# Positive evidence. Each alternative names the generation it comes from.
+_TC_NVIDIA = re.compile(
+    r"|".join(
+        (
+            r"[hsid]884",  # Volta cuBLAS/cuDNN: volta_h884gemm, volta_s884cudnn
+            r"hmma",  # Volta/Turing HMMA kernels
+            r"[hsid]1688",  # Turing/Ampere: turing_s1688gemm, ampere_h1688gemm
+            r"[hsid]16816",  # Ampere: ampere_s16816gemm, sm80_xmma s16816
+            r"i8816",  # Turing/Ampere integer tensor op
+            r"imma",  # integer MMA kernels
+            r"tensorop",  # CUTLASS / cuBLAS tensorop_*, cutlass_tensorop_*
+            r"sm(?:75|80|86|87|89|90a?|100a?|120)_xmma.*(?:tf32|bf16|f16|fp16|e4m3|e5m2|i8|int8)",
+            r"xmma_.*(?:tf32|bf16|f16|fp16|e4m3|e5m2|int8)",  # xmma with a TC data type
+            r"wgmma",  # Hopper warpgroup MMA
+            r"gmma",  # Hopper CUTLASS sm90 gmma kernels
+            r"nvjet",  # cuBLAS Hopper/Blackwell JIT GEMMs (nvjet_hsh, nvjet_tst)
+            r"tcgen05",  # Blackwell 5th-gen Tensor Core instructions
+            r"bmm_\w*e[45]m[23]",  # Blackwell block-scaled GEMMs (bmm_MxE4m3)
+            r"fmha",  # fused multi-head attention (fmhaSm100a, fmha_cutlass)
+            r"flash_(?:fwd|bwd)",  # FlashAttention 2/3
+            r"flash::",  # FlashAttention templates
+            r"cutlass.*(?:_tf32|_bf16|_f16|_s8|_e4m3|h16816|s16816|tensor)",
+            r"implicit_?gemm.*(?:tensor|hmma|xmma|1688|16816|884)",  # cuDNN TC convs
+            r"\bsm9\d_",  # CUTLASS 3 sm90 kernels run on Tensor Cores
+        )
+    ),
+    re.IGNORECASE,
+)
+# Negative evidence: SIMT / plain-FP32 GEMMs and GEMVs never touch Tensor Cores.
+_NOT_TC = re.compile(
+    r"simt|sgemm|gemv|gemmSN|"
+    r"gemmk1|sm\d+_xmma_\w*_f32f32_f32f32_f32|xmma_\w*_f32f32_f32(?!.*tf32)",
+    re.IGNORECASE,
+)
+# AMD matrix cores (MFMA) by name only.
+_MFMA = re.compile(r"mfma|_MT\d+x\d+x\d+_MI|Cijk_.*_MI\d+", re.IGNORECASE)
+# Kernels an eligible op launches around its GEMM: layout transforms, epilogues, fills.
+_HELPER = re.compile(
+    r"elementwise|vectorized|reduce|reduction|transpose|nchwToNhwc|nhwcToNchw|copy|fill|"
+    r"splitKreduce|memset|cast|convert|softmax|norm|scal|bias|gather|scatter|index",
+    re.IGNORECASE,
+)
+_ELIGIBLE_OP = re.compile(
+    r"aten::(?:mm|addmm|bmm|baddbmm|matmul|linear|_addmm_activation|addbmm|"
+    r"conv\w*|cudnn_convolution\w*|_convolution|scaled_dot_product\w*|"
+    r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_scaled_mm|"
+    r"_int_mm)\b",
+)
+_TC_DTYPE = re.compile(r"Half|BFloat16|Float8|float8|e4m3|e5m2|signed char|\bchar\b|int8", re.I)
+# CUPTI metric names that count Tensor Core pipe activity.
+_TC_METRIC = re.compile(r"tensor|hmma|imma|mma", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TensorCoreResult:
+    """Per-kernel flags (aligned with the kernels frame) and the basis actually used."""
+
+    flags: np.ndarray  # bool, one per kernel
+    basis: str  # "measured" | "kernel_names" | "ops" | "unknown"
+    how: str
+
+
+def name_evidence(names: pd.Series, vendor: str = "nvidia") -> np.ndarray:
+    """+1 names say Tensor/matrix cores, -1 they say not, 0 they say nothing. Per name."""
+    uniq = pd.Series(names.unique())
+    if vendor == "amd":
+        pos = uniq.str.contains(_MFMA).to_numpy()
+        neg = np.zeros(len(uniq), dtype=bool)
+    else:
+        pos = uniq.str.contains(_TC_NVIDIA).to_numpy()
+        neg = uniq.str.contains(_NOT_TC).to_numpy()
+    # Negative markers (simt, sgemm, pure f32 xmma) override generic positives such as a
+    # bare sm90_ prefix: cutlass_simt_* kernels carry both.
+    val = np.where(neg, -1, np.where(pos, 1, 0))
+    lookup = dict(zip(uniq.tolist(), val.tolist(), strict=True))
+    return names.map(lookup).to_numpy(dtype="int64") if len(names) else np.zeros(0, "int64")
+
+
+def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
+    """True where the launching op is Tensor-Core-eligible and its inputs are a TC dtype."""
+    n = len(kernels)
+    out = np.zeros(n, dtype=bool)
+    if n == 0 or cpu_ops.empty:
+        return out
+    idx = kernels["op_index"].to_numpy(dtype="int64")
+    valid = (idx >= 0) & (idx < len(cpu_ops))
+    if not valid.any():
+        return out
+    ops = cpu_ops.iloc[idx[valid]]
+    eligible = ops["name"].astype(str).str.contains(_ELIGIBLE_OP).to_numpy()
+    tc_type = ops["input_types"].astype(str).str.contains(_TC_DTYPE).to_numpy()
+    helper = kernels["name"][valid].astype(str).str.contains(_HELPER).to_numpy()
+    out[np.flatnonzero(valid)] = eligible & tc_type & ~helper
+    return out
+
+
+def measured_names(counters: pd.DataFrame) -> tuple[set[str], set[str]] | None:
+    """Kernel names counters show on / off the Tensor Core pipes; None without such counters."""
+    if counters.empty:
+        return None
+    tc = counters[counters["metric"].astype(str).str.contains(_TC_METRIC)]
+    if tc.empty:
+        return None
+    per = tc.groupby("name")["value"].sum()
+    return set(per[per > 0].index), set(per[per <= 0].index)
+
+
+def classify(
+    kernels: pd.DataFrame,
+    cpu_ops: pd.DataFrame,
+    *,
+    vendor: str,
+    compute_capability: str | None,
+    counters: pd.DataFrame | None = None,
+) -> TensorCoreResult:
+    """Flag each kernel of one device and say which evidence decided."""
+    n = len(kernels)
+    none = np.zeros(n, dtype=bool)
+    if vendor not in ("nvidia", "amd"):
+        return TensorCoreResult(none, "unknown", f"vendor {vendor!r}: no evidence rules")
+    cc = _cc(compute_capability)
+    if vendor == "nvidia" and cc is not None and cc < 7.0:
+        return TensorCoreResult(
+            none, "kernel_names", f"compute capability {compute_capability} < 7.0: no Tensor Cores"
+        )
+    if n == 0:
+        return TensorCoreResult(none, "unknown", "no kernels in the trace")
+    if counters is not None and vendor == "nvidia":
+        m = measured_names(counters)
+        if m is not None:
+            on, _off = m
+            flags = kernels["name"].isin(on).to_numpy()
+            return TensorCoreResult(flags, "measured", "CUPTI Tensor Core pipe counters")
+    ev = name_evidence(kernels["name"].astype(str), vendor)
+    flags = ev > 0
+    if vendor == "amd":
+        # Matrix-core evidence on AMD is the name only; silence is not a "no".
+        if flags.any():
+            return TensorCoreResult(flags, "kernel_names", "AMD MFMA (matrix core) kernel names")
+        return TensorCoreResult(flags, "unknown", "AMD GPU: no MFMA kernel names seen")
+    by_op = op_evidence(kernels, cpu_ops) & (ev == 0)
+    flags = flags | by_op
+    kt = kernels["dur"].to_numpy(dtype="float64")
+    name_time = float(kt[ev > 0].sum())
+    op_time = float(kt[by_op].sum())
+    decided = ev != 0
+    if name_time == 0 and op_time == 0 and not decided.any():
+        return TensorCoreResult(flags, "unknown", "no kernel name or op says either way")
+    if op_time > name_time:
+        return TensorCoreResult(
+            flags, "ops", "launched by mm/conv/attention ops with half/bf16/fp8/int8 inputs"
+        )
+    how = "Tensor Core kernel names (xmma/wgmma/nvjet/884/1688/16816/flash...)"
+    if op_time > 0:
+        how += " plus launching ops in Tensor Core dtypes"
+    if name_time == 0:
+        how = "no kernel name shows Tensor Core use; SIMT/FP32 GEMM names seen"
+    return TensorCoreResult(flags, "kernel_names", how)
+
+
+def _cc(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None

@@ -1,0 +1,51 @@
+"""Copies between host and device: direction, pageable vs pinned, achieved bandwidth."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+COPY_COLUMNS = (
+    "rank", "device", "kind", "src", "dst", "count", "bytes", "total_us", "gbps", "pageable",
+)  # fmt: skip
+
+
+def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
+    """A copy is pageable when either side is pageable host memory (name or columns say so)."""
+    if memcpy.empty:
+        return pd.Series(dtype=bool)
+    by_cols = (memcpy["src"] == "Pageable") | (memcpy["dst"] == "Pageable")
+    by_name = memcpy["name"].astype(str).str.contains("Pageable", regex=False)
+    return by_cols | by_name
+
+
+def gbps(nbytes: float, dur_us: float) -> float | None:
+    """bytes per µs × 1e-3 = GB/s (10^9 bytes per second)."""
+    return nbytes / dur_us / 1e3 if dur_us > 0 and nbytes >= 0 else None
+
+
+def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
+    """One row per (rank, device, direction, src, dst)."""
+    if memcpy.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in COPY_COLUMNS})
+    df = memcpy.assign(
+        pageable=is_pageable(memcpy).to_numpy(),
+        nbytes=memcpy["bytes"].clip(lower=0).to_numpy(),
+    )
+    g = df.groupby(["rank", "device", "kind", "src", "dst"], sort=True, dropna=False)
+    out = g.agg(
+        count=("dur", "size"),
+        bytes=("nbytes", "sum"),
+        total_us=("dur", "sum"),
+        pageable=("pageable", "any"),
+    ).reset_index()
+    tot = out["total_us"].to_numpy(dtype="float64")
+    out["gbps"] = np.where(
+        tot > 0, out["bytes"].to_numpy(dtype="float64") / np.where(tot > 0, tot, 1) / 1e3, np.nan
+    )
+    out = out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    return out[list(COPY_COLUMNS)]

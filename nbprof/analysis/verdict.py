@@ -1,0 +1,156 @@
+"""The verdict: one bottleneck from the schema's list, and the sentence that says why.
+
+Rules run in order on the busiest device (most kernel time); the first that holds wins.
+Thresholds are stated here so the sentence can quote the numbers that decided:
+
+1. no GPU events -> ``cpu_only``;
+2. NCCL/RCCL kernels >= 50% of kernel time -> ``communication_bound``;
+3. the GPU sat idle while DataLoader ``__next__`` ran for >= 15% of the span (or the
+   DataLoader took >= 30% of step time with kernels busy < 80%) -> ``input_bound``;
+4. idle gaps that open as a synchronize / ``.item()`` returns cover >= 20% of the span with
+   kernels busy < 80% -> ``sync_bound``;
+5. memcpy busy >= 30% of the span and more than half the kernel busy time ->
+   ``transfer_bound``;
+6. kernels busy < 10% -> ``idle``;
+7. >= 50% of kernels shorter than 10 µs with kernels busy < 70% -> ``launch_bound``;
+8. kernels busy < 30% -> ``idle``;
+9. otherwise compute vs memory: the roofline's time-weighted call when FLOP-counted ops
+   cover >= 30% of kernel time, else the kernel classes' time (Tensor Core + GEMM/conv vs
+   elementwise/reduction/copy kernels).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from nbprof.analysis.device import Signals
+from nbprof.analysis.model import Verdict
+from nbprof.trace.model import Trace
+
+logger = logging.getLogger(__name__)
+
+COMM_PCT = 50.0
+INPUT_GAP_PCT = 15.0
+INPUT_STEP_PCT = 30.0
+SYNC_GAP_PCT = 20.0
+TRANSFER_PCT = 30.0
+IDLE_PCT = 10.0
+LAUNCH_SHORT_PCT = 50.0
+LAUNCH_BUSY_PCT = 70.0
+LOW_BUSY_PCT = 30.0
+ROOFLINE_COVER_PCT = 30.0
+
+
+def primary(signals: list[Signals]) -> Signals:
+    """The device that ran the most kernel time (first on ties)."""
+    return max(
+        signals,
+        key=lambda s: (s.metrics.kernel_busy_pct or 0.0) * s.metrics.gpu_span_us,
+    )
+
+
+def gap_share(s: Signals, *prefixes: str) -> float:
+    """Share of the span (%) of whole-device idle gaps whose CPU work starts with a prefix."""
+    span = s.metrics.gpu_span_us
+    if span <= 0:
+        return 0.0
+    us = sum(v for k, v in s.gap_work_us.items() if k.startswith(prefixes))
+    return us / span * 100.0
+
+
+def compute_vs_memory(s: Signals) -> tuple[str, str]:
+    """("compute_bound" | "memory_bound", the reason with numbers)."""
+    roof = s.roofline
+    ktime = s.metrics.gpu_span_us * (s.metrics.kernel_busy_pct or 0.0) / 100.0
+    if not roof.empty and ktime > 0:
+        known = roof[roof["bound"] != "unknown"]
+        cover = float(known["total_us"].sum()) / ktime * 100.0
+        if cover >= ROOFLINE_COVER_PCT:
+            comp = float(known.loc[known["bound"] == "compute", "total_us"].sum())
+            mem = float(known.loc[known["bound"] == "memory", "total_us"].sum())
+            tot = comp + mem
+            if comp >= mem:
+                return "compute_bound", (
+                    f"ops above the roofline ridge point take {comp / tot * 100:.0f}% of the "
+                    f"FLOP-counted GPU time"
+                )
+            return "memory_bound", (
+                f"ops below the roofline ridge point take {mem / tot * 100:.0f}% of the "
+                f"FLOP-counted GPU time"
+            )
+    c = s.class_pct
+    comp = c.get("tensor_core", 0.0) + c.get("compute", 0.0)
+    mem = c.get("memory", 0.0)
+    if comp >= mem:
+        return "compute_bound", (
+            f"GEMM/convolution kernels take {comp:.0f}% of kernel time "
+            f"({c.get('tensor_core', 0.0):.0f}% on Tensor Cores)"
+        )
+    return "memory_bound", (
+        f"elementwise, reduction and copy kernels take {mem:.0f}% of kernel time against "
+        f"{comp:.0f}% in GEMM/convolution kernels"
+    )
+
+
+def decide(trace: Trace, signals: list[Signals]) -> Verdict:
+    if not signals:
+        why = trace.notes[0] if trace.notes else "no kernel, memcpy or memset events"
+        return Verdict("cpu_only", f"No GPU activity was recorded: {why}.")
+    s = primary(signals)
+    m = s.metrics
+    busy = m.kernel_busy_pct or 0.0
+    where = f"on {m.name or 'device ' + m.device}" + (
+        f" (rank {m.rank})" if len(signals) > 1 else ""
+    )
+    comm = s.class_pct.get("communication", 0.0)
+    if comm >= COMM_PCT:
+        return Verdict(
+            "communication_bound",
+            f"Communication-bound {where}: NCCL/RCCL kernels take {comm:.0f}% of kernel time "
+            f"(kernels busy {busy:.0f}% of the {m.gpu_span_us / 1e3:.1f} ms GPU span).",
+        )
+    dl_gap = gap_share(s, "DataLoader")
+    dl = m.dataloader_pct
+    if dl_gap >= INPUT_GAP_PCT or (dl is not None and dl >= INPUT_STEP_PCT and busy < 80.0):
+        return Verdict(
+            "input_bound",
+            f"Input-bound {where}: the GPU sat idle while the DataLoader fetched batches for "
+            f"{dl_gap:.0f}% of the span; the DataLoader took "
+            f"{(dl or 0.0):.0f}% of step time and kernels ran only {busy:.0f}% of it.",
+        )
+    sync_gap = gap_share(s, "after ", ".item()")
+    if sync_gap >= SYNC_GAP_PCT and busy < 80.0:
+        return Verdict(
+            "sync_bound",
+            f"Sync-bound {where}: {sync_gap:.0f}% of the span is GPU idle time right after "
+            f"the host synchronized (synchronize calls / .item()); kernels busy {busy:.0f}%.",
+        )
+    if s.memcpy_time_pct >= TRANSFER_PCT and s.memcpy_time_pct > 0.5 * busy:
+        return Verdict(
+            "transfer_bound",
+            f"Transfer-bound {where}: memcpys occupy {s.memcpy_time_pct:.0f}% of the span "
+            f"against {busy:.0f}% for kernels ({m.pageable_memcpy_count} pageable copies).",
+        )
+    short = m.short_kernel_pct or 0.0
+    if busy < IDLE_PCT:
+        return Verdict(
+            "idle",
+            f"Mostly idle {where}: kernels ran only {busy:.1f}% of the "
+            f"{m.gpu_span_us / 1e3:.1f} ms GPU span.",
+        )
+    if short >= LAUNCH_SHORT_PCT and busy < LAUNCH_BUSY_PCT:
+        return Verdict(
+            "launch_bound",
+            f"Launch-bound {where}: {short:.0f}% of {m.kernel_count} kernels run under 10 µs "
+            f"and kernels are busy only {busy:.0f}% of the span; the host cannot issue them "
+            f"fast enough ({m.idle.host_wait_pct:.0f}% of stream idle time is host wait).",
+        )
+    if busy < LOW_BUSY_PCT:
+        return Verdict(
+            "idle",
+            f"Mostly idle {where}: kernels ran only {busy:.0f}% of the "
+            f"{m.gpu_span_us / 1e3:.1f} ms GPU span.",
+        )
+    kind, why = compute_vs_memory(s)
+    label = "Compute-bound" if kind == "compute_bound" else "Memory-bound"
+    return Verdict(kind, f"{label} {where}: kernels busy {busy:.0f}% of the span; {why}.")  # type: ignore[arg-type]
