@@ -1,0 +1,98 @@
+"""Colours, labels and small text helpers shared by the views (no metrics here)."""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+#: Event class key -> (label, colour). The order fixes the class ids the timeline embeds.
+#: Colours stay distinguishable for the common forms of colour blindness (after ColorBrewer
+#: Paired/Dark2) and readable on a white canvas.
+CLASSES: dict[str, tuple[str, str]] = {
+    "tensor_core": ("Tensor Core GEMM", "#6a3d9a"),
+    "compute": ("other compute", "#1f78b4"),
+    "memory": ("memory-bound / elementwise", "#33a02c"),
+    "communication": ("communication", "#e31a1c"),
+    "kernel": ("kernel (class unknown)", "#8c8c8c"),
+    "copy_htod": ("memcpy HtoD", "#ff7f00"),
+    "copy_dtoh": ("memcpy DtoH", "#d4a017"),
+    "copy_dtod": ("memcpy DtoD / PtoP", "#b15928"),
+    "copy_other": ("memcpy (other)", "#a6761d"),
+    "memset": ("memset", "#e7298a"),
+    "cpu_op": ("CPU op (top level)", "#80b1d3"),
+    "runtime_launch": ("runtime: launch", "#bebada"),
+    "runtime_sync": ("runtime: synchronize", "#fb8072"),
+    "runtime_other": ("runtime: other", "#d9d9d9"),
+    "step": ("profiler step", "#b3b3b3"),
+    "annotation": ("user annotation", "#ccebc5"),
+    "gpu_annotation": ("GPU user annotation", "#a6dba0"),
+}
+CLASS_IDS: dict[str, int] = {k: i for i, k in enumerate(CLASSES)}
+
+#: Idle gap cause (analysis' idle_gaps.cause) -> (label, colour of the shading).
+GAP_CAUSES: dict[str, tuple[str, str]] = {
+    "host_wait": ("GPU waited for the host", "#fdae6b"),
+    "kernel_wait": ("kernel-to-kernel gap", "#9ecae1"),
+    "other": ("idle (other)", "#cccccc"),
+}
+
+BOTTLENECK_LABELS: dict[str, str] = {
+    "compute_bound": "Compute-bound",
+    "memory_bound": "Memory-bound",
+    "launch_bound": "Launch-bound",
+    "input_bound": "Starved by the input pipeline",
+    "sync_bound": "Stalled on synchronizations",
+    "transfer_bound": "Dominated by host-device copies",
+    "communication_bound": "Communication-bound",
+    "idle": "GPU mostly idle",
+    "cpu_only": "CPU only (no GPU activity)",
+}
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def esc(value: object) -> str:
+    """HTML-escape anything (trace names, analysis text) for element content or attributes."""
+    return html.escape(str(value), quote=True)
+
+
+def plain(value: object) -> str:
+    """Text safe for a terminal: control characters (ANSI escapes, bells) become '?'."""
+    return _CONTROL.sub("?", str(value))
+
+
+def fmt_pct(v: float | None) -> str:
+    return "n/a" if v is None or _nan(v) else f"{v:.1f} %"
+
+
+def fmt_us(v: float | None) -> str:
+    """A duration in µs, in the unit a person reads best."""
+    if v is None or _nan(v):
+        return "n/a"
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.3f} s"
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.2f} ms"
+    return f"{v:.1f} µs"
+
+
+def fmt_bytes(v: float | None) -> str:
+    if v is None or _nan(v) or v < 0:
+        return "n/a"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(v) < 1000 or unit == "GB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1000
+    return f"{v:.1f} TB"  # pragma: no cover - unreachable
+
+
+def fmt_num(v: float | None, digits: int = 1) -> str:
+    return "n/a" if v is None or _nan(v) else f"{v:,.{digits}f}"
+
+
+def _nan(v: float) -> bool:
+    try:
+        return math.isnan(float(v))
+    except (TypeError, ValueError):
+        return True

@@ -1,0 +1,70 @@
+"""The dashboard shown below a cell: diagnosis panel + timeline, as one HTML fragment.
+
+Bokeh's JavaScript is inlined (no CDN, no server, no iframe, no ``push_notebook``) so the
+output renders on Binder, JupyterHub, air-gapped clusters and in an exported HTML file.
+Each display carries its own copy: a later output re-defines ``window.Bokeh`` with the
+same version, and documents already rendered keep their views, so several dashboards in
+one notebook all work. The panel is static HTML and stays readable where scripts do not
+run (an untrusted notebook, nbconvert without JavaScript).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from nbprof.views._style import esc
+
+if TYPE_CHECKING:
+    from nbprof.profile import Profile
+
+logger = logging.getLogger(__name__)
+
+
+def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
+    """The dashboard as an HTML fragment: ``<div class="nbprof">`` with styles and scripts."""
+    from bokeh.embed import components
+    from bokeh.embed.bundle import bundle_for_objs_and_resources
+    from bokeh.resources import INLINE
+
+    from nbprof.views import panel, timeline
+
+    notes: list[str] = []
+    tl_html = ""
+    js = ""
+    try:
+        tl = timeline.build(profile)
+    except Exception as e:  # the panel is still worth showing when drawing fails
+        logger.exception("timeline failed")
+        notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
+    else:
+        notes += tl.notes
+        script, div = components(tl.layout)
+        if include_bokeh_js:
+            js = bundle_for_objs_and_resources([tl.layout], INLINE).scripts(tag=True)
+        tl_html = (
+            '<div class="nbp-legend-wrap"><h3 class="nbp-sr">Timeline</h3>'
+            f"{panel.legend_html(tl.classes)}</div>"
+            f'<div class="nbp-timeline">{div}</div>{script}'
+        )
+        if tl.data.event_count:
+            notes.append(
+                "Timeline: wheel to zoom, drag to zoom into a range, shift-drag or the overview "
+                "to pan; individual events appear once at most "
+                f"{timeline.DEFAULT_CAP:,} are visible."
+            )
+    body = panel.render(profile, extra_notes=notes)
+    return f'<style>{panel.CSS}</style>{js}<div class="nbprof">{body}{tl_html}</div>'
+
+
+def mimebundle(profile: Profile) -> dict[str, Any]:
+    """What ``Profile._repr_mimebundle_`` returns: the dashboard and the text summary."""
+    from nbprof.views import text
+
+    plain = text.render(profile)
+    try:
+        html = fragment(profile)
+    except Exception as e:  # never let display() raise: the text still says something useful
+        logger.exception("dashboard failed")
+        html = f'<pre class="nbprof">{esc(plain)}</pre><p>dashboard failed: {esc(e)}</p>'
+    return {"text/html": html, "text/plain": plain}

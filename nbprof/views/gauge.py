@@ -1,0 +1,497 @@
+"""The live GPU gauge: nvidia-smi's utilization next to what the SMs are really doing.
+
+``nbprof.gauge()`` shows, for each GPU, big current numbers and a 60-second history of
+nvidia-smi utilization, SM activity, Tensor Core activity and DRAM bandwidth, with memory and
+power alongside. In each activity chart nvidia-smi's number is a dashed line over a red
+area and the hardware counter is the solid area on top, so whatever red remains visible is
+time nvidia-smi calls "busy" while the counter says the SMs (or Tensor Cores, or DRAM) were
+idle.
+
+It is an ``ipywidgets.HTML`` updated from the sampler's thread through the widget's comm,
+so it keeps moving while the cell's main thread is busy (no ``push_notebook``, no server).
+Updates are coalesced to at most one every ``min_interval_s`` (0.1 s) and skipped when
+nothing visible changed. Every piece of text that came from NVML or a file is escaped.
+
+This module only lays out numbers the sampler measured; it computes no metrics.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nbprof.telemetry.model import METRICS, Samples
+
+logger = logging.getLogger(__name__)
+
+#: The four activity charts, in order; the first is nvidia-smi's own number.
+CHARTS: tuple[tuple[str, str], ...] = (
+    ("util_gpu", "#6b7280"),
+    ("sm_util", "#16a34a"),
+    ("tensor_util", "#7c3aed"),
+    ("dram_bw_util", "#2563eb"),
+)
+_W, _H = 200, 48
+_GAP_FILL = "#fca5a5"
+_GIB = 2**30
+
+
+def gauge(period_s: float = 0.25, replay: str | Path | None = None, speed: float = 1.0) -> Any:
+    """A live gauge of every GPU (or of a recording, with ``replay=``), already running.
+
+    ``period_s`` is the sampling period; ``replay`` a JSON-lines file written by
+    :func:`nbprof.telemetry.record`, played ``speed`` times faster than real time and
+    labelled as a replay. Call ``.stop()`` to freeze it, ``.close()`` to remove it.
+    """
+    g = GaugeWidget(period_s=period_s, replay=replay, speed=speed)
+    g.start()
+    return g
+
+
+class GaugeWidget:
+    """The gauge behind :func:`gauge`; ``%%gpuprof`` drives it with start/stop/close.
+
+    ``sampler`` overrides the process-wide sampler; ``source`` is any object with
+    ``samples(since_ns)``, ``close()`` and an ``on_tick`` attribute that the caller drives
+    itself (the gauge sets ``on_tick`` and never starts it).
+
+    ``widget`` is the ``ipywidgets.HTML`` shown in the notebook (``None`` where ipywidgets is
+    not installed: the text and HTML renderings still work). Safe to create without NVML: it
+    then shows why there are no numbers.
+    """
+
+    def __init__(
+        self,
+        period_s: float = 0.25,
+        replay: str | Path | None = None,
+        speed: float = 1.0,
+        *,
+        sampler: Any = None,
+        source: Any = None,
+        min_interval_s: float = 0.1,
+        history_s: float = 60.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.period_s = period_s
+        self.replay_path = Path(replay) if replay is not None else None
+        self.speed = speed
+        self.min_interval_s = min_interval_s
+        self.history_s = history_s
+        self._sampler = sampler
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._source: Any = None
+        self._replay_source: Any = None
+        self._state = "starting"
+        self._last_ns = 0
+        self._last_push = -math.inf
+        self._dirty = False
+        self._closed = False
+        #: Times the widget's value was actually changed (each is one comm message).
+        self.updates = 0
+        #: A source the caller drives (a ReplaySource with autostart=False, in tests).
+        self._external = source
+        if source is not None:
+            source.on_tick = self._on_tick
+            if hasattr(source, "done"):
+                self._replay_source = source
+        elif self.replay_path is not None:
+            from nbprof.telemetry.recording import ReplaySource
+
+            # Read the file now: a bad path is a clear error at the call, not a blank gauge.
+            self._replay_source = ReplaySource(
+                self.replay_path, speed, on_tick=self._on_tick, autostart=False
+            )
+        self._html = render_html(self._empty(), state=self._state_label())
+        self.widget = _make_widget(self._html)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> GaugeWidget:
+        """Start sampling (or playing the replay); idempotent."""
+        with self._lock:
+            if self._closed or self._source is not None:
+                return self
+            self._state = "live"
+            if self._external is not None:
+                self._source = self._external
+                start = None
+            elif self._replay_source is not None:
+                self._source = self._replay_source
+                start = self._replay_source.start
+            else:
+                from nbprof.telemetry import get_sampler
+
+                sampler = self._sampler if self._sampler is not None else get_sampler()
+                self._source = sampler.subscribe(self.period_s, self._on_tick)
+                start = None
+        if start is not None:
+            start()
+        return self
+
+    def stop(self) -> GaugeWidget:
+        """Stop updating and show the final state, frozen; releases the subscription."""
+        with self._lock:
+            source = self._source
+            if source is None or self._state == "stopped":
+                return self
+            self._state = "stopped"
+        source.close()  # no ticks after this returns
+        self._render(force=True)
+        return self
+
+    def close(self) -> None:
+        """Stop and remove the widget from the notebook; idempotent."""
+        self.stop()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self.widget is not None:
+            self.widget.close()
+
+    # -- data ---------------------------------------------------------------------------
+
+    def _empty(self) -> Samples:
+        source = self._replay_source.source if self._replay_source is not None else "live"
+        return Samples.empty(source=source)
+
+    def samples(self) -> Samples:
+        """Everything this gauge's source delivered (a replay: the part played so far)."""
+        src = self._source
+        return src.samples() if src is not None else self._empty()
+
+    def _window(self) -> Samples:
+        src = self._source
+        if src is None:
+            return self._empty()
+        since = self._last_ns - int(self.history_s * 1e9) if self._last_ns else None
+        return src.samples(since_ns=since)
+
+    def _state_label(self) -> str:
+        if self._replay_source is not None:
+            done = self._replay_source.done.is_set()
+            if self._state == "live":
+                return "replay finished" if done else "replaying"
+            return "replay stopped" if self._state == "stopped" else "replay"
+        return self._state
+
+    # -- updates ------------------------------------------------------------------------
+
+    def _on_tick(self, tick: Any) -> None:
+        """Called on the sampler (or replay) thread after each pass."""
+        self._last_ns = max(self._last_ns, int(tick.time_ns))
+        last_replay_tick = self._replay_source is not None and self._replay_source.done.is_set()
+        if self._monotonic() - self._last_push < self.min_interval_s and not last_replay_tick:
+            # Coalesced: the next tick (at most one sampling period away) or stop() carries
+            # it. A replay's last tick has no successor, so it always renders.
+            self._dirty = True
+            return
+        self._render()
+
+    def _render(self, force: bool = False) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                html_ = render_html(
+                    self._window(), state=self._state_label(), history_s=self.history_s
+                )
+            except Exception:
+                logger.exception("the gauge could not render; it keeps its last picture")
+                return
+            self._dirty = False
+            self._last_push = self._monotonic()
+            if html_ == self._html and not force:
+                return
+            self._html = html_
+            if self.widget is not None:
+                self.widget.value = html_
+            self.updates += 1
+
+    # -- display ------------------------------------------------------------------------
+
+    @property
+    def html(self) -> str:
+        """The HTML currently shown."""
+        return self._html
+
+    @property
+    def text(self) -> str:
+        """A plain-text rendering of the current numbers (terminals, logs, nbconvert)."""
+        return render_text(self._window(), state=self._state_label())
+
+    def _repr_mimebundle_(
+        self, include: Any = None, exclude: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        bundle: dict[str, Any] = {}
+        if self.widget is not None and not self._closed:
+            bundle.update(self.widget._repr_mimebundle_(**kwargs) or {})
+        # A snapshot for saved notebooks without widget state, and text for terminals.
+        bundle["text/html"] = self._html
+        bundle["text/plain"] = self.text
+        return bundle
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _make_widget(value: str) -> Any:
+    try:
+        import ipywidgets
+    except ImportError:
+        logger.info("ipywidgets is not installed: the gauge renders as text/HTML only")
+        return None
+    return ipywidgets.HTML(value=value)
+
+
+# -- rendering (pure: Samples in, markup out) ------------------------------------------------
+
+
+def _esc(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _pct(v: float) -> str:
+    if v != v:
+        return "—"
+    return f"{v:.1f}%" if v < 10 else f"{v:.0f}%"
+
+
+def _per_gpu(samples: Samples) -> dict[int, Any]:
+    f = samples.frame
+    return {int(g): part for g, part in f.groupby("gpu", sort=True)} if len(f) else {}
+
+
+def _latest(part: Any, metric: str) -> float:
+    col = part[metric].to_numpy()
+    ok = ~np.isnan(col)
+    return float(col[ok][-1]) if ok.any() else math.nan
+
+
+def _series(part: Any, metric: str, t0: int, span_ns: float) -> list[list[tuple[float, float]]]:
+    """Chart coordinates of one metric, split where samples stop for more than 5 s."""
+    t = part["time_ns"].to_numpy()
+    v = part[metric].to_numpy()
+    ok = ~np.isnan(v)
+    t, v = t[ok], v[ok]
+    if not len(t):
+        return []
+    x = (t - t0) / span_ns * _W
+    y = _H - np.clip(v, 0, 100) / 100 * _H
+    breaks = np.flatnonzero(np.diff(t) > 5e9) + 1
+    return [
+        list(zip(xs.round(1).tolist(), ys.round(1).tolist(), strict=True))
+        for xs, ys in zip(np.split(x, breaks), np.split(y, breaks), strict=True)
+    ]
+
+
+def _area(seg: list[tuple[float, float]], fill: str, opacity: float) -> str:
+    if len(seg) == 1:
+        (x, y) = seg[0]
+        seg = [(x - 1, y), (x + 1, y)]
+    pts = " ".join(f"{x},{y}" for x, y in seg)
+    return (
+        f'<polygon points="{seg[0][0]},{_H} {pts} {seg[-1][0]},{_H}" '
+        f'fill="{fill}" fill-opacity="{opacity}" stroke="none"/>'
+    )
+
+
+def _line(seg: list[tuple[float, float]], color: str, dashed: bool) -> str:
+    pts = " ".join(f"{x},{y}" for x, y in seg)
+    dash = ' stroke-dasharray="4 2"' if dashed else ""
+    return f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>'
+
+
+def _chart(part: Any, metric: str, color: str, t0: int, span_ns: float) -> str:
+    smi = _series(part, "util_gpu", t0, span_ns)
+    body: list[str] = [
+        f'<rect x="0" y="0" width="{_W}" height="{_H}" fill="#f9fafb" stroke="#e5e7eb"/>'
+    ]
+    if metric == "util_gpu":
+        body += [_area(s, color, 0.35) for s in smi]
+        body += [_line(s, color, False) for s in smi]
+    else:
+        # Red under nvidia-smi's line, the counter's area on top: red left showing is the gap.
+        body += [_area(s, _GAP_FILL, 0.6) for s in smi]
+        body += [_area(s, color, 0.85) for s in _series(part, metric, t0, span_ns)]
+        body += [_line(s, "#374151", True) for s in smi]
+    label = _esc(METRICS[metric][0])
+    return (
+        f'<svg width="{_W}" height="{_H}" viewBox="0 0 {_W} {_H}" role="img" '
+        f'aria-label="{label}, last 60 seconds">{"".join(body)}</svg>'
+    )
+
+
+def _panel(
+    samples: Samples, gpu: int, part: Any, metric: str, color: str, t0: int, span: float
+) -> str:
+    label, _unit, basis = METRICS[metric]
+    reason = samples.reasons.get((gpu, metric))
+    value = _latest(part, metric) if part is not None else math.nan
+    number = _pct(value) if reason is None else "—"
+    chart = _chart(part, metric, color, t0, span) if part is not None else ""
+    if reason is not None:
+        chart = (
+            f'<div style="width:{_W}px;min-height:{_H}px;font-size:11px;color:#92400e;'
+            f"background:#fffbeb;border:1px solid #fde68a;padding:2px;"
+            f'box-sizing:border-box">unavailable: {_esc(reason)}</div>'
+        )
+    elif value != value:
+        chart += '<div style="font-size:10px;color:#6b7280">waiting for data</div>'
+    return (
+        f'<div style="width:{_W}px" title="{_esc(basis)}">'
+        f'<div style="font-size:12px;color:#374151">{_esc(label)}</div>'
+        f'<div style="font-size:26px;font-weight:600;color:{color};line-height:1.2">'
+        f"{_esc(number)}</div>{chart}"
+        f'<div style="font-size:10px;color:#6b7280">{_esc(basis)}</div></div>'
+    )
+
+
+def _fmt(samples: Samples, gpu: int, part: Any, metric: str, fmt: Callable[[float], str]) -> str:
+    reason = samples.reasons.get((gpu, metric))
+    label = METRICS[metric][0]
+    if reason is not None:
+        return f'{_esc(label)} <span style="color:#92400e">— {_esc(reason)}</span>'
+    v = _latest(part, metric) if part is not None else math.nan
+    return f"{_esc(label)} <b>{_esc(fmt(v) if v == v else '—')}</b>"
+
+
+def _badge(state: str, source: str) -> str:
+    if source.startswith("replay"):
+        color, text = "#b45309", f"REPLAY · {state} · {source.removeprefix('replay: ')}"
+    elif state == "live":
+        color, text = "#15803d", "LIVE"
+    else:
+        color, text = "#6b7280", state.upper()
+    return (
+        f'<span style="font-size:11px;font-weight:600;color:white;background:{color};'
+        f'border-radius:3px;padding:1px 6px">{_esc(text)}</span>'
+    )
+
+
+def render_html(samples: Samples, *, state: str = "live", history_s: float = 60.0) -> str:
+    """The gauge for ``samples`` (the last ``history_s`` of them are charted)."""
+    is_replay = samples.source.startswith("replay")
+    out = ['<div class="nbprof-gauge" style="font-family:system-ui,sans-serif;font-size:13px">']
+    title = "nbprof GPU gauge"
+    out.append(
+        f'<div style="display:flex;gap:8px;align-items:center;margin-bottom:4px">'
+        f"<b>{_esc(title)}</b>{_badge(state, samples.source)}</div>"
+    )
+    if is_replay:
+        out.append(
+            '<div style="font-size:11px;color:#b45309">A recording played back, not this '
+            "machine's GPU.</div>"
+        )
+    gpus = sorted(set(samples.gpus) | set(_per_gpu(samples)))
+    if samples.unavailable and len(samples):
+        out.append(
+            f'<div style="color:#b91c1c">Sampling stopped: {_esc(samples.unavailable)}</div>'
+        )
+    if samples.unavailable and not len(samples):
+        out.append(
+            '<div style="padding:6px;background:#fffbeb;border:1px solid #fde68a">'
+            f"No GPU telemetry: {_esc(samples.unavailable)}</div></div>"
+        )
+        return "".join(out)
+    if not gpus:
+        msg = (
+            "waiting for the first sample…"
+            if state in ("live", "starting", "replaying")
+            else "no samples"
+        )
+        out.append(f'<div style="color:#6b7280">{_esc(msg)}</div></div>')
+        return "".join(out)
+    parts = _per_gpu(samples)
+    end = int(samples.frame["time_ns"].max()) if len(samples) else 0
+    span = history_s * 1e9
+    t0 = end - int(span)
+    for gpu in gpus:
+        info = samples.gpus.get(gpu, {})
+        part = parts.get(gpu)
+        name = info.get("name") or ""
+        out.append(
+            '<div style="border:1px solid #e5e7eb;border-radius:6px;padding:6px 8px;margin:4px 0">'
+            f"<div><b>GPU {gpu}</b> {_esc(name)}"
+        )
+        trouble = info.get("lost") or info.get("error")
+        if trouble:
+            out.append(f' <span style="color:#b91c1c">({_esc(trouble)})</span>')
+        out.append('</div><div style="display:flex;gap:14px;flex-wrap:wrap;margin-top:4px">')
+        for metric, color in CHARTS:
+            out.append(_panel(samples, gpu, part, metric, color, t0, span))
+        out.append("</div>")
+        mem_used = _latest(part, "mem_used") if part is not None else math.nan
+        mem_total = _latest(part, "mem_total") if part is not None else math.nan
+        if mem_used == mem_used and mem_total == mem_total and mem_total > 0:
+            mem = (
+                f"memory <b>{mem_used / _GIB:.1f} / {mem_total / _GIB:.1f} GiB</b>"
+                f' <progress max="{mem_total:.0f}" value="{mem_used:.0f}" '
+                'style="width:80px;height:8px"></progress>'
+            )
+        else:
+            mem = _fmt(samples, gpu, part, "mem_used", lambda v: f"{v / _GIB:.1f} GiB")
+        out.append(
+            '<div style="margin-top:4px;font-size:12px;color:#374151">'
+            + " · ".join(
+                [
+                    mem,
+                    _fmt(samples, gpu, part, "power_w", lambda v: f"{v:.0f} W"),
+                    _fmt(samples, gpu, part, "sm_clock_mhz", lambda v: f"{v:.0f} MHz"),
+                    _fmt(samples, gpu, part, "temp_c", lambda v: f"{v:.0f} °C"),
+                ]
+            )
+            + "</div></div>"
+        )
+    out.append(
+        '<div style="font-size:10px;color:#6b7280">Last 60 s. Dashed line: nvidia-smi '
+        "utilization (a kernel was running). Solid area: what the hardware counters measured."
+        f' <span style="background:{_GAP_FILL}">Red</span>: time nvidia-smi calls busy while '
+        "the counter says idle. Numbers from NVML; hover for each one's source.</div></div>"
+    )
+    return "".join(out)
+
+
+def render_text(samples: Samples, *, state: str = "live") -> str:
+    """Plain-text gauge: one line of current numbers per GPU, plus any reasons."""
+    head = f"nbprof GPU gauge ({state}; {samples.source})"
+    if samples.unavailable and not len(samples):
+        return f"{head}\nNo GPU telemetry: {samples.unavailable}"
+    parts = _per_gpu(samples)
+    gpus = sorted(set(samples.gpus) | set(parts))
+    if not gpus:
+        return f"{head}\nno samples yet"
+    lines = [head]
+    for gpu in gpus:
+        part = parts.get(gpu)
+        name = samples.gpus.get(gpu, {}).get("name") or ""
+        fields: list[str] = []
+        missing: list[str] = []
+        for metric, _ in CHARTS:
+            label = METRICS[metric][0]
+            reason = samples.reasons.get((gpu, metric))
+            if reason is not None:
+                fields.append(f"{label} —")
+                missing.append(f"  {label}: {reason}")
+            else:
+                v = _latest(part, metric) if part is not None else math.nan
+                fields.append(f"{label} {_pct(v)}")
+        mu = _latest(part, "mem_used") if part is not None else math.nan
+        mt = _latest(part, "mem_total") if part is not None else math.nan
+        if mu == mu and mt == mt:
+            fields.append(f"memory {mu / _GIB:.1f}/{mt / _GIB:.1f} GiB")
+        pw = _latest(part, "power_w") if part is not None else math.nan
+        if pw == pw:
+            fields.append(f"power {pw:.0f} W")
+        lines.append(f"GPU {gpu} {name}: " + " | ".join(fields))
+        lines.extend(missing)
+    return "\n".join(lines)
