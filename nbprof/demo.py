@@ -191,10 +191,29 @@ def run(
         print(f"  {line}", file=out)
     print(rule, file=out)
     print(report.rstrip(), file=out)
+    if kind == "cpu":
+        print(rule, file=out)
+        print(_cpu_summary(prof), file=out)
     print(rule, file=out)
     print(f"Dashboard written to {html_path}", file=out)
     print("  (a standalone HTML file: open it in a browser; it works offline)", file=out)
     return DemoResult(kind, headline, details, prof, html_path, seconds, notes)
+
+
+def _cpu_summary(prof: Profile, top: int = 8) -> str:
+    """What the CPU did: top-level ops by total time, straight from the trace's CPU ops."""
+    ops = prof.cpu_ops
+    if ops.empty:
+        return "The CPU profile recorded no ops."
+    top_level = ops[ops["depth"] == 0]
+    total = top_level.groupby("name")["dur"].agg(["count", "sum"])
+    total = total.sort_values("sum", ascending=False).head(top)
+    lines = ["What the CPU did (top-level ops by total time, read from the trace; CPU, not GPU):"]
+    lines.append(f"  {'total ms':>10} {'calls':>6}  op")
+    for name, row in total.iterrows():
+        label = str(name) if len(str(name)) <= 60 else str(name)[:59] + "…"
+        lines.append(f"  {row['sum'] / 1000:>10.2f} {int(row['count']):>6}  {label}")
+    return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -54,6 +54,7 @@ def test_no_gpu_no_corpus_no_network_profiles_the_cpu_and_says_so(
     assert demo.CPU_LABEL in out
     assert "not a GPU" in out
     assert "No real GPU trace at hand" in out  # why it fell back
+    assert "What the CPU did" in out and "aten::conv2d" in out  # the model's real ops
     assert f"Dashboard written to {html.resolve()}" in out
     page = html.read_text(encoding="utf-8")
     assert page.lstrip().lower().startswith("<!doctype html")
