@@ -57,7 +57,7 @@ class KinetoBuilder:
         self._ext += 1
         args: dict[str, Any] = {"External id": self._ext}
         if flops is not None:
-            args["Flops"] = flops
+            args["flops"] = flops
         if dims is not None:
             args["Input Dims"] = dims
         if types is not None:
@@ -275,7 +275,7 @@ def simple_read(path: Path) -> Trace:
                     "ts": ts,
                     "dur": dur,
                     "external_id": int(a.get("External id", -1)),
-                    "flops": float(a["Flops"]) if "Flops" in a else math.nan,
+                    "flops": float(a.get("flops", a.get("Flops", math.nan))),
                     "input_dims": json.dumps(a["Input Dims"]) if "Input Dims" in a else "",
                     "input_types": json.dumps(a["Input type"]) if "Input type" in a else "",
                     "depth": 0,
