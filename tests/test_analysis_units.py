@@ -1,0 +1,206 @@
+"""Unit tests of the analysis building blocks: intervals, Tensor Core evidence, peaks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbprof.analysis import peaks, tensorcores
+from nbprof.analysis.roofline import matmul_flops, op_bytes_dtype
+from nbprof.analysis.utilization import union_length, weighted_coverage
+from nbprof.trace.model import empty_table
+
+intervals = st.lists(
+    st.tuples(st.integers(0, 200), st.integers(0, 50)), min_size=0, max_size=40
+)  # (start, length) on an integer grid, so a per-unit count is exact
+
+
+def _naive_cover(iv: list[tuple[int, int]], weights: list[float] | None = None) -> float:
+    total = 0.0
+    for t in range(0, 260):
+        level = sum(
+            (weights[i] if weights else 1.0) for i, (s, n) in enumerate(iv) if s <= t < s + n
+        )
+        total += min(level, 1.0)
+    return total
+
+
+@settings(max_examples=60, deadline=None)
+@given(intervals)
+def test_union_length_matches_unit_count(iv: list[tuple[int, int]]) -> None:
+    s = np.array([a for a, _ in iv], dtype="float64")
+    e = np.array([a + n for a, n in iv], dtype="float64")
+    assert union_length(s, e) == pytest.approx(_naive_cover(iv))
+
+
+@settings(max_examples=60, deadline=None)
+@given(intervals, st.data())
+def test_weighted_coverage_adds_and_clamps(iv: list[tuple[int, int]], data: st.DataObject) -> None:
+    w = [data.draw(st.sampled_from([0.25, 0.5, 1.0])) for _ in iv]
+    s = np.array([a for a, _ in iv], dtype="float64")
+    e = np.array([a + n for a, n in iv], dtype="float64")
+    assert weighted_coverage(s, e, np.array(w)) == pytest.approx(_naive_cover(iv, w))
+
+
+TC_NAMES = [
+    "volta_h884gemm_64x64_ldg8_nn",  # Volta
+    "volta_s884cudnn_fp16_256x128_ldg8_relu_exp_small_nhwc_tn_v1",
+    "turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_tn",  # Turing
+    "ampere_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn",  # Ampere
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align4>(Params)",
+    "sm80_xmma_gemm_tf32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1",
+    "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw",
+    "sm86_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc",
+    "sm89_xmma_gemm_e4m3e4m3_bf16f32_f32_tn_n_tilesize128x128x64",
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<sm90_gmma_bf16>>",
+    "nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN",  # Hopper cuBLAS
+    "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNT",  # Blackwell
+    "void tcgen05_mma_kernel<cute::SM100>()",
+    "bmm_MxE4m3_E4m3_128x128x128_cluster2x1_sm100a",
+    "fmhaSm100aKernel_QkvE4m3OBfloat16HQk128HV128",
+    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>",
+    "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits>",
+    "fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)",
+    "ampere_fp16_i8816gemm_int8_128x128_ldg16_relu_nn",
+]
+NOT_TC_NAMES = [
+    "volta_sgemm_128x64_nn",
+    "ampere_sgemm_32x32_sliced1x4_tn",
+    "void cutlass::Kernel<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>(Params)",
+    "void gemv2T_kernel_val<int, int, float, float, float, 128, 16, 4, 4, false>",
+    "void gemmSN_TN_kernel<float, 128, 16, 2, 4, 8, 9, false>",
+    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3",
+    "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_cgasize1x1x1_simt",
+]
+SILENT_NAMES = [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>",
+    "triton_poi_fused_add_cos_sin_0",
+    "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>",
+]
+
+
+@pytest.mark.parametrize("name", TC_NAMES)
+def test_tensor_core_names(name: str) -> None:
+    assert tensorcores.name_evidence(pd.Series([name]))[0] == 1
+
+
+@pytest.mark.parametrize("name", NOT_TC_NAMES)
+def test_not_tensor_core_names(name: str) -> None:
+    assert tensorcores.name_evidence(pd.Series([name]))[0] == -1
+
+
+@pytest.mark.parametrize("name", SILENT_NAMES)
+def test_silent_names(name: str) -> None:
+    assert tensorcores.name_evidence(pd.Series([name]))[0] == 0
+
+
+def test_amd_names_never_use_nvidia_rules() -> None:
+    names = pd.Series(
+        ["sm90_xmma_gemm_bf16bf16_bf16f32_f32", "Cijk_Ailk_Bljk_SB_MT64x16x32_MI16x16x4x1"]
+    )
+    assert tensorcores.name_evidence(names, "amd").tolist() == [0, 1]
+
+
+def _kernels(names: list[str], durs: list[float]) -> pd.DataFrame:
+    k = empty_table("kernels")
+    rows = pd.DataFrame({"name": names, "dur": durs})
+    k = pd.concat([k, rows], ignore_index=True)
+    k["op_index"] = -1
+    return k
+
+
+def test_classify_basis_and_vendor_rules() -> None:
+    k = _kernels(["ampere_sgemm_128x64_nn", "sm80_xmma_gemm_tf32f32_tf32f32_f32"], [10.0, 30.0])
+    ops = empty_table("cpu_ops")
+    r = tensorcores.classify(k, ops, vendor="nvidia", compute_capability="8.0")
+    assert r.basis == "kernel_names" and r.flags.tolist() == [False, True]
+    old = tensorcores.classify(k, ops, vendor="nvidia", compute_capability="6.1")
+    assert not old.flags.any() and "6.1" in old.how
+    unk = tensorcores.classify(k, ops, vendor="unknown", compute_capability=None)
+    assert unk.basis == "unknown"
+
+
+def test_classify_measured_counters() -> None:
+    k = _kernels(["opaque_a", "opaque_b"], [10.0, 30.0])
+    counters = pd.DataFrame(
+        {
+            "rank": [0, 0],
+            "device": ["0", "0"],
+            "name": ["opaque_a", "opaque_b"],
+            "ts": [0.0, 1.0],
+            "metric": ["sm__pipe_tensor_op_hmma_cycles_active.sum"] * 2,
+            "value": [1000.0, 0.0],
+        }
+    )
+    r = tensorcores.classify(
+        k, empty_table("cpu_ops"), vendor="nvidia", compute_capability="8.0", counters=counters
+    )
+    assert r.basis == "measured" and r.flags.tolist() == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("name", "mem", "model"),
+    [
+        ("Tesla V100-SXM2-32GB", None, "V100 SXM2"),
+        ("Tesla V100-PCIE-16GB", None, "V100 PCIe"),
+        ("NVIDIA A100-SXM4-40GB", None, "A100 40GB"),
+        ("NVIDIA A100-PCIE-40GB", None, "A100 40GB"),
+        ("NVIDIA A100-SXM4-80GB", None, "A100 80GB SXM"),
+        ("NVIDIA A100 80GB PCIe", None, "A100 80GB PCIe"),
+        ("NVIDIA A100-PG509-200", 42_297_524_224, "A100 40GB"),
+        ("NVIDIA H100 80GB HBM3", None, "H100 SXM"),
+        ("NVIDIA H100 PCIe", None, "H100 PCIe"),
+        ("NVIDIA H200", None, "H200 SXM"),
+        ("NVIDIA B200", None, "B200"),
+        ("NVIDIA L4", None, "L4"),
+        ("Tesla T4", None, "T4"),
+        ("NVIDIA A10", None, "A10"),
+        ("NVIDIA GeForce RTX 4090", None, "RTX 4090"),
+    ],
+)
+def test_peak_lookup(name: str, mem: int | None, model: str) -> None:
+    p = peaks.lookup(name, mem)
+    assert p is not None and p.model == model
+    assert p.mem_gbps > 0 and p.source
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["NVIDIA A10G", "NVIDIA A100-SXM4", "Tesla V100-DGXS-32GB", "NVIDIA H100 NVL", "Quadro X"],
+)
+def test_peak_lookup_unknown_is_none(name: str) -> None:
+    assert peaks.lookup(name) is None
+
+
+def test_peak_lookup_amd_is_none() -> None:
+    assert peaks.lookup("NVIDIA H100 80GB HBM3", vendor="amd") is None
+
+
+def test_peak_values_from_datasheets() -> None:
+    h100 = peaks.lookup("NVIDIA H100 80GB HBM3")
+    assert h100 is not None
+    assert (h100.tflops["bf16"], h100.tflops["fp8"], h100.mem_gbps) == (989.5, 1979.0, 3350.0)
+    a100 = peaks.lookup("NVIDIA A100-SXM4-80GB")
+    assert a100 is not None
+    assert (a100.tflops["tf32"], a100.tflops["bf16"], a100.mem_gbps) == (156.0, 312.0, 2039.0)
+    v100 = peaks.lookup("Tesla V100-SXM2-16GB")
+    assert v100 is not None and "tf32" not in v100.tflops  # Volta has no TF32
+
+
+def test_matmul_flops_and_bytes() -> None:
+    assert matmul_flops("aten::mm", "[[8, 4], [4, 2]]") == 2 * 8 * 4 * 2
+    assert matmul_flops("aten::bmm", "[[3, 8, 4], [3, 4, 2]]") == 3 * 2 * 8 * 4 * 2
+    assert matmul_flops("aten::linear", "[[5, 8, 4], [2, 4], [2]]") == 2 * 40 * 4 * 2
+    assert np.isnan(matmul_flops("aten::add", "[[8, 4], [8, 4]]"))
+    nbytes, dtype = op_bytes_dtype(
+        "aten::mm", "[[8, 4], [4, 2]]", '["c10::BFloat16", "c10::BFloat16"]'
+    )
+    assert (nbytes, dtype) == ((8 * 4 + 4 * 2 + 8 * 2) * 2, "bf16")
+    nbytes, dtype = op_bytes_dtype(
+        "aten::add", "[[8, 4], [8, 4], []]", '["float", "float", "Scalar"]'
+    )
+    assert (nbytes, dtype) == ((32 + 32 + 32) * 4, "fp32")
