@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import time
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,16 @@ class FakeClock:
 
     def monotonic_ns(self) -> int:
         return self.mono
+
+
+class RealClock:
+    """The real clocks, for fakes driven by the sampler's own thread."""
+
+    def wall_ns(self) -> int:
+        return time.time_ns()
+
+    def monotonic_ns(self) -> int:
+        return time.monotonic_ns()
 
 
 H100_GPM: dict[int, float] = {
@@ -83,11 +94,15 @@ class _Handle:
 def build(
     gpus: list[FakeGpu] | None = None,
     *,
-    clock: FakeClock | None = None,
+    clock: FakeClock | RealClock | None = None,
     init_error: int | None = None,
     count_error: int | None = None,
 ) -> types.ModuleType:
-    """A module object with pynvml's names; functions read ``gpus`` and ``clock``."""
+    """A module object with pynvml's names; functions read ``gpus`` and ``clock``.
+
+    Without ``clock`` the fake runs on the real clocks (for the sampler's own thread); pass
+    the :class:`FakeClock` given to the sampler for deterministic single-pass tests.
+    """
     fake = types.ModuleType("fake_pynvml")
     for name in dir(pynvml):
         if name.startswith(("NVML_", "NVMLError", "c_nvml", "struct_c_nvml", "nvml")) and (
@@ -101,7 +116,7 @@ def build(
 
     state = types.SimpleNamespace(
         gpus=gpus if gpus is not None else [FakeGpu()],
-        clock=clock or FakeClock(),
+        clock=clock or RealClock(),
         init_error=init_error,
         count_error=count_error,
         inits=0,
@@ -193,7 +208,7 @@ def build(
         assert sampling_type == pynvml.NVML_GPU_UTILIZATION_SAMPLES
         if gpu.util_samples is None:
             raise_(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        now_us = state.clock.wall // 1000
+        now_us = state.clock.wall_ns() // 1000
         fresh = [(t, v) for t, v in gpu.util_samples if timeStamp < t <= now_us]
         if not fresh:
             raise_(pynvml.NVML_ERROR_NOT_FOUND)
@@ -228,7 +243,7 @@ def build(
         gpu = dev(device, "nvmlGpmSampleGet")
         if gpu.gpm is None:
             raise_(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        state.gpm_samples[_sid(gpmSample)] = (device.index, state.clock.mono)
+        state.gpm_samples[_sid(gpmSample)] = (device.index, state.clock.monotonic_ns())
         return gpmSample
 
     def nvmlGpmMetricsGet(metricsGet: Any) -> Any:

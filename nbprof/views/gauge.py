@@ -404,11 +404,7 @@ def render_html(samples: Samples, *, state: str = "live", history_s: float = 60.
         )
         return "".join(out)
     if not gpus:
-        msg = (
-            "waiting for the first sample…"
-            if state in ("live", "starting", "replaying")
-            else "no samples"
-        )
+        msg = "no samples" if "stopped" in state else "waiting for the first sample…"
         out.append(f'<div style="color:#6b7280">{_esc(msg)}</div></div>')
         return "".join(out)
     parts = _per_gpu(samples)
