@@ -251,21 +251,45 @@ class GpuprofMagics(Magics):
             prof.to_html(Path(args.html).expanduser())
 
     def _show_gauge(self, display: Any) -> tuple[Any, Any]:
-        """Display the live gauge (or one line saying why there is none)."""
-        reason = ""
-        try:
-            from nbprof.views.gauge import gauge as make_gauge
+        """Display the live gauge (not started yet), or one line saying why there is none."""
+        reason = _no_nvml_reason()
+        widget = None
+        if not reason:
+            try:
+                from nbprof.views.gauge import GaugeWidget
 
-            widget = make_gauge()
-        except Exception as e:  # no NVML, no ipywidgets: profiling goes on without it
-            logger.info("no live gauge", exc_info=True)
-            reason = str(e) or type(e).__name__
-            widget = None
+                widget = GaugeWidget()
+            except Exception as e:  # no ipywidgets, a broken view: profile without it
+                logger.warning("no live gauge", exc_info=True)
+                reason = str(e) or type(e).__name__
         if widget is not None:
             return widget, display(widget, display_id=True)
         line = f"nbprof: no live gauge ({reason})"
         bundle = {"text/plain": line, "text/html": f"<pre>{html.escape(line)}</pre>"}
         return None, display(bundle, raw=True, display_id=True)
+
+
+def _no_nvml_reason() -> str:
+    """Why NVML cannot sample here, when that is known before starting; else ""."""
+    try:
+        from nbprof.telemetry import get_sampler
+    except ImportError as e:
+        return f"the NVML sampler is not available: {e}"
+    gpus, _, unavailable = get_sampler().state()
+    if unavailable and not gpus:
+        return unavailable
+    # Not sampled yet in this process: loading the library (no nvmlInit, which can take
+    # seconds) tells the common case, a machine with no NVIDIA driver, at once.
+    import ctypes
+
+    name = "nvml.dll" if sys.platform == "win32" else "libnvidia-ml.so.1"
+    if sys.platform == "darwin":
+        return "NVML does not exist on macOS"
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        return f"NVML library not found ({name}): no NVIDIA driver on this machine"
+    return ""
 
 
 def _close(gauge: Any) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -222,3 +224,44 @@ def test_public_name_is_the_capture_even_after_loading(tmp_path: Path) -> None:
     with nbprof.profile() as again:
         _work()
     assert isinstance(again.result, Profile)
+
+
+def test_fifty_cycles_leave_nothing_running() -> None:
+    """Success, exceptions and interrupts (raised and real SIGINT), with and without gauge."""
+    from nbprof.views.gauge import GaugeWidget
+
+    outcomes: dict[str, int] = {}
+    for i in range(50):
+        kind = ("ok", "error", "interrupt", "sigint", "ok-repeat")[i % 5]
+        gauge = GaugeWidget() if i % 4 == 0 else None
+        run = profile(repeat=2 if kind == "ok-repeat" else None, gauge=gauge)
+        try:
+            with run:
+                _work()
+                if kind == "error":
+                    raise RuntimeError(f"cycle {i}")
+                if kind == "interrupt":
+                    raise KeyboardInterrupt
+                if kind == "sigint":
+                    signal.raise_signal(signal.SIGINT)  # what Ctrl-C delivers
+                if kind == "ok-repeat":
+                    run.step()
+                    _work()
+                    run.step()
+            outcome = "ok"
+        except RuntimeError:
+            outcome = "error"
+        except KeyboardInterrupt:
+            outcome = "interrupt"
+        finally:
+            if gauge is not None:
+                gauge.close()
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        assert not _profiler_on(), i
+        assert run.result is not None, i
+        assert (run.result.cpu_ops["name"] == "aten::mm").any(), i
+    assert outcomes == {"ok": 20, "error": 10, "interrupt": 20}
+    deadline = time.monotonic() + 5
+    while _nbprof_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _nbprof_threads() == []
