@@ -166,11 +166,13 @@ def decode_file(data: bytes, path: str) -> Decoded:
         props = _device_props(top.get("deviceProperties"), path)
         base = metadata.get("baseTimeNanoseconds")
         if isinstance(base, int) and not isinstance(base, bool) and base >= 0:
+            if base >= 2**62:
+                raise TraceError(path, f"baseTimeNanoseconds out of range ({base})")
             base_ns = base
         info = metadata.get("distributedInfo")
         if isinstance(info, dict):
             r = info.get("rank")
-            if isinstance(r, int) and not isinstance(r, bool) and r >= 0:
+            if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
                 rank = r
     try:
         # Decoding from the file's own bytes (not from the skim's raw slice) lets each

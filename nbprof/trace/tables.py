@@ -47,7 +47,7 @@ RUNTIME_CAT_NAMES: dict[str, str] = {"Runtime": "cuda_runtime"}
 #: Flow-event categories that link a launch to its GPU activity.
 FLOW_CATEGORIES: frozenset[str] = frozenset({"ac2g", "async"})
 
-_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")
 _MEMCPY_RE = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
 _MEMCPY_KINDS = frozenset({"HtoD", "DtoH", "DtoD", "HtoH", "PtoP"})
 _MEMORY_PLACES = frozenset({"Pageable", "Pinned", "Device"})
@@ -130,11 +130,19 @@ def _obj(values: Sequence[Any]) -> np.ndarray:
 def _num(values: Sequence[Any], dtype: type, missing: float | int) -> np.ndarray:
     """A numeric column where ``None`` (key absent) becomes ``missing``."""
     out = np.fromiter((missing if v is None else v for v in values), np.float64, len(values))
-    if dtype is np.int64:
-        bad = ~np.isfinite(out)
+    # Values no real trace holds (inf, beyond int64) are treated as unknown rather than
+    # wrapped around by the cast.
+    bad = ~np.isfinite(out) | (np.abs(out) > _I64_SAFE)
+    if bad.any():
         out[bad] = missing
-        return out.astype(np.int64)
-    return out
+    return out.astype(np.int64) if dtype is np.int64 else out
+
+
+_I64_SAFE = float(2**62)
+
+
+def _i64(v: int | None) -> int:
+    return -1 if v is None or not -(2**62) < v < 2**62 else v
 
 
 def _product(v: list[int] | int | None) -> int:
@@ -147,7 +155,7 @@ def _product(v: list[int] | int | None) -> int:
     p = 1
     for x in v:
         p *= x
-    return p
+    return p if -(2**62) < p < 2**62 else -1
 
 
 @dataclass
@@ -175,6 +183,9 @@ def common(
     if (dur < 0).any():
         where = int(idx[np.flatnonzero(dur < 0)[0]])
         raise dec.TraceError(path, f"event {where}: negative duration ({events[where].dur})")
+    if not np.isfinite(dur).all():
+        where = int(idx[np.flatnonzero(~np.isfinite(dur))[0]])
+        raise dec.TraceError(path, f"event {where}: duration is not a finite number")
     return Common(
         name=_obj([e.name for e in evs]),
         pid=ids.column([e.pid for e in evs]),
@@ -196,10 +207,10 @@ def _stream_col(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> n
         if s is None:
             continue
         if isinstance(s, int):
-            out[i] = s
+            out[i] = s if -(2**62) < s < 2**62 else ids.one(str(s))
         else:
             try:
-                out[i] = int(s, 0)
+                out[i] = _i64(int(s, 0))
             except ValueError:
                 out[i] = ids.one(s)
     return out
@@ -408,12 +419,10 @@ def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> pd.
             "device": key,
             "name": p.name,
             "vendor": vendor,
-            "sm_count": -1 if p.numSms is None else p.numSms,
+            "sm_count": _i64(p.numSms),
             "compute_capability": cc,
-            "total_memory": -1 if p.totalGlobalMem is None else p.totalGlobalMem,
-            "max_threads_per_sm": (
-                -1 if p.maxThreadsPerMultiprocessor is None else p.maxThreadsPerMultiprocessor
-            ),
+            "total_memory": _i64(p.totalGlobalMem),
+            "max_threads_per_sm": _i64(p.maxThreadsPerMultiprocessor),
         }
     for key in seen:
         if key not in rows:

@@ -1,0 +1,188 @@
+"""Property-based fuzzing of the reader: mutated real traces give a Trace or a TraceError.
+
+The seed is a small real trace from the corpus plus a sample of a larger one (so Kineto's
+real key names and value shapes are what gets mutated); without the corpus, a hand-made
+trace. Mutations: dropped keys, wrong types, negative and huge numbers, truncated bytes,
+flipped bytes in the JSON and in its gzip stream.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import corpus_dir
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nbprof.errors import TraceError
+from nbprof.trace import Trace, read
+from nbprof.trace.model import TABLES
+
+
+def _hand_made() -> dict[str, Any]:
+    t0 = 1_700_000_000_000_000
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+         "ts": t0, "dur": 100, "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 1,
+         "dur": 50, "args": {"External id": 3, "Input Dims": [[2, 2], [2, 2]]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": t0 + 2, "dur": 3, "args": {"correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t0 + 10,
+         "dur": 4, "args": {"device": 0, "stream": 7, "correlation": 9, "grid": [1, 2, 3],
+                            "block": [32, 1, 1], "registers per thread": 32}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
+         "tid": 7, "ts": t0 + 20, "dur": 2, "args": {"device": 0, "bytes": 64}},
+        {"ph": "s", "id": 9, "pid": 1, "tid": 1, "ts": t0 + 2, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 9, "pid": 0, "tid": 7, "ts": t0 + 10, "cat": "ac2g", "name": "ac2g"},
+    ]  # fmt: skip
+    return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100", "numSms": 108}],
+            "distributedInfo": {"rank": 0}, "traceEvents": ev}  # fmt: skip
+
+
+def _seed() -> dict[str, Any]:
+    d = corpus_dir()
+    if d is None:
+        return _hand_made()
+    small = sorted(d.glob("hta__critical_path_cuda_event_sync*.json.gz"))
+    large = sorted(d.glob("hta__negative_queue_length*.json.gz"))
+    if not small:
+        return _hand_made()
+    with gzip.open(small[0], "rt") as f:
+        doc = json.load(f)
+    if large:
+        # Every 400th event of a larger trace: more categories and arg shapes, still small.
+        with gzip.open(large[0], "rt") as f:
+            doc["traceEvents"] += json.load(f)["traceEvents"][::400]
+    return doc
+
+
+SEED = _seed()
+SEED_BYTES = json.dumps(SEED).encode()
+N_EVENTS = len(SEED["traceEvents"])
+
+WRONG = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=5), st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.integers(-(2**70), 2**70), st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([-1, -1.5, 0, 2**63, 1e300, "12", "0x1", [1, 2, 3]]),
+)  # fmt: skip
+KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args"]
+ARG_KEYS = ["device", "stream", "correlation", "grid", "block", "registers per thread",
+            "shared memory", "blocks per SM", "est. achieved occupancy %", "bytes", "kind",
+            "External id", "flops", "Input Dims", "Input type"]  # fmt: skip
+TOP_KEYS = ["traceEvents", "deviceProperties", "distributedInfo", "baseTimeNanoseconds"]
+
+
+@st.composite
+def mutated_doc(draw: st.DrawFn) -> Any:
+    doc = copy.deepcopy(SEED)
+    for _ in range(draw(st.integers(1, 4))):
+        what = draw(st.sampled_from(["drop", "wrong", "arg", "argdrop", "top", "negate"]))
+        events = doc.get("traceEvents") if isinstance(doc, dict) else None
+        if what == "top":
+            key = draw(st.sampled_from(TOP_KEYS))
+            if isinstance(doc, dict):
+                if draw(st.booleans()):
+                    doc.pop(key, None)
+                else:
+                    doc[key] = draw(WRONG)
+            continue
+        if not isinstance(events, list) or not events:
+            continue
+        i = draw(st.integers(0, len(events) - 1))
+        ev = events[i]
+        if not isinstance(ev, dict):
+            continue
+        if what == "drop":
+            ev.pop(draw(st.sampled_from(KEYS)), None)
+        elif what == "wrong":
+            ev[draw(st.sampled_from(KEYS))] = draw(WRONG)
+        elif what == "negate":
+            for k in ("ts", "dur"):
+                if isinstance(ev.get(k), (int, float)):
+                    ev[k] = -ev[k] - 1
+        else:
+            args = ev.setdefault("args", {})
+            if isinstance(args, dict):
+                key = draw(st.sampled_from(ARG_KEYS))
+                if what == "argdrop":
+                    args.pop(key, None)
+                else:
+                    args[key] = draw(WRONG)
+    return doc
+
+
+def _check(p: Path) -> None:
+    try:
+        tr = read(p, progress=False)
+    except TraceError as e:
+        assert e.reason and str(p) in str(e)
+        return
+    assert isinstance(tr, Trace)
+    for name, cols in TABLES.items():
+        assert tuple(getattr(tr, name).columns[: len(cols)]) == cols
+
+
+# Bounded so the suite stays quick; NBPROF_FUZZ_EXAMPLES=5000 for a deeper run by hand.
+FAST = settings(
+    max_examples=int(os.environ.get("NBPROF_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@FAST
+@given(mutated_doc())
+def test_mutated_structure(tmp_path: Path, doc: Any) -> None:
+    p = tmp_path / "m.json"
+    p.write_bytes(json.dumps(doc).encode())
+    _check(p)
+
+
+@FAST
+@given(st.integers(0, len(SEED_BYTES)), st.lists(st.tuples(st.integers(0, 10**9),
+       st.integers(0, 255)), max_size=4))  # fmt: skip
+def test_truncated_and_flipped_json(tmp_path: Path, cut: int, flips: list[tuple[int, int]]) -> None:
+    data = bytearray(SEED_BYTES[:cut])
+    for pos, val in flips:
+        if data:
+            data[pos % len(data)] = val
+    p = tmp_path / "b.json"
+    p.write_bytes(bytes(data))
+    _check(p)
+
+
+GZ = gzip.compress(SEED_BYTES)
+
+
+@FAST
+@given(st.integers(0, len(GZ)), st.lists(st.tuples(st.integers(0, 10**9), st.integers(1, 255)),
+       max_size=3))  # fmt: skip
+def test_truncated_and_flipped_gzip(tmp_path: Path, cut: int, flips: list[tuple[int, int]]) -> None:
+    data = bytearray(GZ[: max(cut, 2)])
+    for pos, xor in flips:
+        data[pos % len(data)] ^= xor
+    p = tmp_path / "g.json.gz"
+    p.write_bytes(bytes(data))
+    _check(p)
+
+
+def test_seed_itself_loads(tmp_path: Path) -> None:
+    p = tmp_path / "seed.json"
+    p.write_bytes(SEED_BYTES)
+    assert read(p, progress=False).event_count == N_EVENTS
+
+
+@pytest.mark.parametrize("cut", [1, 10, 100])
+def test_tiny_prefixes_are_errors(tmp_path: Path, cut: int) -> None:
+    p = tmp_path / "c.json"
+    p.write_bytes(SEED_BYTES[:cut])
+    with pytest.raises(TraceError):
+        read(p)
