@@ -40,6 +40,7 @@ CHARTS: tuple[tuple[str, str], ...] = (
     ("dram_bw_util", "#2563eb"),
 )
 _W, _H = 200, 48
+_BIN_PX = 2
 _GAP_FILL = "#fca5a5"
 _GIB = 2**30
 
@@ -190,7 +191,9 @@ class GaugeWidget:
         """Called on the sampler (or replay) thread after each pass."""
         self._last_ns = max(self._last_ns, int(tick.time_ns))
         last_replay_tick = self._replay_source is not None and self._replay_source.done.is_set()
-        if self._monotonic() - self._last_push < self.min_interval_s and not last_replay_tick:
+        # 10% slack: ticks exactly one interval apart arrive a little early by jitter.
+        early = self._monotonic() - self._last_push < self.min_interval_s * 0.9
+        if early and not last_replay_tick:
             # Coalesced: the next tick (at most one sampling period away) or stop() carries
             # it. A replay's last tick has no successor, so it always renders.
             self._dirty = True
@@ -201,6 +204,7 @@ class GaugeWidget:
         with self._lock:
             if self._closed:
                 return
+            self._last_push = self._monotonic()  # from the start: renders take time
             try:
                 html_ = render_html(
                     self._window(), state=self._state_label(), history_s=self.history_s
@@ -209,7 +213,6 @@ class GaugeWidget:
                 logger.exception("the gauge could not render; it keeps its last picture")
                 return
             self._dirty = False
-            self._last_push = self._monotonic()
             if html_ == self._html and not force:
                 return
             self._html = html_
@@ -277,24 +280,33 @@ def _latest(part: Any, metric: str) -> float:
     return float(col[ok][-1]) if ok.any() else math.nan
 
 
-def _series(part: Any, metric: str, t0: int, span_ns: float) -> list[list[tuple[float, float]]]:
-    """Chart coordinates of one metric, split where samples stop for more than 5 s."""
+def _series(part: Any, metric: str, t0: int, span_ns: float) -> list[list[tuple[int, int]]]:
+    """Chart coordinates of one metric, split where samples stop for more than 5 s.
+
+    Points are averaged into :data:`_BIN_PX`-pixel columns: a 200 px chart cannot show more,
+    and it bounds each comm message whatever the sampling rate (60 s at 10 Hz is 600 points).
+    """
     t = part["time_ns"].to_numpy()
     v = part[metric].to_numpy()
     ok = ~np.isnan(v)
     t, v = t[ok], v[ok]
     if not len(t):
         return []
-    x = (t - t0) / span_ns * _W
+    x = np.clip((t - t0) / span_ns * _W, 0, _W)
     y = _H - np.clip(v, 0, 100) / 100 * _H
     breaks = np.flatnonzero(np.diff(t) > 5e9) + 1
-    return [
-        list(zip(xs.round(1).tolist(), ys.round(1).tolist(), strict=True))
-        for xs, ys in zip(np.split(x, breaks), np.split(y, breaks), strict=True)
-    ]
+    out = []
+    for xs, ys in zip(np.split(x, breaks), np.split(y, breaks), strict=True):
+        col = (xs // _BIN_PX).astype(np.int64)
+        count = np.bincount(col)
+        used = np.flatnonzero(count)
+        mean_y = np.bincount(col, weights=ys)[used] / count[used]
+        px = np.minimum(used * _BIN_PX + _BIN_PX // 2, _W)
+        out.append(list(zip(px.tolist(), np.rint(mean_y).astype(np.int64).tolist(), strict=True)))
+    return out
 
 
-def _area(seg: list[tuple[float, float]], fill: str, opacity: float) -> str:
+def _area(seg: list[tuple[int, int]], fill: str, opacity: float) -> str:
     if len(seg) == 1:
         (x, y) = seg[0]
         seg = [(x - 1, y), (x + 1, y)]
@@ -305,7 +317,7 @@ def _area(seg: list[tuple[float, float]], fill: str, opacity: float) -> str:
     )
 
 
-def _line(seg: list[tuple[float, float]], color: str, dashed: bool) -> str:
+def _line(seg: list[tuple[int, int]], color: str, dashed: bool) -> str:
     pts = " ".join(f"{x},{y}" for x, y in seg)
     dash = ' stroke-dasharray="4 2"' if dashed else ""
     return f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>'

@@ -42,7 +42,7 @@ font-size:14px;line-height:1.45;padding:12px 4px;max-width:1400px}
 --nbp-muted:var(--jp-content-font-color2,#9da7b3);--nbp-bg:var(--jp-layout-color0,#0d1117);
 --nbp-card:var(--jp-layout-color1,#161b22);--nbp-border:var(--jp-border-color2,#30363d);
 --nbp-code:var(--jp-cell-editor-background,#1f242c)}}
-.nbprof *{box-sizing:border-box}
+.nbprof .nbp-card,.nbprof .nbp-device,.nbprof .nbp-verdict,.nbprof .nbp-why{box-sizing:border-box}
 .nbprof h2,.nbprof h3,.nbprof h4{margin:0;font-weight:600}
 .nbprof .nbp-verdict{display:flex;gap:12px;align-items:center;flex-wrap:wrap;padding:12px 16px;
 border-radius:10px;border:1px solid var(--nbp-border);

@@ -885,7 +885,9 @@ def _samples_figure(
         )
         return None
     f = samples.frame
-    x = (f["time_ns"].to_numpy(dtype=np.float64) - profile.trace.origin_ns) / 1000.0 - data.t0
+    # Subtract in int64: epoch nanoseconds (~1.7e18) lose ~256 ns as float64.
+    rel_ns = f["time_ns"].to_numpy(dtype=np.int64) - np.int64(profile.trace.origin_ns)
+    x = rel_ns / 1000.0 - data.t0
     fig = figure(
         x_range=x_range,
         y_range=Range1d(0, 105),

@@ -1,0 +1,150 @@
+"""The diagnosis panel and the text report: verdict, numbers with their basis, findings."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_views_data import HOSTILE, metrics, small_profile
+
+from nbprof.analysis.model import Basis, Diagnosis, Verdict
+from nbprof.views import panel, text
+
+
+def test_verdict_is_the_headline() -> None:
+    html = panel.render(small_profile())
+    head = html.split("\n", 1)[0]
+    assert 'class="nbp-verdict"' in head
+    assert "Dominated by host-device copies" in head and "Copies dominate" in head
+
+
+def test_four_cards_each_with_its_basis() -> None:
+    html = panel.render(small_profile())
+    cards = html.split('<div class="nbp-card">')[1:]
+    assert len(cards) == 4
+    expect = [
+        ("nvidia-smi would report", "91.5", "read from the trace (union of kernel intervals"),
+        ("SMs actually busy", "47.2", "estimated (grid size"),
+        ("Tensor Cores working", "36.6", "estimated (kernel names)"),
+        ("Achieved TFLOP/s", "123.25", "estimated (FLOPs of ops"),
+    ]
+    for card, (q, v, basis) in zip(cards, expect, strict=True):
+        assert q in card and f">{v}<" in card
+        assert "<b>basis:</b> " + basis in card
+    assert "of 989 peak" in cards[3] and "datasheet peak" in cards[3]
+
+
+def test_every_secondary_number_carries_a_basis() -> None:
+    html = panel.render(small_profile())
+    rows = re.findall(r'<div title="basis: ([^"]*)"><span>([^<]*)</span><span>([^<]*)<', html)
+    assert len(rows) >= 10
+    assert all(basis for basis, _, _ in rows)
+    spans = re.findall(r'<span class="nbp-basis">· ([^<]*)</span>', html)
+    assert len(spans) == len(rows)
+    assert rows[0][1] == "GPU span" and spans[0] == "from trace"
+    by_label = {label: basis for basis, label, _ in rows}
+    assert by_label["GPU busy (kernels + copies + memsets)"] == (
+        "read from the trace (kernels, memcpys and memsets)"
+    )
+
+
+def test_measured_sm_activity_replaces_the_estimate_when_sampled() -> None:
+    p = small_profile()
+    dm = p.diagnosis.devices[0]
+    if not hasattr(dm, "sm_active_pct"):  # older model without the sampled fields
+        return
+    dm.sm_active_pct = 12.5
+    dm.basis["sm_active_pct"] = Basis("measured", "NVML GPM SM activity, 10 samples")
+    card = panel.render(p).split('<div class="nbp-card">')[2]
+    assert ">12.5<" in card and "measured by hardware counters (NVML GPM" in card
+    assert "from the trace: 47.2 %" in card
+
+
+def test_explanation_findings_with_fix_code_and_notes() -> None:
+    p = small_profile(notes=["no GPU: CPU-only profile"])
+    html = panel.render(p, extra_notes=["timeline note"])
+    assert "Why these numbers differ" in html and "only 47.25 % of SMs" in html
+    assert 'nbp-sev-high">high</span>Copies from pageable memory' in html
+    assert "<code>pageable_memcpy_count</code> = 1" in html
+    assert "<b>Fix:</b> Pin the host tensors" in html
+    assert "<pre><code>loader = DataLoader(ds, pin_memory=True)" in html
+    # high before info
+    assert html.index("Copies from pageable") < html.index("A note")
+    assert "<li>no GPU: CPU-only profile</li>" in html and "<li>timeline note</li>" in html
+
+
+def test_partial_profile_after_an_exception_says_so() -> None:
+    p = small_profile()
+    p.error = ValueError("bad <b>input</b>")
+    html = panel.render(p)
+    assert "The profiled code raised an exception" in html
+    assert "ValueError: bad &lt;b&gt;input&lt;/b&gt;" in html
+    assert "raised ValueError" in text.render(p) and "partial" in text.render(p)
+
+
+def test_one_block_per_device_later_ones_collapsed() -> None:
+    p = small_profile()
+    p.diagnosis.devices = [metrics(str(i), rank=i) for i in range(3)]
+    html = panel.render(p)
+    blocks = re.findall(r'<details class="nbp-device"( open)?><summary>rank (\d)', html)
+    assert blocks == [(" open", "0"), (" open", "1"), ("", "2")]
+
+
+def test_cpu_only_profile() -> None:
+    p = small_profile(notes=["no CUDA: profiled the CPU only"])
+    p.__dict__["diagnosis"] = Diagnosis(
+        source={}, devices=[], verdict=Verdict("cpu_only", ""), findings=[]
+    )
+    html = panel.render(p)
+    assert "CPU only (no GPU activity)" in html and "nbp-card" not in html
+    assert "no CUDA: profiled the CPU only" in html
+    out = text.render(p)
+    assert "CPU only" in out and "no CUDA" in out
+
+
+def test_analysis_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbprof.profile import Profile
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no")
+
+    monkeypatch.setattr("nbprof.analysis.analyze", boom)
+    p = Profile(small_profile().trace)
+    assert "Analysis failed: RuntimeError: no" in panel.render(p)
+    assert "Analysis failed: RuntimeError: no" in text.render(p)
+
+
+def test_panel_escapes_everything_from_the_trace() -> None:
+    html = panel.render(small_profile(hostile=True))
+    for h in HOSTILE:
+        assert h not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_text_report_content_and_width() -> None:
+    out = text.render(small_profile())
+    lines = out.splitlines()
+    assert all(len(line) <= text.WIDTH for line in lines)
+    assert lines[0].startswith("nbprof · hand-built.json")
+    assert "Verdict: Dominated by host-device copies. Copies dominate" in out
+    assert re.search(r"nvidia-smi would report\s+91\.5 %", out)
+    assert "basis: read from the trace (union of kernel intervals ÷ GPU span)" in out
+    assert re.search(r"Tensor Cores working\s+36\.6 %", out)
+    assert re.search(r"TFLOP/s achieved\s+123\.25 / 989 peak", out)
+    assert "[HIGH] Copies from pageable memory" in out and "fix: Pin the host tensors" in out
+    assert "loader = DataLoader(ds, pin_memory=True)" in out
+    assert "Top kernels" in out and "ncclDevKernel_AllReduce_Sum_f32_RING_LL" in out
+    # every key number line is followed by its basis
+    for i, line in enumerate(lines):
+        if re.match(
+            r"  (nvidia-smi would report|SMs actually busy|Tensor Cores working|TFLOP/s achieved) ",
+            line,
+        ):
+            assert lines[i + 1].strip().startswith("basis: ")
+
+
+def test_text_report_neutralises_terminal_control_characters() -> None:
+    p = small_profile()
+    p.diagnosis.tables["top_kernels"].loc[0, "name"] = "evil\x1b[2J\x07kernel"
+    out = text.render(p)
+    assert "\x1b" not in out and "\x07" not in out and "evil?[2J?kernel" in out

@@ -1,0 +1,144 @@
+"""The standalone report and the notebook bundle: self-contained, escaped, on real traces."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_views_data import HOSTILE, small_profile
+
+from nbprof.views import dashboard, report, text, timeline
+
+_EXTERNAL = re.compile(
+    r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I
+)
+
+
+def _assert_self_contained(html: str) -> None:
+    assert not _EXTERNAL.search(html), _EXTERNAL.search(html)
+    assert "cdn.bokeh.org" not in html
+    # Bokeh's JavaScript itself is in the page, not fetched.
+    import bokeh
+
+    assert re.search(r"<script[^>]*>\s*/\*!?\s*\n?\s*\* Copyright", html) or "Bokeh.safely" in html
+    assert f'"version":"{bokeh.__version__}"' in html
+    assert len(re.findall(r"<script[^>]*>", html)) >= 2
+
+
+def test_report_is_a_complete_self_contained_document() -> None:
+    html = report.render(small_profile())
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert "<title>nbprof · hand-built.json</title>" in html
+    _assert_self_contained(html)
+    # the inline bundle is Bokeh's own (a few hundred KB), not a loader stub
+    js = max(re.findall(r"<script[^>]*>(.*?)</script>", html, re.S), key=len)
+    assert len(js) > 300_000
+    assert 'class="nbp-verdict"' in html and "nbprof-timeline" in html
+
+
+def test_profile_to_html_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    html = small_profile().to_html(out)
+    assert out.read_text(encoding="utf-8") == html
+
+
+def test_mimebundle_has_dashboard_html_and_text_summary() -> None:
+    p = small_profile()
+    bundle = dashboard.mimebundle(p)
+    assert set(bundle) == {"text/html", "text/plain"}
+    assert bundle["text/plain"] == text.render(p)
+    html = bundle["text/html"]
+    assert html.startswith("<style>") and '<div class="nbprof">' in html
+    _assert_self_contained(html)
+    ours = dashboard.fragment(p, include_bokeh_js=False)  # without Bokeh's own library
+    assert "<iframe" not in ours and "push_notebook" not in ours and "localhost" not in ours
+    assert p._repr_mimebundle_().keys() == bundle.keys()
+
+
+def test_several_dashboards_do_not_share_element_ids() -> None:
+    a = dashboard.mimebundle(small_profile())["text/html"]
+    b = dashboard.mimebundle(small_profile())["text/html"]
+    ids_a = set(re.findall(r'<div id="([0-9a-f-]{36})"', a))
+    ids_b = set(re.findall(r'<div id="([0-9a-f-]{36})"', b))
+    assert ids_a and ids_b and not ids_a & ids_b
+    # CSS is scoped under .nbprof so one output cannot restyle the notebook
+    css = a[len("<style>") : a.index("</style>")]
+    selectors = re.findall(r"(?:^|})\s*([^{}@]+)\{", css)
+    assert selectors and all(s.strip().startswith(".nbprof") for s in selectors)
+
+
+def test_panel_is_static_html_ahead_of_any_script() -> None:
+    # nbconvert or an untrusted notebook drop scripts: the diagnosis must not need them.
+    html = dashboard.fragment(small_profile(), include_bokeh_js=False)
+    body = html[html.index('<div class="nbprof">') :]
+    static = body[: body.index('<div class="nbp-legend-wrap">')]
+    assert "<script" not in static
+    assert "Copies from pageable memory" in static and "91.5" in static
+
+
+@pytest.mark.parametrize("render", [report.render, lambda p: dashboard.mimebundle(p)["text/html"]])
+def test_hostile_names_never_appear_unescaped(render) -> None:
+    html = render(small_profile(hostile=True))
+    for h in HOSTILE:
+        assert h not in html
+    assert "onerror=alert(1)>" not in html
+    # but they are there, as text, for the reader
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_dashboard_survives_a_failing_timeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("<bad>")
+
+    monkeypatch.setattr(timeline, "build", boom)
+    html = dashboard.mimebundle(small_profile())["text/html"]
+    assert "The timeline could not be drawn: RuntimeError: &lt;bad&gt;" in html
+    assert "Copies from pageable memory" in html
+
+
+# -- real traces -------------------------------------------------------------------------
+
+_CORPUS = [
+    "tracelens__h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "hta__critical_path_alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+    "hta__amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "hta__cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz",
+    "param__dlrm_kineto_8ranks",
+]
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", _CORPUS)
+def test_corpus_trace_renders(corpus: Path, name: str) -> None:
+    from nbprof.profile import load
+
+    p = load(corpus / name)
+    tl = timeline.build(p)
+    trace = p.trace
+    gpu_lanes = {
+        ("gpu", int(r), str(d), int(s))
+        for t in (trace.kernels, trace.memcpy, trace.memset)
+        for r, d, s in zip(t["rank"], t["device"], t["stream"], strict=True)
+    }
+    assert {ln.key for ln in tl.data.lanes if ln.kind == "gpu"} == gpu_lanes
+    n_gpu = len(trace.kernels) + len(trace.memcpy) + len(trace.memset)
+    gpu_events = sum(
+        int(tl.data.lane_offsets[i + 1] - tl.data.lane_offsets[i])
+        for i, ln in enumerate(tl.data.lanes)
+        if ln.kind == "gpu"
+    )
+    assert gpu_events == n_gpu
+    if len(trace.kernels):
+        kc = p.diagnosis.tables["kernel_class"]
+        assert tl.classes and set(kc["cls"]) >= {
+            k for k in tl.classes if k in ("tensor_core", "compute", "memory", "communication")
+        }
+    html = report.render(p)
+    _assert_self_contained(html)
+    assert 'class="nbp-verdict"' in html
+    out = text.render(p)
+    assert out.startswith("nbprof · ") and "Verdict:" in out
+    assert all(len(line) <= text.WIDTH for line in out.splitlines())
+    if len(p.diagnosis.devices) > 1:
+        assert html.count('<details class="nbp-device"') >= len(p.diagnosis.devices)

@@ -1,0 +1,203 @@
+"""The Bokeh timeline: lanes, colours from analysis, hover fields, level of detail, samples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_views_data import small_profile, synthetic_profile
+
+from nbprof.views import timeline
+from nbprof.views._style import CLASSES, GAP_CAUSES
+
+
+def _model(layout, name: str):
+    found = list(layout.select({"name": name}))
+    assert len(found) == 1, f"{name}: {len(found)} models"
+    return found[0]
+
+
+def _colour_of(data: dict, name: str) -> str:
+    return data["color"][data["name"].index(name)]
+
+
+def test_lanes_per_stream_and_thread_in_order() -> None:
+    data = timeline.collect(small_profile())
+    assert [ln.label for ln in data.lanes] == [
+        "steps",
+        "CPU 1 ops",
+        "CPU 1 runtime",
+        "GPU 0 stream 7",
+        "GPU 0 stream 13",
+    ]
+    # 1 step + 3 top-level ops (the nested aten::linear is not drawn) + 3 runtime calls
+    # + 4 kernels + 1 memcpy
+    assert data.event_count == 12
+    assert "aten::linear" not in set(data.sigs["name"])
+    assert list(np.diff(data.lane_offsets)) == [1, 3, 3, 4, 1]
+
+
+def test_small_trace_draws_exact_events_with_classes_from_analysis() -> None:
+    p = small_profile()
+    tl = timeline.build(p)
+    detail = _model(tl.layout, "nbprof-detail").data
+    agg = _model(tl.layout, "nbprof-aggregate").data
+    assert len(detail["left"]) == 12 and len(agg["left"]) == 0
+    names = p.trace.kernels["name"].tolist()
+    assert _colour_of(detail, names[0]) == CLASSES["tensor_core"][1]
+    assert _colour_of(detail, names[1]) == CLASSES["memory"][1]
+    assert _colour_of(detail, names[3]) == CLASSES["communication"][1]
+    assert _colour_of(detail, "Memcpy HtoD (Pageable -> Device)") == CLASSES["copy_htod"][1]
+    assert _colour_of(detail, "cudaDeviceSynchronize") == CLASSES["runtime_sync"][1]
+    # Positions: µs since the first event (the step at ts=40).
+    i = detail["name"].index(names[0])
+    assert (detail["left"][i], detail["right"][i]) == (60.0, 210.0)
+    assert set(tl.classes) >= {"tensor_core", "memory", "communication", "copy_htod", "step"}
+
+
+def test_colours_follow_the_kernel_class_table_not_the_names() -> None:
+    p = small_profile()
+    p.diagnosis.tables["kernel_class"].loc[0, "cls"] = "compute"
+    detail = _model(timeline.build(p).layout, "nbprof-detail").data
+    assert _colour_of(detail, p.trace.kernels["name"][0]) == CLASSES["compute"][1]
+
+
+def test_missing_kernel_class_table_draws_grey_with_a_note() -> None:
+    p = small_profile()
+    del p.diagnosis.tables["kernel_class"]
+    tl = timeline.build(p)
+    detail = _model(tl.layout, "nbprof-detail").data
+    assert _colour_of(detail, p.trace.kernels["name"][0]) == CLASSES["kernel"][1]
+    assert any("Kernel classes unavailable" in n for n in tl.notes)
+
+
+def test_hover_shows_name_duration_grid_block_occupancy_and_op() -> None:
+    tl = timeline.build(small_profile())
+    hover = _model(tl.layout, "nbprof-hover-events")
+    fields = " ".join(v for _, v in hover.tooltips)
+    for f in ("@name", "@dur", "@grid", "@block", "@occ", "@op"):
+        assert f in fields
+    # Text fields only: "{safe}" would let a kernel name inject HTML.
+    assert "{safe}" not in fields and all(isinstance(t, tuple) for t in hover.tooltips)
+    detail = _model(tl.layout, "nbprof-detail").data
+    i = detail["name"].index(small_profile().trace.kernels["name"][0])
+    assert (detail["grid"][i], detail["block"][i], detail["occ"][i], detail["op"][i]) == (
+        "264",
+        "128",
+        "50 %",
+        "aten::mm",
+    )
+
+
+def test_idle_gaps_shaded_in_their_stream_and_labelled_with_the_cause() -> None:
+    tl = timeline.build(small_profile())
+    gaps = _model(tl.layout, "nbprof-gaps").data
+    assert gaps["left"] == [210.0] and gaps["right"] == [260.0]
+    assert gaps["lane"] == ["GPU 0 stream 7"]
+    assert gaps["cause_label"] == [GAP_CAUSES["host_wait"][0]]
+    labels = _model(tl.layout, "nbprof-gap-labels").data
+    assert labels["text"] == [GAP_CAUSES["host_wait"][0]]
+    assert _model(tl.layout, "nbprof-hover-gaps") is not None
+
+
+def test_overview_strip_drives_the_main_range() -> None:
+    from bokeh.models import RangeTool
+
+    tl = timeline.build(small_profile())
+    main = _model(tl.layout, "nbprof-timeline")
+    ov = _model(tl.layout, "nbprof-overview")
+    tools = [t for t in ov.tools if isinstance(t, RangeTool)]
+    assert len(tools) == 1 and tools[0].x_range is main.x_range
+    assert main.x_range.js_property_callbacks.keys() >= {"change:start", "change:end"}
+    kinds = {type(t).__name__ for t in main.tools}
+    assert {"WheelZoomTool", "BoxZoomTool", "PanTool", "ResetTool"} <= kinds
+
+
+def test_nvml_samples_on_the_same_time_axis() -> None:
+    p = small_profile(samples=True)
+    tl = timeline.build(p)
+    fig = _model(tl.layout, "nbprof-samples")
+    assert fig.x_range is _model(tl.layout, "nbprof-timeline").x_range
+    util = _model(tl.layout, "nbprof-sample-util_gpu-0")
+    x = util.data_source.data["x"]
+    # First sample at origin_ns: trace µs 0, i.e. 40 µs before the first event.
+    assert x[0] == pytest.approx(-40.0)
+    assert x[1] - x[0] == pytest.approx(100.0)  # 100_000 ns apart
+    assert list(fig.select({"name": "nbprof-sample-sm_util-0"}))
+    assert not list(fig.select({"name": "nbprof-sample-tensor_util-0"}))  # all NaN: omitted
+
+
+def test_samples_without_origin_are_omitted_with_a_note() -> None:
+    tl = timeline.build(small_profile(samples=True, origin=False))
+    assert not list(tl.layout.select({"name": "nbprof-samples"}))
+    assert any("no wall-clock origin" in n for n in tl.notes)
+
+
+def test_aggregate_busy_fraction_per_bin() -> None:
+    data = timeline.collect(small_profile())
+    agg = timeline.aggregate(data, 0.0, 800.0, 8)
+    lane = [i for i, lab in enumerate(agg["lane"]) if lab == "GPU 0 stream 13"]
+    busy = {int(agg["left"][i] // 100): round(agg["busy"][i], 6) for i in lane}
+    # The kernel covers 110..710 µs.
+    assert busy == {1: 90.0, 2: 100.0, 3: 100.0, 4: 100.0, 5: 100.0, 6: 100.0, 7: 10.0}
+    colours = {agg["color"][i] for i in lane}
+    assert colours == {CLASSES["communication"][1]}
+
+
+def test_visible_count_and_exact_window() -> None:
+    data = timeline.collect(small_profile())
+    assert timeline.visible_count(data, -10, 1000) == 12
+    win = timeline.exact(data, 205.0, 215.0)
+    assert timeline.visible_count(data, 205.0, 215.0) == len(win["name"])
+    assert sorted(win["lane"]) == ["GPU 0 stream 13", "GPU 0 stream 7", "steps"]
+
+
+def test_encoding_round_trips_within_one_tick() -> None:
+    data = timeline.collect(synthetic_profile(5_000))
+    dx, dd, tick = timeline._encode(data)
+    assert dx.dtype == np.uint32 and dd.dtype == np.uint32
+    x = np.empty(len(dx))
+    for a, b in zip(data.lane_offsets[:-1], data.lane_offsets[1:], strict=True):
+        x[a:b] = np.cumsum(dx[a:b].astype(np.float64)) * tick
+    assert np.abs(x - data.x).max() <= tick
+    assert np.abs(dd * tick - data.dur).max() <= tick
+
+
+@pytest.mark.slow
+def test_large_trace_draws_a_bounded_number_of_glyphs() -> None:
+    p = synthetic_profile(200_000)
+    tl = timeline.build(p)
+    data = tl.data
+    assert data.event_count > 400_000  # kernels + launches + ops + steps
+    detail = _model(tl.layout, "nbprof-detail").data
+    agg = _model(tl.layout, "nbprof-aggregate").data
+    gaps = _model(tl.layout, "nbprof-gaps").data
+    assert len(detail["left"]) == 0
+    assert 0 < len(agg["left"]) <= timeline.DEFAULT_AGG_CAP
+    assert len(gaps["left"]) <= timeline.MAX_GAPS
+    assert any("longest" in n for n in tl.notes)
+    # Repeated kernels share signatures: the embedded name table stays small.
+    assert len(data.sigs) < 100
+    store = _model(tl.layout, "nbprof-store").data
+    assert {k: v.dtype.name for k, v in store.items()} == {
+        "dx": "uint32",
+        "dd": "uint32",
+        "sig": "uint16",
+    }
+    # A narrow window goes back to exact events, under the cap.
+    x0 = data.span / 2
+    n = timeline.visible_count(data, x0, x0 + 200.0)
+    assert 0 < n <= timeline.DEFAULT_CAP
+    assert len(timeline.exact(data, x0, x0 + 200.0)["name"]) == n
+
+
+def test_empty_trace_still_builds() -> None:
+    from nbprof.profile import Profile
+    from nbprof.trace.model import Trace
+
+    p = Profile(Trace(source="empty.json", event_count=0, origin_ns=None))
+    p.__dict__["diagnosis"] = small_profile().diagnosis
+    p.diagnosis.tables["kernel_class"] = pd.DataFrame({"cls": []})
+    tl = timeline.build(p)
+    assert tl.data.event_count == 0
+    assert any("no events" in n for n in tl.notes)
