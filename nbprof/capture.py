@@ -140,26 +140,33 @@ class Capture:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        sync_error: BaseException | None = None
         try:
-            # Synchronize first so the kernels the body queued are in the trace; a failing
-            # device (the body's error, again) must not keep the profiler running.
+            # Synchronize first so the kernels the body queued are in the trace. A failing
+            # device (the body's asynchronous CUDA error, surfacing here) must not keep the
+            # profiler running, nor cost the partial profile.
             self._sync()
+        except Exception as e:
+            sync_error = e
         finally:
             self._end_ns = time.time_ns()
             samples = self._stop_all()
-        if isinstance(exc, KeyboardInterrupt):
+        error = exc if exc is not None else sync_error
+        if isinstance(error, KeyboardInterrupt):
             self._notes.append("Interrupted (KeyboardInterrupt): the profile is partial.")
-        elif exc is not None:
+        elif error is not None:
             self._notes.append(
-                f"The profiled code raised {type(exc).__name__}: the profile is partial."
+                f"The profiled code raised {type(error).__name__}: the profile is partial."
             )
         try:
-            self.result = self._build(samples, exc)
+            self.result = self._build(samples, error)
         except Exception:
-            if exc is None:
+            if error is None:
                 raise
             # Never mask the user's own exception with a failure to read the partial trace.
             logger.warning("could not build the partial profile", exc_info=True)
+        if sync_error is not None and exc is None:
+            raise sync_error
 
     def step(self) -> None:
         """Mark the end of one iteration (``ProfilerStep#N`` in the trace; drives ``repeat``)."""

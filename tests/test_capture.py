@@ -129,6 +129,45 @@ def test_repeat_interrupted_in_warmup_says_nothing_was_recorded() -> None:
     assert any("Only 1 of 5" in n for n in run.result.notes)
 
 
+def test_a_failing_final_sync_still_stops_and_keeps_the_profile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An asynchronous CUDA error surfaces at the synchronize after the body.
+    calls: list[int] = []
+
+    def sync(self: Capture) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(Capture, "_sync", sync)
+    run = profile()
+    with pytest.raises(RuntimeError, match="illegal memory access") as caught:
+        with run:
+            _work()
+    assert not _profiler_on()
+    assert run.result is not None and run.result.error is caught.value
+    assert (run.result.cpu_ops["name"] == "aten::mm").any()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_cuda_capture_records_kernels_and_flops() -> None:
+    x = torch.randn(256, 256, device="cuda")
+    torch.cuda.synchronize()
+    with profile() as run:
+        y = x @ x
+    prof = run.result
+    assert prof is not None
+    assert y.shape == (256, 256)
+    assert NO_GPU_NOTE not in prof.notes
+    assert len(prof.kernels) >= 1
+    assert (prof.kernels["op"] == "aten::mm").any()
+    mm = prof.cpu_ops[prof.cpu_ops["name"] == "aten::mm"]
+    assert mm["flops"].iloc[0] == 2 * 256**3
+    assert prof.samples is not None
+
+
 @pytest.mark.parametrize("name", ["raw.json", "raw.json.gz"])
 def test_trace_path_keeps_the_raw_trace(tmp_path: Path, name: str) -> None:
     path = tmp_path / "sub" / name
