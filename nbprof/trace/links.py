@@ -20,9 +20,12 @@ import pandas as pd
 logger = logging.getLogger(__name__)
 
 
-def _thread_codes(pid: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, pd.MultiIndex]:
-    codes, uniques = pd.MultiIndex.from_arrays([pid, tid]).factorize()
-    return codes.astype(np.int64), uniques
+def _thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """A dense code per distinct (pid, tid) pair (hash factorizations, no tuples)."""
+    pc, _ = pd.factorize(pid)
+    tc, tu = pd.factorize(tid)
+    codes, _ = pd.factorize(pc.astype(np.int64) * max(len(tu), 1) + tc)
+    return codes.astype(np.int64)
 
 
 def nest(
@@ -42,7 +45,7 @@ def nest(
     parent = np.full(n, -1, np.int64)
     if n == 0:
         return depth.astype(np.int32), parent, np.zeros(0, np.int64)
-    codes, _ = _thread_codes(pid, tid)
+    codes = _thread_codes(pid, tid)
     order = np.argsort(codes, kind="stable")
     gc = codes[order]
     bounds = np.flatnonzero(np.diff(gc)) + 1
@@ -96,13 +99,16 @@ def innermost_ops(
     out = np.full(len(q_t), -1, np.int64)
     if len(op_s) == 0 or len(q_t) == 0:
         return out
-    codes, uniques = _thread_codes(op_pid, op_tid)
-    q_codes = uniques.get_indexer(pd.MultiIndex.from_arrays([q_pid, q_tid]))
+    n = len(op_s)
+    both = _thread_codes(np.concatenate([op_pid, q_pid]), np.concatenate([op_tid, q_tid]))
+    codes, q_codes = both[:n], both[n:]
     order = np.argsort(codes, kind="stable")
     gc = codes[order]
     gs = op_s[order]
-    first = np.searchsorted(gc, np.arange(len(uniques)), side="left")
-    last = np.searchsorted(gc, np.arange(len(uniques)), side="right")
+    n_codes = int(both.max()) + 1
+    first = np.searchsorted(gc, np.arange(n_codes), side="left")
+    last = np.searchsorted(gc, np.arange(n_codes), side="right")
+    q_codes = np.where(last[q_codes] > first[q_codes], q_codes, -1)  # threads without ops
     for g in np.unique(q_codes[q_codes >= 0]).tolist():
         qi = np.flatnonzero(q_codes == g)
         a, b = int(first[g]), int(last[g])

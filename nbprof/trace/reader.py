@@ -229,9 +229,7 @@ def _build_rank(d: dec.Decoded, rank: int, path: str) -> _Rank:
 
     # CPU ops; "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
     op_idx = s.by_kind[tb.CPU_OP]
-    step_like = np.fromiter(
-        (events[i].name.startswith("ProfilerStep#") for i in op_idx), bool, len(op_idx)
-    )
+    step_like = np.array([events[i].name.startswith("ProfilerStep#") for i in op_idx], bool)
     co = tb.common(events, op_idx[~step_like], abs_ns, ids, path)
     ops = tb.cpu_ops(co, op_idx[~step_like], rank, first, path)
     ann_idx = np.concatenate(

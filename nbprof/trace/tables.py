@@ -103,12 +103,11 @@ class Sorted:
 
 def sort_events(events: list[dec.Event]) -> Sorted:
     """Which events go to which table (duration events ``ph == "X"`` only)."""
-    n = len(events)
     kget, pget = _KIND_OF_CAT.get, _PHASE.get
     # Two dict lookups per event in C-level comprehensions: cheaper than factorizing the
     # category strings, and no intermediate object arrays.
-    kinds = np.fromiter((kget(e.cat, OTHER) for e in events), np.int8, n)
-    phases = np.fromiter((pget(e.ph, 0) for e in events), np.int8, n)
+    kinds = np.array([kget(e.cat, OTHER) for e in events], np.int8)
+    phases = np.array([pget(e.ph, 0) for e in events], np.int8)
     is_x = phases == _X
     by_kind = {k: np.flatnonzero(is_x & (kinds == k)) for k in range(1, 9)}
     flow = kinds == FLOW
@@ -129,7 +128,7 @@ def _obj(values: Sequence[Any]) -> np.ndarray:
 
 def _num(values: Sequence[Any], dtype: type, missing: float | int) -> np.ndarray:
     """A numeric column where ``None`` (key absent) becomes ``missing``."""
-    out = np.fromiter((missing if v is None else v for v in values), np.float64, len(values))
+    out = np.array([missing if v is None else v for v in values], np.float64)
     # Values no real trace holds (inf, beyond int64) are treated as unknown rather than
     # wrapped around by the cast.
     bad = ~np.isfinite(out) | (np.abs(out) > _I64_SAFE)
@@ -143,6 +142,21 @@ _I64_SAFE = float(2**62)
 
 def _i64(v: int | None) -> int:
     return -1 if v is None or not -(2**62) < v < 2**62 else v
+
+
+def _dims(args: Sequence[dec.KernelArgs], key: str) -> np.ndarray:
+    """Total of a launch dimension (x*y*z); -1 unknown. Vectorised for the usual [x, y, z]."""
+    vals = [getattr(a, key) for a in args]
+    if vals and all(type(v) is list and len(v) == 3 for v in vals):
+        try:
+            arr = np.array(vals, np.float64)
+        except (ValueError, OverflowError):
+            arr = None
+        if arr is not None:
+            prod = arr.prod(axis=1)
+            prod[~(np.abs(prod) < _I64_SAFE)] = -1
+            return prod.astype(np.int64)
+    return np.array([_product(v) for v in vals], np.int64)
 
 
 def _product(v: list[int] | int | None) -> int:
@@ -179,7 +193,7 @@ def common(
     if missing.any():
         where = int(idx[np.flatnonzero(missing)[0]])
         raise dec.TraceError(path, f"event {where}: duration event has no `ts`")
-    dur = np.fromiter((e.dur for e in evs), np.float64, len(evs))
+    dur = np.array([e.dur for e in evs], np.float64)
     if (dur < 0).any():
         where = int(idx[np.flatnonzero(dur < 0)[0]])
         raise dec.TraceError(path, f"event {where}: negative duration ({events[where].dur})")
@@ -232,8 +246,8 @@ def kernels(c: Common, idx: np.ndarray, rank: int, origin: int, ids: Ids, path: 
         "ts": rel_us(c.ts_ns, origin),
         "dur": c.dur,
         "correlation": _num([a.correlation for a in args], np.int64, -1),
-        "grid": np.fromiter((_product(a.grid) for a in args), np.int64, n),
-        "block": np.fromiter((_product(a.block) for a in args), np.int64, n),
+        "grid": _dims(args, "grid"),
+        "block": _dims(args, "block"),
         "registers": _num([a.registers for a in args], np.int64, -1),
         "shared_mem": _num([a.shared_mem for a in args], np.int64, -1),
         "occupancy": _num([a.occupancy for a in args], np.float64, np.nan),
