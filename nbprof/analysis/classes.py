@@ -8,6 +8,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis._text import matches
+
 logger = logging.getLogger(__name__)
 
 _COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv", re.I)
@@ -26,11 +28,8 @@ def kernel_classes(names: pd.Series, tensor_core: np.ndarray) -> pd.DataFrame:
             {"cls": pd.Series(dtype="object"), "tensor_core": pd.Series(dtype=bool)},
             index=names.index,
         )
-    uniq = pd.Series(names.unique())
-    comm = dict(zip(uniq, uniq.str.contains(_COMM), strict=True))
-    comp = dict(zip(uniq, uniq.str.contains(_COMPUTE), strict=True))
-    is_comm = names.map(comm).to_numpy(dtype=bool)
-    is_comp = names.map(comp).to_numpy(dtype=bool)
+    is_comm = matches(names, _COMM)
+    is_comp = matches(names, _COMPUTE)
     tc = np.asarray(tensor_core, dtype=bool)
     cls = np.where(
         is_comm,

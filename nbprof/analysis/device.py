@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from nbprof.analysis import idle, inputs, launches, peaks, roofline, syncs, tensorcores
+from nbprof.analysis._text import matches
 from nbprof.analysis.classes import kernel_classes
 from nbprof.analysis.model import Basis, DeviceMetrics, IdleBreakdown
 from nbprof.analysis.samples import Measured, measured_for
@@ -322,7 +324,7 @@ def analyze_device(
     simt_ev = tensorcores.name_evidence(names, "nvidia") if vendor == "nvidia" else None
     simt_gemm = 0.0
     if simt_ev is not None and ktime > 0:
-        gemm_like = names.str.contains(r"gemm|gemv|xmma", case=False, regex=True).to_numpy()
+        gemm_like = matches(names, re.compile(r"gemm|gemv|xmma", re.IGNORECASE))
         simt_gemm = float(kdur[(simt_ev < 0) & gemm_like].sum() / ktime * 100.0)
     ccv = tensorcores._cc(cc)
     launch_call = launches.mean_launch_call_us(rt)

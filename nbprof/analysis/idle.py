@@ -21,6 +21,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis._text import matches
 from nbprof.analysis.inputs import _DATALOADER
 from nbprof.analysis.syncs import SYNC_OPS, SYNC_RUNTIME
 from nbprof.analysis.utilization import union_length
@@ -121,9 +122,9 @@ def name_cpu_work(
     cats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if not ops.empty:
         names = ops["name"].astype(str)
-        cats["DataLoader __next__"] = _intervals(ops[names.str.contains(_DATALOADER)])
+        cats["DataLoader __next__"] = _intervals(ops[matches(names, _DATALOADER)])
         cats[".item() (aten::item)"] = _intervals(ops[names.isin(SYNC_OPS)])
-        cats["optimizer"] = _intervals(ops[names.str.contains(_OPTIMIZER)])
+        cats["optimizer"] = _intervals(ops[matches(names, _OPTIMIZER)])
         top_level = ops[ops["depth"] == 0]
         tl_s, tl_e = _intervals(top_level)
         tl_names = top_level["name"].astype(str).to_numpy()

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis._text import matches
 from nbprof.analysis.utilization import union_length
 
 logger = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ def dataloader_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     """CPU ops that fetch a batch (``enumerate(DataLoader)#..._DataLoaderIter.__next__``)."""
     if cpu_ops.empty:
         return cpu_ops
-    return cpu_ops[cpu_ops["name"].astype(str).str.contains(_DATALOADER)]
+    return cpu_ops[matches(cpu_ops["name"], _DATALOADER)]
 
 
 def dataloader_pct(

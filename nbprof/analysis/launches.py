@@ -7,6 +7,8 @@ import logging
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis._text import matches
+
 logger = logging.getLogger(__name__)
 
 
@@ -28,7 +30,7 @@ def mean_launch_call_us(runtime: pd.DataFrame) -> float | None:
     if runtime.empty:
         return None
     names = runtime["name"].astype(str)
-    m = names.str.contains(r"LaunchKernel|hipLaunch|hipExtLaunch|hipModuleLaunch", regex=True)
+    m = matches(names, r"LaunchKernel|hipLaunch|hipExtLaunch|hipModuleLaunch")
     if not m.any():
         return None
     return float(runtime.loc[m, "dur"].mean())

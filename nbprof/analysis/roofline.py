@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis._text import matches
 from nbprof.analysis.peaks import Peak, peak_tflops
 
 logger = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     if (fl > 0).any():
         return cpu_ops, False
     names = cpu_ops["name"].astype(str)
-    cand = cpu_ops[names.str.contains(_MATMUL) & (cpu_ops["input_dims"].astype(str) != "")]
+    cand = cpu_ops[matches(names, _MATMUL) & (cpu_ops["input_dims"].astype(str) != "").to_numpy()]
     if cand.empty:
         return cand, True
     est = [matmul_flops(n, d) for n, d in zip(cand["name"], cand["input_dims"], strict=True)]

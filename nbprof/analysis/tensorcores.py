@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis._text import matches
+
 logger = logging.getLogger(__name__)
 
 # Positive evidence. Each alternative names the generation it comes from.
@@ -90,18 +92,15 @@ class TensorCoreResult:
 
 def name_evidence(names: pd.Series, vendor: str = "nvidia") -> np.ndarray:
     """+1 names say Tensor/matrix cores, -1 they say not, 0 they say nothing. Per name."""
-    uniq = pd.Series(names.unique())
     if vendor == "amd":
-        pos = uniq.str.contains(_MFMA).to_numpy()
-        neg = np.zeros(len(uniq), dtype=bool)
+        pos = matches(names, _MFMA)
+        neg = np.zeros(len(names), dtype=bool)
     else:
-        pos = uniq.str.contains(_TC_NVIDIA).to_numpy()
-        neg = uniq.str.contains(_NOT_TC).to_numpy()
+        pos = matches(names, _TC_NVIDIA)
+        neg = matches(names, _NOT_TC)
     # Negative markers (simt, sgemm, pure f32 xmma) override generic positives such as a
     # bare sm90_ prefix: cutlass_simt_* kernels carry both.
-    val = np.where(neg, -1, np.where(pos, 1, 0))
-    lookup = dict(zip(uniq.tolist(), val.tolist(), strict=True))
-    return names.map(lookup).to_numpy(dtype="int64") if len(names) else np.zeros(0, "int64")
+    return np.where(neg, -1, np.where(pos, 1, 0)).astype("int64")
 
 
 def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
@@ -115,9 +114,9 @@ def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
     if not valid.any():
         return out
     ops = cpu_ops.iloc[idx[valid]]
-    eligible = ops["name"].astype(str).str.contains(_ELIGIBLE_OP).to_numpy()
-    tc_type = ops["input_types"].astype(str).str.contains(_TC_DTYPE).to_numpy()
-    helper = kernels["name"][valid].astype(str).str.contains(_HELPER).to_numpy()
+    eligible = matches(ops["name"], _ELIGIBLE_OP)
+    tc_type = matches(ops["input_types"], _TC_DTYPE)
+    helper = matches(kernels["name"][valid], _HELPER)
     out[np.flatnonzero(valid)] = eligible & tc_type & ~helper
     return out
 
@@ -126,7 +125,7 @@ def measured_names(counters: pd.DataFrame) -> tuple[set[str], set[str]] | None:
     """Kernel names counters show on / off the Tensor Core pipes; None without such counters."""
     if counters.empty:
         return None
-    tc = counters[counters["metric"].astype(str).str.contains(_TC_METRIC)]
+    tc = counters[matches(counters["metric"], _TC_METRIC)]
     if tc.empty:
         return None
     per = tc.groupby("name")["value"].sum()

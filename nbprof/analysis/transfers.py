@@ -7,6 +7,8 @@ import logging
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis._text import matches
+
 logger = logging.getLogger(__name__)
 
 COPY_COLUMNS = (
@@ -19,7 +21,7 @@ def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
     if memcpy.empty:
         return pd.Series(dtype=bool)
     by_cols = (memcpy["src"] == "Pageable") | (memcpy["dst"] == "Pageable")
-    by_name = memcpy["name"].astype(str).str.contains("Pageable", regex=False)
+    by_name = pd.Series(matches(memcpy["name"], "Pageable"), index=memcpy.index)
     return by_cols | by_name
 
 
