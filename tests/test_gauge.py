@@ -222,3 +222,35 @@ def test_creating_a_gauge_starts_nothing() -> None:
     g.close()
     g.start()  # nor does starting a closed one
     assert not sampler.running
+
+
+@pytest.mark.slow
+def test_updates_reach_a_real_kernel_while_the_cell_is_busy() -> None:
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    tests_dir = str(Path(__file__).resolve().parent)
+    source = f"""
+import sys, time
+sys.path.insert(0, {tests_dir!r})
+import fake_nvml
+from nbprof.telemetry import Sampler
+from nbprof.views.gauge import GaugeWidget
+g = GaugeWidget(period_s=0.05, sampler=Sampler(fake_nvml.build()))
+display(g)
+g.start()
+t0 = time.monotonic()
+while time.monotonic() - t0 < 1.5:  # the cell's main thread stays busy
+    sum(range(10000))
+print("updates while busy:", g.updates)
+g.stop()
+"""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nbclient.NotebookClient(nb, timeout=120, store_widget_state=True).execute()
+    outputs = nb.cells[0].outputs
+    assert len(outputs) == 2  # the widget, the print: stop() displays nothing more
+    assert "application/vnd.jupyter.widget-view+json" in outputs[0]["data"]
+    printed = int(outputs[1]["text"].split(":")[1])
+    assert printed >= 2  # the sampler thread sent updates while the cell was running
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    (value,) = [m["state"]["value"] for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert "35%" in value and "STOPPED" in value

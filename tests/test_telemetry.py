@@ -338,3 +338,14 @@ def test_the_process_wide_sampler_is_configurable_only_while_stopped() -> None:
         assert not np.isnan(sub.latest().frame.iloc[0]["util_gpu"])
     finally:
         telemetry.configure()
+
+
+def test_on_trace_clock_puts_samples_on_the_trace_axis() -> None:
+    s, _, clock = make()
+    s.open()
+    origin = clock.wall - 1_000_123  # a trace that started 1.000123 ms before the sampler
+    run_passes(s, clock, 2)
+    frame = telemetry.on_trace_clock(s.samples(), origin)
+    assert list(frame.columns[:3]) == ["time_ns", "ts", "gpu"]
+    # Exact to the nanosecond although epoch ns do not fit a float64 exactly.
+    assert frame["ts"].tolist() == [1000.123, 251000.123]

@@ -33,7 +33,7 @@ stamps trace events from the same clock: a trace's events sit at
 ``Trace.origin_ns + ts * 1000`` (``ts`` in µs relative to ``origin_ns``, see
 :mod:`nbprof.trace.model`). So, for a sample row ``r``::
 
-    ts_us_on_trace = (r.time_ns - trace.origin_ns) / 1000
+    ts_us_on_trace = (r.time_ns - trace.origin_ns) / 1000   # on_trace_clock() does this
 
 Error bound. A row stands for NVML's view at its stamp, within:
 
@@ -62,6 +62,7 @@ Ring buffer: the sampler keeps the last ``capacity`` passes (default 14 400: one
 
 from __future__ import annotations
 
+from nbprof.telemetry.align import on_trace_clock
 from nbprof.telemetry.model import METRICS, SAMPLE_COLUMNS, Samples
 from nbprof.telemetry.recording import (
     Recorder,
@@ -99,6 +100,7 @@ __all__ = [
     "configure",
     "get_sampler",
     "latest_of",
+    "on_trace_clock",
     "read_recording",
     "record",
     "replay",

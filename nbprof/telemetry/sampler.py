@@ -134,7 +134,7 @@ class Sampler:
         self._gpus: dict[int, dict[str, Any]] = {}
         self._reasons: dict[tuple[int, str], str] = {}
         self._unavailable = ""
-        self._state_version = -1
+        self._state_version: tuple[int, int] = (0, -1)
         self._ticks = 0
         self._tick_cond = threading.Condition(self._lock)
 
@@ -206,23 +206,28 @@ class Sampler:
         return min(periods) if periods else DEFAULT_PERIOD_S
 
     def _run(self, stop: threading.Event) -> None:
+        # The backend is this thread's own: a sampler restarted while an old thread is still
+        # finishing its last pass must not share (or close) the new thread's NVML state.
+        backend: NvmlBackend | None = None
         try:
-            self.open()
-            if self._unavailable and not self._gpus:
+            backend = self.open()
+            if backend.unavailable and not backend.gpus:
                 return  # nothing to sample; the reason is recorded and shown
             while not stop.is_set():
                 started = time.monotonic()
-                if self.sample_once() is None:
-                    return
+                self._sample(backend)
                 stop.wait(max(0.0, self._period() - (time.monotonic() - started)))
         except Exception as err:  # never let a bug kill the kernel or spam the log
             logger.exception("the NVML sampler stopped on an unexpected error")
             with self._lock:
                 self._unavailable = f"the sampler stopped on an unexpected error: {err!r}"
         finally:
-            self.close_backend()
+            if backend is not None:
+                backend.close()
+                if self._backend is backend:
+                    self._backend = None
 
-    def open(self) -> None:
+    def open(self) -> NvmlBackend:
         """Start NVML and find the GPUs (what the thread does first; tests call it directly)."""
         backend = NvmlBackend(self._nvml)
         self._backend = backend
@@ -230,28 +235,33 @@ class Sampler:
         self._sync_state(backend)
         if backend.unavailable:
             self._notify(Tick(self._clock_ns(), Block.empty(), True))
+        return backend
 
     def close_backend(self) -> None:
+        """Shut down what :meth:`open` started (tests that drive passes by hand)."""
         backend, self._backend = self._backend, None
         if backend is not None:
             backend.close()
 
     def _sync_state(self, backend: NvmlBackend) -> bool:
-        if backend.version == self._state_version:
+        version = (id(backend), backend.version)
+        if version == self._state_version:
             return False
         gpus = {k: dict(v) for k, v in backend.gpus.items()}
         reasons = dict(backend.reasons)
         with self._lock:
             self._gpus, self._reasons = gpus, reasons
             self._unavailable = backend.unavailable
-            self._state_version = backend.version
+            self._state_version = version
         return True
 
     def sample_once(self) -> Tick | None:
-        """One sampling pass over every GPU: append to the ring, notify subscribers."""
+        """One pass with the backend :meth:`open` started (tests drive passes by hand)."""
         backend = self._backend
-        if backend is None:
-            return None
+        return None if backend is None else self._sample(backend)
+
+    def _sample(self, backend: NvmlBackend) -> Tick:
+        """One sampling pass over every GPU: append to the ring, notify subscribers."""
         wall, mono = self._clock_ns(), self._monotonic_ns()
         block = backend.read(wall, mono)  # NVML calls: no lock held
         changed = self._sync_state(backend)

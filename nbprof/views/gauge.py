@@ -116,11 +116,12 @@ class GaugeWidget:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    def start(self) -> GaugeWidget:
+    # start/stop return None: a notebook's last line `g.stop()` must not display it again.
+    def start(self) -> None:
         """Start sampling (or playing the replay); idempotent."""
         with self._lock:
             if self._closed or self._source is not None:
-                return self
+                return
             self._state = "live"
             if self._external is not None:
                 self._source = self._external
@@ -136,18 +137,16 @@ class GaugeWidget:
                 start = None
         if start is not None:
             start()
-        return self
 
-    def stop(self) -> GaugeWidget:
+    def stop(self) -> None:
         """Stop updating and show the final state, frozen; releases the subscription."""
         with self._lock:
             source = self._source
             if source is None or self._state == "stopped":
-                return self
+                return
             self._state = "stopped"
         source.close()  # no ticks after this returns
         self._render(force=True)
-        return self
 
     def close(self) -> None:
         """Stop and remove the widget from the notebook; idempotent."""
