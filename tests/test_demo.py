@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import socket
 from pathlib import Path
 
@@ -44,36 +45,27 @@ def no_gpu_no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("no_gpu_no_network")
-def test_no_gpu_no_corpus_no_network_profiles_the_cpu_and_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_no_gpu_no_corpus_no_network_profiles_the_cpu_and_says_so(tmp_path: Path) -> None:
     _needs_pipeline()
     html = tmp_path / "out" / "demo.html"
-    assert demo.main(["-o", str(html), "--steps", "2"]) == 0
-    out = capsys.readouterr().out
-    assert demo.CPU_LABEL in out
+    buf = io.StringIO()
+    res = demo.run("auto", output=html, steps=2, out=buf)
+    out = buf.getvalue()
+
+    assert res.kind == "cpu"
+    assert out.startswith("=" * 78 + f"\nnbprof demo: {demo.CPU_LABEL}")
     assert "not a GPU" in out
     assert "No real GPU trace at hand" in out  # why it fell back
     assert "What the CPU did" in out and "aten::conv2d" in out  # the model's real ops
+    # The profile itself carries the label, so every view of it says CPU.
+    assert res.profile.notes[0].startswith(demo.CPU_LABEL)
+    assert len(res.profile.kernels) == 0
+    # The printed report is the profile's own text report.
+    assert res.profile.text().strip().splitlines()[0] in out
     assert f"Dashboard written to {html.resolve()}" in out
     page = html.read_text(encoding="utf-8")
     assert page.lstrip().lower().startswith("<!doctype html")
-    assert "CPU" in page
-
-
-@pytest.mark.usefixtures("no_gpu_no_network")
-def test_run_returns_the_cpu_profile_labelled(tmp_path: Path) -> None:
-    _needs_pipeline()
-    import io
-
-    buf = io.StringIO()
-    res = demo.run("cpu", output=tmp_path / "d.html", steps=2, out=buf)
-    assert res.kind == "cpu"
-    assert res.profile.notes[0].startswith(demo.CPU_LABEL)
-    assert len(res.profile.kernels) == 0  # a CPU run has no GPU kernels to report
-    assert res.html_path.is_file()
-    # The printed report is the profile's own text report.
-    assert res.profile.text().strip().splitlines()[0] in buf.getvalue()
+    assert demo.CPU_LABEL in page
 
 
 @pytest.mark.corpus
