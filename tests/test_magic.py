@@ -89,6 +89,33 @@ def test_gauge_then_dashboard_replaces_it(shell: InteractiveShell) -> None:
         )
 
 
+def test_widget_gauge_runs_and_is_closed(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where NVML's library loads, the real gauge widget is shown, driven and closed.
+    import nbprof.magic
+    from nbprof.views.gauge import GaugeWidget
+
+    monkeypatch.setattr(nbprof.magic, "_no_nvml_reason", lambda: "")
+    made: list[GaugeWidget] = []
+    real_init = GaugeWidget.__init__
+
+    def init(self: GaugeWidget, *a: Any, **k: Any) -> None:
+        real_init(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(GaugeWidget, "__init__", init)
+    result, cap = run(shell, "%%gpuprof\ng = torch.ones(3).sum()\nraise RuntimeError('late')\n")
+    assert isinstance(result.error_in_exec, RuntimeError)
+    [gauge] = made
+    assert "stopped" in gauge.text  # frozen by the capture's stop()
+    assert gauge.widget is None or gauge.widget.comm is None  # closed by the magic
+    first, last = cap.outputs[0], cap.outputs[-1]
+    assert "text/html" in first.data and first.transient.get("display_id")
+    assert last.update and last.transient.get("display_id") == first.transient["display_id"]
+    assert is_profile_bundle(last.data)
+
+
 def test_no_gauge_shows_only_the_dashboard(shell: InteractiveShell) -> None:
     result, cap = run(shell, "%%gpuprof --no-gauge\nx = torch.ones(2) * 3\n")
     assert result.success
