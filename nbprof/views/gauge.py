@@ -392,7 +392,10 @@ def _badge(state: str, source: str) -> str:
 def render_html(samples: Samples, *, state: str = "live", history_s: float = 60.0) -> str:
     """The gauge for ``samples`` (the last ``history_s`` of them are charted)."""
     is_replay = samples.source.startswith("replay")
-    out = ['<div class="nbprof-gauge" style="font-family:system-ui,sans-serif;font-size:13px">']
+    out = [
+        '<div class="nbprof-gauge" '
+        'style="font-family:system-ui,sans-serif;font-size:13px;line-height:1.3">'
+    ]
     title = "nbprof GPU gauge"
     out.append(
         f'<div style="display:flex;gap:8px;align-items:center;margin-bottom:4px">'

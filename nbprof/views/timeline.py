@@ -146,10 +146,7 @@ def collect(profile: Profile) -> TimelineData:
         per_kind = {"kernels": kernels, "memcpy": trace.memcpy, "memset": trace.memset}
         for table in per_kind.values():
             t = table[table["rank"] == rank]
-            gpu_keys.update(
-                ("gpu", rank, str(d), int(s))
-                for d, s in zip(t["device"].tolist(), t["stream"].tolist(), strict=True)
-            )
+            gpu_keys.update(("gpu", rank, d, s) for d, s in _stream_codes(t)[1])
         add_lanes(
             sorted(gpu_keys, key=lambda k: (_device_sort(k[2]), k[3])),
             "gpu",
@@ -190,14 +187,8 @@ def _kernel_classes(profile: Profile, notes: list[str]) -> pd.Series:
     if table is None or "cls" not in getattr(table, "columns", ()):
         notes.append("Kernel classes unavailable from the analysis: kernels drawn in grey.")
         return unknown
-    cls = table["cls"].reindex(kernels.index)
-    ids = cls.map(
-        lambda c: (
-            CLASS_IDS.get(str(c), CLASS_IDS["kernel"])
-            if isinstance(c, str)
-            else CLASS_IDS["kernel"]
-        )
-    )
+    cls = table["cls"].reindex(kernels.index).astype(object)
+    ids = cls.map(CLASS_IDS).fillna(CLASS_IDS["kernel"])
     return ids.astype("uint8")
 
 
@@ -223,25 +214,39 @@ def _frame(
 def _runtime_frame(
     t: pd.DataFrame, key: tuple[Any, ...], idx: dict[tuple[Any, ...], int]
 ) -> pd.DataFrame:
-    name = t["name"].astype(str)
-    cat = t["cat"].astype(str)
-    sync = (cat == "cuda_sync") | name.str.contains("Synchronize", regex=False)
-    launch = name.str.contains("Launch", regex=False)
-    cls = np.where(
-        sync,
-        CLASS_IDS["runtime_sync"],
-        np.where(launch, CLASS_IDS["runtime_launch"], CLASS_IDS["runtime_other"]),
-    )
+    # Classify the few distinct (name, cat) pairs, not the million calls.
+    nc, nu = pd.factorize(t["name"].astype(str))
+    cc, cu = pd.factorize(t["cat"].astype(str))
+    codes, pairs = pd.factorize(nc.astype(np.int64) * (len(cu) + 1) + cc)
+    ids = []
+    for p in pairs.tolist():
+        name, cat = str(nu[p // (len(cu) + 1)]), str(cu[p % (len(cu) + 1)])
+        if cat == "cuda_sync" or "Synchronize" in name:
+            ids.append(CLASS_IDS["runtime_sync"])
+        elif "Launch" in name:
+            ids.append(CLASS_IDS["runtime_launch"])
+        else:
+            ids.append(CLASS_IDS["runtime_other"])
+    cls = np.asarray(ids, dtype=np.uint8)[codes]
     d = _base(t, idx[key], cls)
-    d.update(grid="", block="", occ="", op="", extra=cat.to_numpy())
+    d.update(grid="", block="", occ="", op="", extra=t["cat"].astype(str).to_numpy())
     return pd.DataFrame(d)
 
 
+def _stream_codes(t: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, int]]]:
+    """Per row, an index into the distinct (device, stream) pairs of ``t``."""
+    dc, du = pd.factorize(t["device"].astype(str))
+    sc, su = pd.factorize(t["stream"].astype(np.int64))
+    radix = len(su) + 1
+    codes, pairs = pd.factorize(dc.astype(np.int64) * radix + sc)
+    keys = [(str(du[p // radix]), int(su[p % radix])) for p in pairs.tolist()]
+    return codes, keys
+
+
 def _gpu_lanes(t: pd.DataFrame, idx: dict[tuple[Any, ...], int], rank: int) -> np.ndarray:
-    keys = zip(t["device"].astype(str).tolist(), t["stream"].tolist(), strict=True)
-    return np.fromiter(
-        (idx[("gpu", rank, d, int(s))] for d, s in keys), dtype=np.int64, count=len(t)
-    )
+    codes, keys = _stream_codes(t)
+    lane_of = np.array([idx[("gpu", rank, d, s)] for d, s in keys], dtype=np.int64)
+    return lane_of[codes]
 
 
 def _gpu_frame(
@@ -328,14 +333,14 @@ def _pack(ev: pd.DataFrame, lanes: list[Lane], notes: list[str]) -> TimelineData
         )
     for c in sig_cols[2:]:
         ev[c] = ev[c].astype(str)
-    sig = ev.groupby(sig_cols, sort=False, dropna=False).ngroup().to_numpy()
-    sigs = (
-        ev[sig_cols]
-        .assign(_sig=sig)
-        .drop_duplicates("_sig")
-        .sort_values("_sig")
-        .drop(columns="_sig")
-    ).reset_index(drop=True)
+    # One id per unique combination: factorize each column, combine the codes, unique.
+    key = np.zeros(n, dtype=np.int64)
+    for c in sig_cols:
+        codes, uniques = pd.factorize(ev[c], use_na_sentinel=False)
+        # Re-factorize so the combined key stays below n and never overflows int64.
+        key = pd.factorize(key * (len(uniques) + 1) + codes)[0].astype(np.int64)
+    _, first, sig = np.unique(key, return_index=True, return_inverse=True)
+    sigs = ev[sig_cols].iloc[first].reset_index(drop=True)
     lane = ev["lane"].to_numpy(dtype=np.int64)
     ts = ev["ts"].to_numpy(dtype=np.float64)
     dur = ev["dur"].to_numpy(dtype=np.float64)

@@ -1,0 +1,113 @@
+"""The timeline's level-of-detail callback, in headless Chromium (no Jupyter needed).
+
+Skipped without Debian's Chromium or the playwright package. Screenshots land in
+$NBPROF_ARTIFACTS (default: pytest's tmp_path) so a person can look at them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from test_views_data import small_profile, synthetic_profile
+
+from nbprof.views import dashboard, report, timeline
+
+CHROMIUM = "/usr/bin/chromium"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's /usr/bin/chromium"),
+]
+
+_READY = """() => {
+  if (!(window.Bokeh && Bokeh.index)) { return false; }
+  const views = Object.values(Bokeh.index);
+  return views.length > 0 && views.every(v => v.has_finished());
+}"""
+
+_COUNTS = """() => {
+  const d = Bokeh.documents[Bokeh.documents.length - 1];
+  return [d.get_model_by_name('nbprof-detail').get_length(),
+          d.get_model_by_name('nbprof-aggregate').get_length()];
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def _artifacts(tmp_path: Path) -> Path:
+    d = Path(os.environ.get("NBPROF_ARTIFACTS", tmp_path))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _open(browser, path: Path):
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    errors: list[str] = []
+    dialogs: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(path.as_uri())
+    page.wait_for_function(_READY, polling="raf", timeout=60_000)
+    return page, errors, dialogs
+
+
+def test_zoom_swaps_the_aggregate_for_exact_events(browser, tmp_path: Path) -> None:
+    path = tmp_path / "large.html"
+    path.write_text(report.render(synthetic_profile(30_000)), encoding="utf-8")
+    page, errors, _ = _open(browser, path)
+    detail, agg = page.evaluate(_COUNTS)
+    assert detail == 0 and 0 < agg <= timeline.DEFAULT_AGG_CAP
+    page.evaluate(
+        """() => { const f = Bokeh.documents[0].get_model_by_name('nbprof-timeline');
+        const s = f.x_range.start, e = f.x_range.end;
+        f.x_range.setv({start: s + (e - s) * 0.5, end: s + (e - s) * 0.501}); }"""
+    )
+    page.wait_for_function(f"() => ({_COUNTS})()[0] > 0", polling="raf", timeout=10_000)
+    detail, agg = page.evaluate(_COUNTS)
+    assert 0 < detail <= timeline.DEFAULT_CAP and agg == 0
+    page.screenshot(path=str(_artifacts(tmp_path) / "timeline_zoomed.png"))
+    # and back out: the aggregate returns, still bounded
+    page.evaluate(
+        """() => { const f = Bokeh.documents[0].get_model_by_name('nbprof-timeline');
+        f.x_range.setv({start: f.x_range.bounds[0], end: f.x_range.bounds[1]}); }"""
+    )
+    page.wait_for_function(f"() => ({_COUNTS})()[1] > 0", polling="raf", timeout=10_000)
+    detail, agg = page.evaluate(_COUNTS)
+    assert detail == 0 and 0 < agg <= timeline.DEFAULT_AGG_CAP
+    assert errors == []
+    page.close()
+
+
+def test_two_dashboards_in_one_page_and_hostile_names_run_nothing(browser, tmp_path: Path) -> None:
+    # Two display outputs as a notebook would place them, each with its own Bokeh copy.
+    a = dashboard.mimebundle(small_profile(hostile=True, samples=True))["text/html"]
+    b = dashboard.mimebundle(small_profile())["text/html"]
+    path = tmp_path / "two.html"
+    path.write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
+        f'<div class="output">{a}</div><div class="output">{b}</div></body></html>',
+        encoding="utf-8",
+    )
+    page, errors, dialogs = _open(browser, path)
+    page.wait_for_timeout(300)
+    rendered = page.evaluate(
+        """() => [...document.querySelectorAll('.nbp-timeline')].map(
+            el => [...el.querySelectorAll('*')].filter(e => e.shadowRoot).length)"""
+    )
+    assert len(rendered) == 2 and all(n > 0 for n in rendered)
+    assert page.evaluate("() => document.querySelectorAll('img').length") == 0
+    assert errors == [] and dialogs == []
+    page.screenshot(path=str(_artifacts(tmp_path) / "two_dashboards.png"), full_page=True)
+    page.close()
+    if os.environ.get("NBPROF_ARTIFACTS"):
+        shutil.copy(path, _artifacts(tmp_path) / "two.html")
