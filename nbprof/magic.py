@@ -191,9 +191,9 @@ class GpuprofMagics(Magics):
         __tracebackhide__ = True
         from IPython.display import display
 
-        from nbprof.capture import profile
+        from nbprof.capture import _profiler_active, profile
 
-        gauge, handle = (None, None) if args.no_gauge else self._show_gauge(display)
+        widget, reason = (None, "") if args.no_gauge else _make_gauge()
         try:
             try:
                 cap = profile(
@@ -203,28 +203,29 @@ class GpuprofMagics(Magics):
                     repeat=args.repeat,
                     warmup=args.warmup,
                     trace_path=Path(args.trace).expanduser() if args.trace else None,
-                    gauge=gauge,
+                    gauge=widget,
                 )
             except (ImportError, ValueError) as e:
                 raise UsageError(str(e)) from None
-            value = None
-            runs = (args.warmup + args.repeat) if args.repeat is not None else 1
+            if _profiler_active(cap._torch):
+                # Refused before anything is shown (e.g. %gpuprof inside a %%gpuprof cell).
+                raise UsageError(
+                    "a torch profiler is already running (nested %gpuprof or an open "
+                    "torch.profiler.profile); stop it first"
+                )
+            handle = None
+            if widget is not None:
+                handle = display(widget, display_id=True)
+            elif not args.no_gauge:
+                line = f"nbprof: no live gauge ({reason})"
+                bundle = {"text/plain": line, "text/html": f"<pre>{html.escape(line)}</pre>"}
+                handle = display(bundle, raw=True, display_id=True)
             try:
-                try:
-                    cap.__enter__()
-                except NbprofError as e:
-                    raise UsageError(str(e)) from None
-                try:
-                    for _ in range(runs):
-                        value = run()
-                        if args.repeat is not None:
-                            cap.step()
-                except BaseException:
-                    cap.__exit__(*sys.exc_info())
-                    raise
-                cap.__exit__(None, None, None)
-            except UsageError:
-                raise
+                cap.__enter__()
+            except NbprofError as e:
+                raise UsageError(str(e)) from None
+            try:
+                value = _run_all(run, cap, args)
             except BaseException:
                 # The partial profile first, then the body's own exception and traceback.
                 self._finish(cap, args, handle, display)
@@ -232,8 +233,8 @@ class GpuprofMagics(Magics):
             self._finish(cap, args, handle, display)
             return value
         finally:
-            if gauge is not None:
-                _close(gauge)
+            if widget is not None:
+                _close(widget)
 
     def _finish(self, cap: Capture, args: Any, handle: Any, display: Any) -> None:
         prof: Profile | None = cap.result
@@ -250,23 +251,42 @@ class GpuprofMagics(Magics):
         if args.html:
             prof.to_html(Path(args.html).expanduser())
 
-    def _show_gauge(self, display: Any) -> tuple[Any, Any]:
-        """Display the live gauge (not started yet), or one line saying why there is none."""
-        reason = _no_nvml_reason()
-        widget = None
-        if not reason:
-            try:
-                from nbprof.views.gauge import GaugeWidget
 
-                widget = GaugeWidget()
-            except Exception as e:  # no ipywidgets, a broken view: profile without it
-                logger.warning("no live gauge", exc_info=True)
-                reason = str(e) or type(e).__name__
-        if widget is not None:
-            return widget, display(widget, display_id=True)
-        line = f"nbprof: no live gauge ({reason})"
-        bundle = {"text/plain": line, "text/html": f"<pre>{html.escape(line)}</pre>"}
-        return None, display(bundle, raw=True, display_id=True)
+def _run_all(run: Callable[[], Any], cap: Capture, args: Any) -> Any:
+    """Run the body (``--warmup + --repeat`` times) inside the entered capture; exit it."""
+    __tracebackhide__ = True
+    value = None
+    try:
+        for _ in range((args.warmup + args.repeat) if args.repeat is not None else 1):
+            value = run()
+            if args.repeat is not None:
+                cap.step()
+    except BaseException:
+        cap.__exit__(*sys.exc_info())
+        raise
+    cap.__exit__(None, None, None)
+    return value
+
+
+def _make_gauge() -> tuple[Any, str]:
+    """The live gauge (not started: the capture drives it), or why there is none."""
+    reason = _no_nvml_reason()
+    if reason:
+        return None, reason
+    try:
+        from nbprof.views.gauge import GaugeWidget
+
+        return GaugeWidget(), ""
+    except Exception as e:  # no ipywidgets, a broken view: profile without it
+        logger.warning("no live gauge", exc_info=True)
+        return None, str(e) or type(e).__name__
+
+
+def _close(gauge: Any) -> None:
+    try:
+        gauge.close()
+    except Exception:
+        logger.warning("could not close the live gauge", exc_info=True)
 
 
 def _no_nvml_reason() -> str:
@@ -290,13 +310,6 @@ def _no_nvml_reason() -> str:
     except OSError:
         return f"NVML library not found ({name}): no NVIDIA driver on this machine"
     return ""
-
-
-def _close(gauge: Any) -> None:
-    try:
-        gauge.close()
-    except Exception:
-        logger.warning("could not close the live gauge", exc_info=True)
 
 
 _TOKEN = re.compile(r"\S+")

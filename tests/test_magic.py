@@ -268,9 +268,11 @@ def test_other_magics_inside_the_cell(shell: InteractiveShell) -> None:
 
 
 def test_nested_gpuprof_is_refused(shell: InteractiveShell) -> None:
-    result, _ = run(shell, "%%gpuprof --no-gauge\n%gpuprof --no-gauge torch.ones(1)\n")
+    result, cap = run(shell, "%%gpuprof --no-gauge\n%gpuprof --no-gauge torch.ones(1)\n")
     assert not result.success
     assert "already running" in str(result.error_in_exec)
+    # The inner one showed nothing; the outer one shows its (partial) profile.
+    assert len(cap.outputs) == 1 and is_profile_bundle(final_bundle(cap))
     assert not torch.autograd.profiler._is_profiler_enabled
 
 
