@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,31 +55,52 @@ def test_badge_opens_the_first_notebook() -> None:
     assert (REPO / target).is_file()
 
 
-@pytest.mark.corpus
-@pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_without_a_gpu(
-    path: Path, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _execute(path: Path, env: dict[str, str], workdir: Path) -> Any:
     import nbformat
     from nbclient import NotebookClient
-
-    # The kernel inherits this environment: no GPU, the corpus, and private folders so
-    # nothing is read from or written to the user's own cache or Jupyter settings.
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.setenv("NBPROF_TRACE_CORPUS", str(corpus))
-    monkeypatch.setenv("NBPROF_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
 
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,
         kernel_name="python3",
         timeout=CELL_TIMEOUT_S,
-        resources={"metadata": {"path": str(tmp_path)}},
+        resources={"metadata": {"path": str(workdir)}},
     )
-    client.execute()  # raises CellExecutionError on the first failing cell
+    client.execute(env=env)  # raises CellExecutionError on the first failing cell
+    return nb
+
+
+@pytest.fixture(scope="module")
+def executed(
+    corpus: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[dict[Path, Future[Any]], Path]]:
+    """Every notebook, executed two at a time (each in its own kernel process)."""
+    base = tmp_path_factory.mktemp("notebooks")
+    # The kernels get this environment: no GPU, the corpus, and private folders so nothing
+    # is read from or written to the user's own cache or Jupyter settings.
+    env = dict(os.environ)
+    env.update(
+        CUDA_VISIBLE_DEVICES="",
+        NBPROF_TRACE_CORPUS=str(corpus),
+        NBPROF_CACHE_DIR=str(base / "cache"),
+        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+        MPLBACKEND="Agg",
+    )
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="notebook-exec")
+    try:
+        yield {p: pool.submit(_execute, p, env, base) for p in NOTEBOOKS}, base
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_without_a_gpu(
+    path: Path, executed: tuple[dict[Path, Future[Any]], Path]
+) -> None:
+    futures, base = executed
+    nb = futures[path].result()  # re-raises the cell's error, with its traceback
 
     errors = [
         o
@@ -94,7 +118,7 @@ def test_notebook_runs_without_a_gpu(
     )
     assert "No GPU here" in text
     assert "RECORDED trace" in text  # the lesson ran on real traces, and said so
-    assert not (tmp_path / "cache").exists()  # everything came from the corpus
+    assert not (base / "cache").exists()  # everything came from the corpus
 
 
 # -- Binder ---------------------------------------------------------------------------------
