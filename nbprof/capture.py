@@ -293,14 +293,15 @@ class Capture:
                 try:
                     trace = read(path, progress=None)
                 except TraceError as e:
-                    # An interrupted warm-up records nothing: say so rather than fail.
-                    logger.info("captured trace unreadable: %s", e)
-                    self._notes.append(f"Nothing was recorded: {e.reason}")
+                    # Code that ran no torch op, or a run stopped in its warm-up, leaves a
+                    # trace of metadata only: an empty profile that says so, not a failure.
+                    logger.info("captured trace holds nothing: %s", e)
+                    self._notes.append(f"The profiler recorded no events ({e.reason}).")
             else:
-                self._notes.append("Nothing was recorded (the run stopped before recording).")
+                self._notes.append("The profiler recorded no events (stopped before recording).")
             if trace is None:
-                trace = Trace(source=str(self.trace_path or "live capture"), event_count=0,
-                              origin_ns=None)  # fmt: skip
+                source = str(self.trace_path or "live capture")
+                trace = Trace(source=source, event_count=0, origin_ns=None)
             elif self.trace_path is None:
                 trace.source = "live capture"
         finally:
