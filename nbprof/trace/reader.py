@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 
 #: Timestamps at or above this many ns are wall-clock (after 2001), not relative.
 _EPOCH_NS = 10**18
-_STAGES_PER_FILE = 3
+_STAGES_PER_FILE = 6
 
 
 class _Progress:
@@ -113,9 +114,8 @@ def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace
             del data  # the events' raw args keep the bytes they need alive
             bar.step("decoded")
             rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
-            ranks.append(_build_rank(decoded, rank, str(f)))
+            ranks.append(_build_rank(decoded, rank, str(f), bar.step))
             del decoded
-            bar.step("tables")
     notes: list[str] = []
     if folder:
         seen = [r.rank for r in ranks]
@@ -196,7 +196,7 @@ def _abs_ns(d: dec.Decoded, path: str) -> np.ndarray:
     return np.where(has, ts + d.base_ns, dec.NO_TS)
 
 
-def _build_rank(d: dec.Decoded, rank: int, path: str) -> _Rank:
+def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
     events = d.events
     abs_ns = _abs_ns(d, path)
     s = tb.sort_events(events)
@@ -226,6 +226,7 @@ def _build_rank(d: dec.Decoded, rank: int, path: str) -> _Rank:
     mset = tb.copies(cs, is_, rank, first, ids, path, memcpy=False)
     cr, ir = com(tb.RUNTIME)
     rt = tb.runtime(cr, ir, [events[i].cat for i in ir], rank, first, path)
+    step("GPU tables")
 
     # CPU ops; "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
     op_idx = s.by_kind[tb.CPU_OP]
@@ -243,13 +244,15 @@ def _build_rank(d: dec.Decoded, rank: int, path: str) -> _Rank:
 
     cr_range, ir_range = com(tb.RANGE)
     counters = tb.counters(cr_range, ir_range, rank, first, path)
+    step("CPU tables")
 
     filled = _correlate_by_flows(
         events, s, abs_ns, ids, (ck, kern), (cm, mcpy), (cs, mset), (cr, rt)
     )
     if filled:
         notes.append(f"{filled} events linked to their launch by flow events (no correlation ids)")
-    _link(kern, mcpy, mset, rt, ops, cr.ts_ns, co.ts_ns)
+    _link(kern, mcpy, mset, rt, ops)
+    step("links")
 
     frames = {
         "kernels": tb.frame_of("kernels", kern),
@@ -264,14 +267,13 @@ def _build_rank(d: dec.Decoded, rank: int, path: str) -> _Rank:
         f = frames[t]
         if len(f) and not f["ts"].is_monotonic_increasing:
             frames[t] = f.sort_values("ts", kind="stable").reset_index(drop=True)
-    frames["annotations"] = frames["annotations"]
     frames["steps"] = tb.steps(frames["annotations"])
     seen: list[str] = []
     for t in ("kernels", "memcpy", "memset"):
         seen.extend(pd.unique(frames[t]["device"]).tolist())
     frames["devices"] = tb.devices(d.device_props, list(dict.fromkeys(seen)), rank)
-    meta = {k: v for k, v in d.metadata.items()}
-    return _Rank(rank, first, wall, frames, len(events), meta, notes)
+    step("frames")
+    return _Rank(rank, first, wall, frames, len(events), dict(d.metadata), notes)
 
 
 def _correlate_by_flows(
@@ -308,8 +310,6 @@ def _link(
     mset: dict[str, np.ndarray],
     rt: dict[str, np.ndarray],
     ops: dict[str, np.ndarray],
-    rt_ts_ns: np.ndarray,
-    op_ts_ns: np.ndarray,
 ) -> None:
     # CPU ops sorted by start, longest first at equal starts, so a parent precedes its
     # children; op_index then points into this order, which is the frame's.
