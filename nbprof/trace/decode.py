@@ -102,16 +102,16 @@ def _words(type_text: str) -> str:
 def explain_validation(e: msgspec.ValidationError) -> tuple[int | None, str, str]:
     """(index of the list item, the field path below it, the plain problem) of ``e``."""
     msg = str(e)
-    m = _VALIDATION_RE.match(msg)
-    at = (m.group("at") if m else None) or ""
+    head, _, at = msg.partition(" - at `$")
+    at = at.rstrip("`")
     im = _INDEX_RE.match(at)
     index = int(im.group(1)) if im else None
-    sub = at[im.end() :] if im else at
-    sub = sub.lstrip(".")
+    sub = (at[im.end() :] if im else at).lstrip(".")
+    m = _VALIDATION_RE.match(head)
     if m:
         problem = f"should be {_words(m.group('want'))}, got {_words(m.group('got'))}"
     else:
-        problem = msg.split(" - at ")[0].rstrip(".").lower()
+        problem = head.rstrip(".").lower()
     return index, sub, problem
 
 
