@@ -174,6 +174,15 @@ def test_usage_errors_run_nothing(shell: InteractiveShell) -> None:
         assert "never" not in shell.user_ns
 
 
+def test_syntax_error_points_into_the_cell_and_profiles_nothing(shell: InteractiveShell) -> None:
+    result, cap = run(shell, "%%gpuprof --no-gauge\nok = 1\nbroken = (\n")
+    err = result.error_in_exec
+    assert isinstance(err, SyntaxError)
+    assert err.filename in shell.compile._filename_map
+    assert not cap.outputs
+    assert not torch.autograd.profiler._is_profiler_enabled
+
+
 def test_trace_and_html_files(shell: InteractiveShell, tmp_path: Path) -> None:
     trace = tmp_path / "cell.json.gz"
     page = tmp_path / "cell.html"
