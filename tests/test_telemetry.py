@@ -349,3 +349,17 @@ def test_on_trace_clock_puts_samples_on_the_trace_axis() -> None:
     assert list(frame.columns[:3]) == ["time_ns", "ts", "gpu"]
     # Exact to the nanosecond although epoch ns do not fit a float64 exactly.
     assert frame["ts"].tolist() == [1000.123, 251000.123]
+
+
+def test_interpreter_exit_stops_the_process_wide_sampler() -> None:
+    from nbprof.telemetry import sampler as sampler_module
+
+    sampler = telemetry.configure(nvml=fake_nvml.build())
+    try:
+        sub = telemetry.subscribe(0.05)
+        assert sampler.running
+        sampler_module._stop_at_exit()  # what atexit runs at kernel shutdown
+        assert not sampler.running and sub.closed
+        assert telemetry.THREAD_NAME not in [t.name for t in threading.enumerate()]
+    finally:
+        telemetry.configure()

@@ -15,7 +15,6 @@ Threading contract (the kernel's main thread must never wait on NVML):
 from __future__ import annotations
 
 import atexit
-import contextlib
 import logging
 import threading
 import time
@@ -57,6 +56,9 @@ OnTick = Callable[[Tick], None]
 class Subscription:
     """A handle on the running sampler; closing the last one stops it.
 
+    The sampler holds its subscriptions, so a forgotten one keeps sampling until
+    :meth:`close` (or interpreter exit): use it as a context manager where you can.
+
     ``samples()`` defaults to everything since this subscription began. After :meth:`close`
     the subscription keeps the samples it saw, frozen, so a caller can still read them.
     """
@@ -93,12 +95,6 @@ class Subscription:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        # A forgotten subscription must not keep the thread alive forever.
-        if not getattr(self, "closed", True):
-            with contextlib.suppress(Exception):
-                self.close()
 
 
 class Sampler:
