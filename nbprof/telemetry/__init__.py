@@ -37,18 +37,20 @@ stamps trace events from the same clock: a trace's events sit at
 
 Error bound. A row stands for NVML's view at its stamp, within:
 
-- the time the pass takes to reach that GPU after the stamp (sub-millisecond per GPU on a
-  local driver; the benchmark measures a pass on a fake backend, real drivers add ~0.1 ms
-  per call);
+- the time the pass takes to reach that GPU after the stamp: nbprof's share is the "CPU per
+  pass" in ``benchmarks/RESULTS.md`` (under a millisecond for 8 GPUs on the fake backend);
+  the driver's own time per call comes on top and is not measured there;
 - the averaging window of each number, which precedes the stamp: ``utilization.gpu`` and
-  ``utilization.memory`` cover the driver's last sample period (1/6 s to 1 s depending on the
-  product); GPM metrics cover the window since the previous GPM sample (>= 100 ms, one
-  sampling period at 4 Hz); driver-buffered utilization rows carry the driver's own
-  timestamps (``nvmlSample_t.timeStamp``, CPU time in µs) and cover the driver period
-  before them;
-- wall-clock adjustments (NTP slewing) between trace and samples, normally microseconds over
-  a cell's duration; a step of the clock during a run shifts both equally only if it
-  happens outside the run.
+  ``utilization.memory`` cover the driver's last sample period ("between 1 second and 1/6
+  second, depending on the product", NVML's ``nvmlUtilization_t`` documentation); GPM
+  metrics cover the window since the previous GPM sample (at least 100 ms; one sampling
+  period at 4 Hz); driver-buffered utilization rows carry the driver's own timestamps
+  (``nvmlSample_t.timeStamp``, "CPU timestamp in microseconds") and cover the driver's
+  period before them;
+- changes of the wall clock itself between a trace event and a sample: NTP slewing changes
+  its rate by at most 500 ppm (``MAX_TICKADJ`` in Linux's kernel/time/ntp.c), i.e. 0.5 ms
+  per second elapsed between the two; a clock *step* during a run shifts one against the
+  other by the step.
 
 So align a sample to the *window ending* at its time, and expect ±(one averaging window)
 resolution, not ±1 µs: enough to see which phase of a step nvidia-smi calls busy while the
