@@ -45,7 +45,9 @@ _GAP_FILL = "#fca5a5"
 _GIB = 2**30
 
 
-def gauge(period_s: float = 0.25, replay: str | Path | None = None, speed: float = 1.0) -> Any:
+def gauge(
+    period_s: float = 0.25, replay: str | Path | None = None, speed: float = 1.0
+) -> GaugeWidget:
     """A live gauge of every GPU (or of a recording, with ``replay=``), already running.
 
     ``period_s`` is the sampling period; ``replay`` a JSON-lines file written by
