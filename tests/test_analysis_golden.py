@@ -422,3 +422,41 @@ def test_multi_device_keys(tmp_path: Path) -> None:
     d = diagnose(b, tmp_path)
     assert [(m.rank, m.device) for m in d.devices] == [(0, "0"), (0, "1")]
     assert [m.gpu_span_us for m in d.devices] == [pytest.approx(10), pytest.approx(30)]
+
+
+def test_one_block_kernel_is_busy_but_uses_one_sm(tmp_path: Path) -> None:
+    # torch.cuda._sleep: one block spinning; nvidia-smi reads 100%.
+    b = KinetoBuilder(sm_count=132)
+    b.kernel("at::cuda::(anonymous namespace)::spin_kernel(long)", 0, 1000, grid=(1, 1, 1))
+    d = diagnose(b, tmp_path)
+    m = d.devices[0]
+    assert m.kernel_busy_pct == pytest.approx(100.0)
+    assert m.sm_efficiency_pct == pytest.approx(1 / 132 * 100)
+    assert "low_sm_efficiency" in {f.id for f in d.findings}
+    assert f"{m.sm_efficiency_pct:.1f}%" in d.explanation
+
+
+def test_measured_dram_bandwidth_decides_memory_bound(tmp_path: Path) -> None:
+    b = KinetoBuilder()
+    b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 0, 1000)
+    trace = read_trace(b.write(tmp_path))
+    assert trace.origin_ns is not None
+    t0 = trace.origin_ns + int(trace.kernels["ts"].iloc[0] * 1000)
+    rows = {c: np.full(5, np.nan) for c in METRICS}
+    rows.update(dram_bw_util=np.full(5, 80.0), sm_util=np.full(5, 30.0))
+    frame = pd.DataFrame(
+        {"time_ns": np.array([t0 + 200_000 * i for i in range(5)], dtype="int64"), "gpu": 0, **rows}
+    )
+    d = analyze(trace, Samples(frame=frame))
+    # Names alone say compute-bound; the counters say the DRAM was the limit.
+    assert analyze(trace).verdict.bottleneck == "compute_bound"
+    assert d.verdict.bottleneck == "memory_bound"
+    assert "measured DRAM bandwidth utilization 80%" in d.verdict.summary
+
+
+def test_source_carries_reader_notes(tmp_path: Path) -> None:
+    b = KinetoBuilder()
+    b.cpu_op("aten::add", 0, 10)
+    d = diagnose(b, tmp_path)
+    assert d.source["events"] == 1
+    assert d.source["path"].endswith("trace.json")

@@ -75,6 +75,7 @@ NOT_TC_NAMES = [
     "void gemmSN_TN_kernel<float, 128, 16, 2, 4, 8, 9, false>",
     "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3",
     "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_cgasize1x1x1_simt",
+    "nvjet_sss_128x64_64x4_1x2_h_bz_NNN",  # cuBLAS all-FP32 (TF32 off)
 ]
 SILENT_NAMES = [
     "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>",

@@ -48,7 +48,9 @@ def _empty(cols: tuple[str, ...] | list[str]) -> pd.DataFrame:
 
 def analyze(trace: Trace, samples: Samples | None = None) -> Diagnosis:
     """Diagnose ``trace`` (and the NVML ``samples`` recorded with it, when given)."""
-    source = {"path": trace.source, "events": int(trace.event_count)}
+    source: dict[str, object] = {"path": trace.source, "events": int(trace.event_count)}
+    if trace.notes:
+        source["notes"] = list(trace.notes)
     keys = device_keys(trace)
     signals: list[Signals] = []
     cls_parts: list[pd.DataFrame] = []

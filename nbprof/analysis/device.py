@@ -51,7 +51,6 @@ class Signals:
     pageable_bytes: int
     copy_us: float
     sync_calls: pd.DataFrame = field(default_factory=pd.DataFrame)
-    notes: list[str] = field(default_factory=list)
 
 
 def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
@@ -70,7 +69,7 @@ def _props(trace: Trace, rank: int, device: str) -> dict[str, object]:
     return m.iloc[0].to_dict() if not m.empty else {}
 
 
-def _vendor(props: dict[str, object], kernels: pd.DataFrame) -> str:
+def _vendor(props: dict[str, object]) -> str:
     v = str(props.get("vendor") or "")
     if v in ("nvidia", "amd"):
         return v
@@ -90,14 +89,13 @@ def analyze_device(
     mc = _sel(trace.memcpy, rank, device)
     ms = _sel(trace.memset, rank, device)
     props = _props(trace, rank, device)
-    vendor = _vendor(props, k)
+    vendor = _vendor(props)
     name = str(props.get("name") or "")
     sm = int(props.get("sm_count", -1) or -1) if props else -1
     sm_count = sm if sm > 0 else None
     cc = str(props.get("compute_capability") or "") or None
     total_mem = int(props.get("total_memory", -1) or -1) if props else -1
     basis: dict[str, Basis] = {}
-    notes: list[str] = []
 
     ev = idle.gpu_events(k, mc, ms)
     s_all = ev["ts"].to_numpy(dtype="float64")
@@ -349,7 +347,6 @@ def analyze_device(
         else 0,
         copy_us=copy_us,
         sync_calls=calls,
-        notes=notes,
     )
     roof_dev = roof.assign(rank=rank, device=device) if not roof.empty else roof
     sig.roofline = roof_dev

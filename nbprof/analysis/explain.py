@@ -81,8 +81,17 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
         if m.tensor_active_pct is not None:
             tc_line += f", and the hardware measured {m.tensor_active_pct:.0f}% tensor activity"
         parts.append(tc_line + ".")
-    parts.append(
-        f"So a GPU can read {busy:.0f}% busy while most of its compute sits unused; "
-        f"the verdict and findings below say where the time went."
-    )
+    eff = m.sm_efficiency_pct
+    if busy >= 50.0:
+        parts.append(
+            f"So nvidia-smi can read {busy:.0f}% while "
+            + (f"only {eff:.0f}% of the SM capacity was in use and " if eff is not None else "")
+            + "much of the arithmetic hardware sat unused; the verdict and findings say where "
+            "the time went."
+        )
+    else:
+        parts.append(
+            f"Here even nvidia-smi's number is low ({busy:.0f}%): the GPU spent most of the "
+            "span waiting for work, and the verdict and findings say on what."
+        )
     return " ".join(parts)

@@ -58,7 +58,7 @@ _TC_NVIDIA = re.compile(
 )
 # Negative evidence: SIMT / plain-FP32 GEMMs and GEMVs never touch Tensor Cores.
 _NOT_TC = re.compile(
-    r"simt|sgemm|gemv|gemmSN|"
+    r"simt|sgemm|gemv|gemmSN|nvjet_sss|"
     r"gemmk1|sm\d+_xmma_\w*_f32f32_f32f32_f32|xmma_\w*_f32f32_f32(?!.*tf32)",
     re.IGNORECASE,
 )

@@ -59,7 +59,25 @@ def gap_share(s: Signals, *prefixes: str) -> float:
 
 
 def compute_vs_memory(s: Signals) -> tuple[str, str]:
-    """("compute_bound" | "memory_bound", the reason with numbers)."""
+    """("compute_bound" | "memory_bound", the reason with numbers).
+
+    Hardware counters decide when they were sampled (DRAM bandwidth >= 50% is memory-bound,
+    SM or tensor activity >= 50% with less DRAM traffic is compute-bound); then the roofline;
+    then the kernel classes.
+    """
+    meas = s.measured
+    if meas is not None and meas.dram_bw_util is not None:
+        compute_act = max(meas.tensor_util or 0.0, meas.sm_util or 0.0)
+        if meas.dram_bw_util >= 50.0:
+            return "memory_bound", (
+                f"measured DRAM bandwidth utilization {meas.dram_bw_util:.0f}% "
+                f"(NVML GPM, {meas.count} samples)"
+            )
+        if compute_act >= 50.0:
+            return "compute_bound", (
+                f"measured SM/tensor activity {compute_act:.0f}% with DRAM bandwidth "
+                f"{meas.dram_bw_util:.0f}% (NVML GPM, {meas.count} samples)"
+            )
     roof = s.roofline
     ktime = s.metrics.gpu_span_us * (s.metrics.kernel_busy_pct or 0.0) / 100.0
     if not roof.empty and ktime > 0:
