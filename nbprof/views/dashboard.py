@@ -42,17 +42,20 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
         script, div = components(tl.layout)
         if include_bokeh_js:
             js = bundle_for_objs_and_resources([tl.layout], INLINE).scripts(tag=True)
+        hint = ""
+        if tl.data.event_count:
+            hint = (
+                '<div class="nbp-basis">Scroll to zoom, drag to zoom into a range, pan with the '
+                "toolbar's pan tool or by dragging the box in the overview strip; reset shows "
+                "the whole run. Zoomed out, each lane shows how busy it was per time bin; "
+                f"individual events appear once at most {timeline.DEFAULT_CAP:,} are in view."
+                "</div>"
+            )
         tl_html = (
-            '<div class="nbp-legend-wrap"><h3 class="nbp-sr">Timeline</h3>'
-            f"{panel.legend_html(tl.classes)}</div>"
+            '<div class="nbp-legend-wrap"><h3>Timeline</h3>'
+            f"{panel.legend_html(tl.classes)}{hint}</div>"
             f'<div class="nbp-timeline">{div}</div>{script}'
         )
-        if tl.data.event_count:
-            notes.append(
-                "Timeline: wheel to zoom, drag to zoom into a range, shift-drag or the overview "
-                "to pan; individual events appear once at most "
-                f"{timeline.DEFAULT_CAP:,} are visible."
-            )
     body = panel.render(profile, extra_notes=notes)
     return f'<style>{panel.CSS}</style>{js}<div class="nbprof">{body}{tl_html}</div>'
 
