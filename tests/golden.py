@@ -34,6 +34,7 @@ class KinetoBuilder:
     major: int = 9
     minor: int = 0
     total_memory: int = 85_000_000_000
+    with_devices: bool = True
     events: list[dict[str, Any]] = field(default_factory=list)
     _corr: int = 1000
     _ext: int = 1
@@ -180,6 +181,8 @@ class KinetoBuilder:
         self.cpu_op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
 
     def document(self) -> dict[str, Any]:
+        if not self.with_devices:
+            return {"schemaVersion": 1, "traceEvents": self.events}
         return {
             "schemaVersion": 1,
             "deviceProperties": [

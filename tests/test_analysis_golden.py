@@ -460,3 +460,16 @@ def test_source_carries_reader_notes(tmp_path: Path) -> None:
     d = diagnose(b, tmp_path)
     assert d.source["events"] == 1
     assert d.source["path"].endswith("trace.json")
+
+
+def test_no_device_properties(tmp_path: Path) -> None:
+    b = KinetoBuilder(with_devices=False)
+    b.kernel("sm80_xmma_gemm_tf32f32_tf32f32_f32_nn_n_tilesize128x128x16", 0, 30)
+    b.kernel(SGEMM, 30, 10, launch_ts=20)
+    d = diagnose(b, tmp_path)
+    m = d.devices[0]
+    assert m.vendor == "nvidia"  # from the cudaLaunchKernel calls
+    assert m.sm_count is None and m.sm_efficiency_pct is None
+    assert m.basis["sm_efficiency_pct"].kind == "unknown"
+    assert m.peak_gbps is None and m.basis["peak_gbps"].kind == "unknown"
+    assert m.tensor_core_pct == pytest.approx(30 / 40 * 100)

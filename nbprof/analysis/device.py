@@ -69,7 +69,9 @@ def _props(trace: Trace, rank: int, device: str) -> dict[str, object]:
     return m.iloc[0].to_dict() if not m.empty else {}
 
 
-def _vendor(props: dict[str, object]) -> str:
+def _vendor(props: dict[str, object], runtime: pd.DataFrame) -> str:
+    """The device's vendor: from its properties, else from the launch API the trace used
+    (``cuda*``/``cu*`` calls vs ``hip*``), else unknown."""
     v = str(props.get("vendor") or "")
     if v in ("nvidia", "amd"):
         return v
@@ -78,6 +80,12 @@ def _vendor(props: dict[str, object]) -> str:
         return "amd"
     if "NVIDIA" in name or "Tesla" in name or "GeForce" in name:
         return "nvidia"
+    if not runtime.empty:
+        names = runtime["name"].astype(str)
+        if matches(names, r"^hip").any():
+            return "amd"
+        if matches(names, r"^cu(?:da)?[A-Z]").any():
+            return "nvidia"
     return "unknown"
 
 
@@ -89,7 +97,8 @@ def analyze_device(
     mc = _sel(trace.memcpy, rank, device)
     ms = _sel(trace.memset, rank, device)
     props = _props(trace, rank, device)
-    vendor = _vendor(props)
+    rt = trace.runtime[trace.runtime["rank"] == rank] if not trace.runtime.empty else trace.runtime
+    vendor = _vendor(props, rt)
     name = str(props.get("name") or "")
     sm = int(props.get("sm_count", -1) or -1) if props else -1
     sm_count = sm if sm > 0 else None
@@ -194,7 +203,6 @@ def analyze_device(
     )
 
     # Idle gaps per stream.
-    rt = trace.runtime[trace.runtime["rank"] == rank] if not trace.runtime.empty else trace.runtime
     cpu = trace.cpu_ops[trace.cpu_ops["rank"] == rank] if not trace.cpu_ops.empty else trace.cpu_ops
     gaps = idle.stream_gaps(ev)
     gaps = idle.name_cpu_work(gaps, cpu, rt)
