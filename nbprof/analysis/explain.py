@@ -82,16 +82,25 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
             tc_line += f", and the hardware measured {m.tensor_active_pct:.0f}% tensor activity"
         parts.append(tc_line + ".")
     eff = m.sm_efficiency_pct
-    if busy >= 50.0:
-        parts.append(
-            f"So nvidia-smi can read {busy:.0f}% while "
-            + (f"only {eff:.0f}% of the SM capacity was in use and " if eff is not None else "")
-            + "much of the arithmetic hardware sat unused; the verdict and findings say where "
-            "the time went."
-        )
-    else:
+    tc = m.tensor_core_pct if m.vendor == "nvidia" else None
+    if busy < 50.0:
         parts.append(
             f"Here even nvidia-smi's number is low ({busy:.0f}%): the GPU spent most of the "
             "span waiting for work, and the verdict and findings say on what."
+        )
+    elif eff is not None and eff < 0.8 * busy:
+        parts.append(
+            f"So nvidia-smi can read {busy:.0f}% while only {eff:.0f}% of the SM capacity "
+            "was in use."
+        )
+    elif tc is not None and tc < 50.0:
+        parts.append(
+            f"So nvidia-smi can read {busy:.0f}% and the SMs can be well filled while the "
+            f"Tensor Cores work only {tc:.0f}% of kernel time: busy is not the same as fast."
+        )
+    else:
+        parts.append(
+            "Here utilization, SM efficiency and Tensor Core use broadly agree: the GPU did "
+            "real work for most of the span."
         )
     return " ".join(parts)

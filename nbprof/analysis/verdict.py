@@ -117,14 +117,13 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     s = primary(signals)
     m = s.metrics
     busy = m.kernel_busy_pct or 0.0
-    where = f"on {m.name or 'device ' + m.device}" + (
-        f" (rank {m.rank})" if len(signals) > 1 else ""
-    )
+    # Summaries open with the device, not the label: views print the label beside them.
+    where = (m.name or f"device {m.device}") + (f" (rank {m.rank})" if len(signals) > 1 else "")
     comm = s.class_pct.get("communication", 0.0)
     if comm >= COMM_PCT:
         return Verdict(
             "communication_bound",
-            f"Communication-bound {where}: NCCL/RCCL kernels take {comm:.0f}% of kernel time "
+            f"{where}: NCCL/RCCL kernels take {comm:.0f}% of kernel time "
             f"(kernels busy {busy:.0f}% of the {m.gpu_span_us / 1e3:.1f} ms GPU span).",
         )
     dl_gap = gap_share(s, "DataLoader")
@@ -132,7 +131,7 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     if dl_gap >= INPUT_GAP_PCT or (dl is not None and dl >= INPUT_STEP_PCT and busy < 80.0):
         return Verdict(
             "input_bound",
-            f"Input-bound {where}: the GPU sat idle while the DataLoader fetched batches for "
+            f"{where}: the GPU sat idle while the DataLoader fetched batches for "
             f"{dl_gap:.0f}% of the span; the DataLoader took "
             f"{(dl or 0.0):.0f}% of step time and kernels ran only {busy:.0f}% of it.",
         )
@@ -140,35 +139,32 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     if sync_gap >= SYNC_GAP_PCT and busy < 80.0:
         return Verdict(
             "sync_bound",
-            f"Sync-bound {where}: {sync_gap:.0f}% of the span is GPU idle time right after "
+            f"{where}: {sync_gap:.0f}% of the span is GPU idle time right after "
             f"the host synchronized (synchronize calls / .item()); kernels busy {busy:.0f}%.",
         )
     if s.memcpy_time_pct >= TRANSFER_PCT and s.memcpy_time_pct > 0.5 * busy:
         return Verdict(
             "transfer_bound",
-            f"Transfer-bound {where}: memcpys occupy {s.memcpy_time_pct:.0f}% of the span "
+            f"{where}: memcpys occupy {s.memcpy_time_pct:.0f}% of the span "
             f"against {busy:.0f}% for kernels ({m.pageable_memcpy_count} pageable copies).",
         )
     short = m.short_kernel_pct or 0.0
     if busy < IDLE_PCT:
         return Verdict(
             "idle",
-            f"Mostly idle {where}: kernels ran only {busy:.1f}% of the "
-            f"{m.gpu_span_us / 1e3:.1f} ms GPU span.",
+            f"{where}: kernels ran only {busy:.1f}% of the {m.gpu_span_us / 1e3:.1f} ms GPU span.",
         )
     if short >= LAUNCH_SHORT_PCT and busy < LAUNCH_BUSY_PCT:
         return Verdict(
             "launch_bound",
-            f"Launch-bound {where}: {short:.0f}% of {m.kernel_count} kernels run under 10 µs "
+            f"{where}: {short:.0f}% of {m.kernel_count} kernels run under 10 µs "
             f"and kernels are busy only {busy:.0f}% of the span; the host cannot issue them "
             f"fast enough ({m.idle.host_wait_pct:.0f}% of stream idle time is host wait).",
         )
     if busy < LOW_BUSY_PCT:
         return Verdict(
             "idle",
-            f"Mostly idle {where}: kernels ran only {busy:.0f}% of the "
-            f"{m.gpu_span_us / 1e3:.1f} ms GPU span.",
+            f"{where}: kernels ran only {busy:.0f}% of the {m.gpu_span_us / 1e3:.1f} ms GPU span.",
         )
     kind, why = compute_vs_memory(s)
-    label = "Compute-bound" if kind == "compute_bound" else "Memory-bound"
-    return Verdict(kind, f"{label} {where}: kernels busy {busy:.0f}% of the span; {why}.")  # type: ignore[arg-type]
+    return Verdict(kind, f"{where}: {why}, with kernels busy {busy:.0f}% of the span.")  # type: ignore[arg-type]
