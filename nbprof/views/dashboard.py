@@ -39,9 +39,13 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
         notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
     else:
         notes += tl.notes
-        script, div = components(tl.layout)
+        # Separate roots of one document (shared ranges still link them), not the Column:
+        # in a stretch_width Column, Bokeh 3.9 leaves a 1 px sliver of the glyphs at the
+        # canvas' left edge on first paint.
+        script, divs = components(tuple(tl.figures))
+        div = "".join(divs)
         if include_bokeh_js:
-            js = bundle_for_objs_and_resources([tl.layout], INLINE).scripts(tag=True)
+            js = bundle_for_objs_and_resources(tl.figures, INLINE).scripts(tag=True)
         hint = ""
         if tl.data.event_count:
             hint = (

@@ -77,7 +77,10 @@ class TimelineData:
 
 @dataclass
 class Timeline:
+    #: main plot, NVML tracks (when drawn) and the overview strip, in one Column
     layout: LayoutDOM
+    #: the same plots, for embedding as separate roots of one document (see dashboard)
+    figures: list[Any]
     data: TimelineData
     #: class keys present in the trace (for the legend)
     classes: list[str]
@@ -810,7 +813,9 @@ def build(
     layout = column(*parts, sizing_mode="stretch_width", name="nbprof-timeline-layout")
     if not data.event_count:
         notes.append("The trace has no events to draw on a timeline.")
-    return Timeline(layout=layout, data=data, classes=[keys[i] for i in present], notes=notes)
+    return Timeline(
+        layout=layout, figures=parts, data=data, classes=[keys[i] for i in present], notes=notes
+    )
 
 
 def _encode(data: TimelineData) -> tuple[np.ndarray, np.ndarray, float]:
