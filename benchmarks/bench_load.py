@@ -8,7 +8,7 @@ flow and external ids, so every link stays unique), written to ``benchmarks/out/
 * gunzip + ``orjson.loads`` of the same file (a generic parse, nothing built on top);
 * HolisticTraceAnalysis's ``TraceAnalysis`` load of a folder holding the same file.
 
-Each measurement runs in its own subprocess; peak memory is that process's ``ru_maxrss``
+Each measurement runs in its own subprocess; peak memory is that process's peak RSS
 (shown whole, and above the process's size after its imports). The section "Trace load and
 analysis" of ``benchmarks/RESULTS.md`` is rewritten with what this run measured.
 
@@ -116,8 +116,17 @@ def replicate(src: Path, copies: int) -> tuple[Path, int, int]:
 
 
 def _rss_mb() -> float:
-    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """Peak RSS of this process so far (and of any children it waited for), in MB.
+
+    ``VmHWM`` first: ``ru_maxrss`` survives ``exec``, so a child would report the parent's
+    size at fork time when that is larger.
+    """
     kids_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    try:
+        status = Path("/proc/self/status").read_text()
+        self_kb = int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+    except (OSError, AttributeError):
+        self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return max(self_kb, kids_kb) / 1024  # Linux reports kB
 
 
@@ -239,7 +248,7 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         f"Machine: {machine()}. Load average when the run started: {load_avg} (other work",
         "was running on this machine; times are the best of the repeats).",
         "",
-        "Each cell is one subprocess. Memory is the process's peak RSS (`ru_maxrss`); in",
+        "Each cell is one subprocess. Memory is the process's peak RSS (`VmHWM`); in",
         "brackets, its growth above the size of the process after its imports.",
         "",
     ]

@@ -59,12 +59,13 @@ class DeviceProps(msgspec.Struct, gc=False):
 
 @dataclass
 class Decoded:
-    """One file, decoded: events, their timestamps in ns, and the top-level metadata."""
+    """One file, skimmed: its events as raw JSON slices, and the top-level metadata.
 
-    events: list[Event]
-    #: Absolute-or-relative timestamps in integer ns as written (before ``base_ns``); events
-    #: without a ``ts`` (metadata events may omit it) hold :data:`NO_TS`.
-    ts_ns: np.ndarray
+    The events are decoded a chunk at a time (:func:`decode_chunk`) so that only one chunk's
+    structs are alive at once: a struct per event costs several times the event's JSON.
+    """
+
+    raw_events: list[msgspec.Raw]
     metadata: dict[str, Any] = field(default_factory=dict)
     device_props: list[DeviceProps] = field(default_factory=list)
     #: ``baseTimeNanoseconds``: when present, timestamps are relative to it.
@@ -76,6 +77,7 @@ class Decoded:
 NO_TS = np.iinfo(np.int64).min
 
 _events_decoder = msgspec.json.Decoder(list[Event])
+_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _props_decoder = msgspec.json.Decoder(list[DeviceProps])
 
@@ -125,7 +127,7 @@ def _json_error(path: str, data: bytes, e: msgspec.DecodeError) -> TraceError:
 
 
 class _File(msgspec.Struct, gc=False):
-    traceEvents: list[Event]
+    traceEvents: list[msgspec.Raw]
 
 
 _file_decoder = msgspec.json.Decoder(_File)
@@ -175,27 +177,30 @@ def decode_file(data: bytes, path: str) -> Decoded:
             if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
                 rank = r
     try:
-        # Decoding from the file's own bytes (not from the skim's raw slice) lets each
-        # event's raw args point into those bytes instead of being copied.
-        events = _events_decoder.decode(data) if bare else _file_decoder.decode(data).traceEvents
+        # Slices of the file's own bytes (not of the skim's raw value, which would copy).
+        raws = _raw_list_decoder.decode(data) if bare else _file_decoder.decode(data).traceEvents
     except msgspec.ValidationError as e:
-        index, sub, problem = explain_validation(e)
-        if not bare:
-            sub = sub.removeprefix("traceEvents")
-            im = _INDEX_RE.match(sub)
-            index = int(im.group(1)) if im else None
-            sub = sub[im.end() :].lstrip(".") if im else sub
-        if index is None:
-            raise TraceError(path, f"`traceEvents` {problem}") from None
-        if not sub:
-            raise TraceError(path, f"event {index} {problem}") from None
-        raise TraceError(path, f"event {index}: `{sub}` {problem}") from None
+        _, _, problem = explain_validation(e)
+        raise TraceError(path, f"`traceEvents` {problem}") from None
     except msgspec.DecodeError as e:
         raise _json_error(path, data, e) from None
-    if not events:
+    if not raws:
         raise TraceError(path, "trace is empty (no events)")
-    ts_ns = parse_ts_ns([e.ts for e in events], path)
-    return Decoded(events, ts_ns, metadata, props, base_ns, rank)
+    return Decoded(raws, metadata, props, base_ns, rank)
+
+
+def decode_chunk(raws: list[msgspec.Raw], offset: int, path: str) -> tuple[list[Event], np.ndarray]:
+    """Decode events ``offset .. offset+len(raws)``: their structs and timestamps in ns."""
+    joined = b"[" + b",".join(raws) + b"]"
+    try:
+        events = _events_decoder.decode(joined)
+    except msgspec.ValidationError as e:
+        index, sub, problem = explain_validation(e)
+        where = offset + (index or 0)
+        if not sub:
+            raise TraceError(path, f"event {where} {problem}") from None
+        raise TraceError(path, f"event {where}: `{sub}` {problem}") from None
+    return events, parse_ts_ns([e.ts for e in events], path, offset)
 
 
 def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps]:
@@ -210,7 +215,7 @@ def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps]:
         return []
 
 
-def parse_ts_ns(raws: list[msgspec.Raw], path: str) -> np.ndarray:
+def parse_ts_ns(raws: list[msgspec.Raw], path: str, offset: int = 0) -> np.ndarray:
     """Raw JSON numbers (µs) to int64 ns, exactly; ``NO_TS`` where the text is empty.
 
     Integer timestamps (most traces) are parsed in one C call over the joined text. Decimal
@@ -237,12 +242,12 @@ def parse_ts_ns(raws: list[msgspec.Raw], path: str) -> np.ndarray:
             except (ValueError, DeprecationWarning, OverflowError):
                 out = None
     if out is None:
-        out = _parse_decimal(np.array([bytes(r) for r in items]), raws, path)
+        out = _parse_decimal(np.array([bytes(r) for r in items]), raws, path, offset)
     out[missing] = NO_TS
     return out
 
 
-def _parse_decimal(arr: np.ndarray, raws: list[msgspec.Raw], path: str) -> np.ndarray:
+def _parse_decimal(arr: np.ndarray, raws: list[msgspec.Raw], path: str, offset: int) -> np.ndarray:
     try:
         ip, _, fp = np.strings.partition(arr, b".")
         whole = ip.astype(np.int64)
@@ -253,7 +258,9 @@ def _parse_decimal(arr: np.ndarray, raws: list[msgspec.Raw], path: str) -> np.nd
             raise OverflowError
         return whole * 1000 + frac
     except (ValueError, OverflowError):
-        return np.array([_parse_one(bytes(r), i, path) for i, r in enumerate(raws)], np.int64)
+        return np.array(
+            [_parse_one(bytes(r), offset + i, path) for i, r in enumerate(raws)], np.int64
+        )
 
 
 def _parse_one(text: bytes, index: int, path: str) -> int:

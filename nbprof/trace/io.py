@@ -39,12 +39,28 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 
 def _gunzip(raw: bytes, where: str) -> bytes:
-    # zlib directly (wbits 16+MAX) instead of the gzip module: one C call, and it lets us tell
-    # "cut short" (no end-of-stream marker) apart from "corrupt" (a bad block or checksum).
+    # The gzip trailer holds the uncompressed size (mod 2**32): decompressing into a buffer of
+    # that size from the start avoids zlib's grow-then-join, which briefly holds the output
+    # twice (hundreds of MB for a big trace).
+    size = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+    try:
+        out = zlib.decompress(raw, 16 + zlib.MAX_WBITS, max(size, 1 << 16))
+    except zlib.error as e:
+        if "-5" in str(e) or "truncated" in str(e):
+            raise TraceError(where, "gzip data is truncated (the file was cut short)") from None
+        raise TraceError(where, f"gzip data is corrupt ({e})") from None
+    except MemoryError:
+        raise TraceError(where, "not enough memory to decompress the file") from None
+    if len(out) % (1 << 32) == size:
+        return out
+    # Several gzip members (``cat a.gz b.gz`` is legal): the last trailer is not the total.
+    return _gunzip_members(raw, where)
+
+
+def _gunzip_members(raw: bytes, where: str) -> bytes:
     out: list[bytes] = []
     data = raw
     try:
-        # Concatenated gzip members are legal (``cat a.gz b.gz``): decode them all.
         while data:
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
             out.append(d.decompress(data))

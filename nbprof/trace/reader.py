@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,8 +112,8 @@ def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace
             data = read_bytes(f)
             bar.step("read")
             decoded = dec.decode_file(data, str(f))
-            del data  # the events' raw args keep the bytes they need alive
-            bar.step("decoded")
+            del data  # the raw event slices keep the bytes alive until they are decoded
+            bar.step("skimmed")
             rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
             ranks.append(_build_rank(decoded, rank, str(f), bar.step))
             del decoded
@@ -186,121 +187,161 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
     )
 
 
-def _abs_ns(d: dec.Decoded, path: str) -> np.ndarray:
-    ts = d.ts_ns
-    if not d.base_ns:
+#: Events decoded per chunk: big enough that per-chunk overhead vanishes, small enough that
+#: one chunk's structs stay a few tens of MB.
+CHUNK = 65536
+_GPU = ("kernels", "memcpy", "memset")
+
+
+@dataclass
+class _Acc:
+    """Columns gathered chunk by chunk, concatenated at the end."""
+
+    parts: dict[str, list[tb.Columns]] = field(default_factory=dict)
+    first_ns: int | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def add(self, table: str, cols: tb.Columns) -> None:
+        self.parts.setdefault(table, []).append(cols)
+
+    def get(self, table: str) -> tb.Columns:
+        parts = self.parts.get(table, [])
+        if not parts:
+            return {}
+        if len(parts) == 1:
+            return parts[0]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _abs_ns(ts: np.ndarray, base_ns: int | None, path: str) -> np.ndarray:
+    if not base_ns:
         return ts
     has = ts != dec.NO_TS
-    if has.any() and int(ts[has].max()) > np.iinfo(np.int64).max - d.base_ns:
+    if has.any() and int(ts[has].max()) > np.iinfo(np.int64).max - base_ns:
         raise TraceError(path, "timestamps out of range (past year 2262 with baseTimeNanoseconds)")
-    return np.where(has, ts + d.base_ns, dec.NO_TS)
+    return np.where(has, ts + base_ns, dec.NO_TS)
+
+
+def _chunk(
+    acc: _Acc,
+    events: list[dec.Event],
+    abs_ns: np.ndarray,
+    offset: int,
+    ids: tb.Ids,
+    flow_ids: tb.Ids,
+    path: str,
+) -> None:
+    s = tb.sort_events(events)
+    usable = (abs_ns != dec.NO_TS) & ~s.is_meta
+    if usable.any():
+        m = int(abs_ns[usable].min())
+        acc.first_ns = m if acc.first_ns is None else min(acc.first_ns, m)
+    for ph, n in s.skipped_phases.items():
+        acc.skipped[ph] = acc.skipped.get(ph, 0) + n
+
+    def com(idx: np.ndarray) -> tb.Common:
+        return tb.common(events, idx, abs_ns, ids, path, offset)
+
+    k = s.by_kind
+    acc.add("kernels", tb.kernels(com(k[tb.KERNEL]), offset + k[tb.KERNEL], ids, path))
+    acc.add("memcpy", tb.copies(com(k[tb.MEMCPY]), offset + k[tb.MEMCPY], ids, path, memcpy=True))
+    acc.add("memset", tb.copies(com(k[tb.MEMSET]), offset + k[tb.MEMSET], ids, path, memcpy=False))
+    ir = k[tb.RUNTIME]
+    cats = [sys.intern(events[i].cat) for i in ir]
+    acc.add("runtime", tb.runtime(com(ir), offset + ir, cats, path))
+
+    # "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
+    op_idx = k[tb.CPU_OP]
+    step_like = np.array([events[i].name.startswith("ProfilerStep#") for i in op_idx], bool)
+    ops = op_idx[~step_like]
+    acc.add("cpu_ops", tb.cpu_ops(com(ops), offset + ops, path))
+    ann_idx = np.concatenate([k[tb.ANNOTATION], k[tb.GPU_ANNOTATION], op_idx[step_like]])
+    on_gpu = np.zeros(len(ann_idx), bool)
+    n_cpu = len(k[tb.ANNOTATION])
+    on_gpu[n_cpu : n_cpu + len(k[tb.GPU_ANNOTATION])] = True
+    acc.add("annotations", tb.annotations(com(ann_idx), on_gpu))
+    acc.add("counters", tb.counters(com(k[tb.RANGE]), offset + k[tb.RANGE], path))
+
+    for name, idx in (("flow_start", s.flows_start), ("flow_end", s.flows_end)):
+        evs = [events[i] for i in idx]
+        acc.add(
+            name,
+            {
+                "pid": ids.column([e.pid for e in evs]),
+                "tid": ids.column([e.tid for e in evs]),
+                "ts_ns": abs_ns[idx],
+                "id": flow_ids.column([-1 if e.id is None else e.id for e in evs]),
+            },
+        )
 
 
 def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
-    events = d.events
-    abs_ns = _abs_ns(d, path)
-    s = tb.sort_events(events)
-    usable = (abs_ns != dec.NO_TS) & ~s.is_meta
-    if not usable.any():
+    acc = _Acc()
+    ids, flow_ids = tb.Ids(), tb.Ids()
+    n_events = len(d.raw_events)
+    for offset in range(0, n_events, CHUNK):
+        events, ts = dec.decode_chunk(d.raw_events[offset : offset + CHUNK], offset, path)
+        _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, flow_ids, path)
+        del events
+    # The raw slices keep the whole file's bytes alive: let them go before the tables grow.
+    d.raw_events = []
+    step("decoded")
+    if acc.first_ns is None:
         raise TraceError(path, "trace holds no timed events (only metadata)")
-    first = int(abs_ns[usable].min())
+    first = acc.first_ns
     wall = d.base_ns is not None or first >= _EPOCH_NS
     notes: list[str] = []
     if d.metadata.get("deviceProperties") is not None and not d.device_props:
         notes.append("deviceProperties was malformed and is ignored")
-
-    for ph, n in s.skipped_phases.items():
+    for ph, n in acc.skipped.items():
         if n:
             notes.append(f"{n} begin/end ('{ph}') events ignored: only complete events are read")
-    ids = tb.Ids()
 
-    def com(kind: int) -> tuple[tb.Common, np.ndarray]:
-        idx = s.by_kind[kind]
-        return tb.common(events, idx, abs_ns, ids, path), idx
-
-    ck, ik = com(tb.KERNEL)
-    kern = tb.kernels(ck, ik, rank, first, ids, path)
-    cm, im = com(tb.MEMCPY)
-    mcpy = tb.copies(cm, im, rank, first, ids, path, memcpy=True)
-    cs, is_ = com(tb.MEMSET)
-    mset = tb.copies(cs, is_, rank, first, ids, path, memcpy=False)
-    cr, ir = com(tb.RUNTIME)
-    rt = tb.runtime(cr, ir, [events[i].cat for i in ir], rank, first, path)
-    step("GPU tables")
-
-    # CPU ops; "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
-    op_idx = s.by_kind[tb.CPU_OP]
-    step_like = np.array([events[i].name.startswith("ProfilerStep#") for i in op_idx], bool)
-    co = tb.common(events, op_idx[~step_like], abs_ns, ids, path)
-    ops = tb.cpu_ops(co, op_idx[~step_like], rank, first, path)
-    ann_idx = np.concatenate(
-        [s.by_kind[tb.ANNOTATION], s.by_kind[tb.GPU_ANNOTATION], op_idx[step_like]]
-    )
-    ca = tb.common(events, ann_idx, abs_ns, ids, path)
-    on_gpu = np.zeros(len(ann_idx), bool)
-    n_cpu = len(s.by_kind[tb.ANNOTATION])
-    on_gpu[n_cpu : n_cpu + len(s.by_kind[tb.GPU_ANNOTATION])] = True
-    ann = tb.annotations(ca, on_gpu, rank, first)
-
-    cr_range, ir_range = com(tb.RANGE)
-    counters = tb.counters(cr_range, ir_range, rank, first, path)
-    step("CPU tables")
-
-    filled = _correlate_by_flows(
-        events, s, abs_ns, ids, (ck, kern), (cm, mcpy), (cs, mset), (cr, rt)
-    )
+    cols = {t: acc.get(t) for t in (*_GPU, "runtime", "cpu_ops", "annotations", "counters")}
+    filled = _correlate_by_flows(cols, acc.get("flow_start"), acc.get("flow_end"))
     if filled:
         notes.append(f"{filled} events linked to their launch by flow events (no correlation ids)")
-    _link(kern, mcpy, mset, rt, ops)
+    for c in cols.values():
+        c["ts"] = tb.rel_us(c.pop("ts_ns"), first)
+        c.pop("_pid", None)
+        c.pop("_tid", None)
+        c["rank"] = np.full(len(c["ts"]), rank, np.int32)
+    step("tables")
+    _link(cols["kernels"], cols["memcpy"], cols["memset"], cols["runtime"], cols["cpu_ops"])
     step("links")
 
-    frames = {
-        "kernels": tb.frame_of("kernels", kern),
-        "memcpy": tb.frame_of("memcpy", mcpy),
-        "memset": tb.frame_of("memset", mset),
-        "runtime": tb.frame_of("runtime", rt),
-        "cpu_ops": tb.frame_of("cpu_ops", ops),
-        "annotations": tb.frame_of("annotations", ann),
-        "counters": counters,
-    }
-    for t in ("kernels", "memcpy", "memset", "runtime", "annotations"):
+    frames = {t: tb.frame_of(t, c) for t, c in cols.items()}
+    for t in (*_GPU, "runtime", "annotations", "counters"):
         f = frames[t]
         if len(f) and not f["ts"].is_monotonic_increasing:
             frames[t] = f.sort_values("ts", kind="stable").reset_index(drop=True)
     frames["steps"] = tb.steps(frames["annotations"])
     seen: list[str] = []
-    for t in ("kernels", "memcpy", "memset"):
+    for t in _GPU:
         seen.extend(pd.unique(frames[t]["device"]).tolist())
     frames["devices"] = tb.devices(d.device_props, list(dict.fromkeys(seen)), rank)
     step("frames")
-    return _Rank(rank, first, wall, frames, len(events), dict(d.metadata), notes)
+    return _Rank(rank, first, wall, frames, n_events, dict(d.metadata), notes)
 
 
-def _correlate_by_flows(
-    events: list[dec.Event],
-    s: tb.Sorted,
-    abs_ns: np.ndarray,
-    ids: tb.Ids,
-    *tables: tuple[tb.Common, dict[str, np.ndarray]],
-) -> int:
-    if not any((cols["correlation"] < 0).any() for _, cols in tables):
+def _correlate_by_flows(cols: dict[str, tb.Columns], starts: tb.Columns, ends: tb.Columns) -> int:
+    tables = [cols[t] for t in (*_GPU, "runtime")]
+    if not any((c["correlation"] < 0).any() for c in tables):
         return 0
-    if len(s.flows_start) == 0 and len(s.flows_end) == 0:
+    if not starts and not ends:
         return 0
-    flow_ids = tb.Ids()
-
-    def flow(idx: np.ndarray) -> tuple[np.ndarray, ...]:
-        evs = [events[i] for i in idx]
-        fid = flow_ids.column([-1 if e.id is None else e.id for e in evs])
-        return ids.column([e.pid for e in evs]), ids.column([e.tid for e in evs]), abs_ns[idx], fid
-
-    ends = flow(s.flows_end)
-    both = flow(np.concatenate([s.flows_start, s.flows_end]))
+    empty = {k: np.zeros(0, np.int64) for k in ("pid", "tid", "ts_ns", "id")}
+    starts, ends = starts or empty, ends or empty
+    both = {k: np.concatenate([starts[k], ends[k]]) for k in empty}
     filled = 0
-    for i, (c, cols) in enumerate(tables):
-        # GPU events are the flows' ends; runtime calls (the last table) their starts.
-        f = both if i == len(tables) - 1 else ends
-        filled += links.fill_from_flows(cols["correlation"], c.pid, c.tid, c.ts_ns, *f)
+    for t in (*_GPU, "runtime"):
+        c = cols[t]
+        # GPU events are the flows' ends; runtime calls their starts.
+        f = both if t == "runtime" else ends
+        pid, tid = (c["pid"], c["tid"]) if t == "runtime" else (c["_pid"], c["_tid"])
+        filled += links.fill_from_flows(
+            c["correlation"], pid, tid, c["ts_ns"], f["pid"], f["tid"], f["ts_ns"], f["id"]
+        )
     return filled
 
 

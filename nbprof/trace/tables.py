@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,23 +186,31 @@ class Common:
 
 
 def common(
-    events: list[dec.Event], idx: np.ndarray, ts_abs_ns: np.ndarray, ids: Ids, path: str
+    events: list[dec.Event],
+    idx: np.ndarray,
+    ts_abs_ns: np.ndarray,
+    ids: Ids,
+    path: str,
+    offset: int = 0,
 ) -> Common:
+    """Shared columns of ``events[idx]``; ``offset`` turns chunk positions into file ones."""
     evs = [events[i] for i in idx]
     ts = ts_abs_ns[idx]
     missing = ts == dec.NO_TS
     if missing.any():
-        where = int(idx[np.flatnonzero(missing)[0]])
+        where = offset + int(idx[np.flatnonzero(missing)[0]])
         raise dec.TraceError(path, f"event {where}: duration event has no `ts`")
     dur = np.array([e.dur for e in evs], np.float64)
     if (dur < 0).any():
-        where = int(idx[np.flatnonzero(dur < 0)[0]])
-        raise dec.TraceError(path, f"event {where}: negative duration ({events[where].dur})")
+        i = int(idx[np.flatnonzero(dur < 0)[0]])
+        raise dec.TraceError(path, f"event {offset + i}: negative duration ({events[i].dur})")
     if not np.isfinite(dur).all():
-        where = int(idx[np.flatnonzero(~np.isfinite(dur))[0]])
+        where = offset + int(idx[np.flatnonzero(~np.isfinite(dur))[0]])
         raise dec.TraceError(path, f"event {where}: duration is not a finite number")
+    # Names repeat (the same kernel, the same op, thousands of times): one string each.
+    intern = sys.intern
     return Common(
-        name=_obj([e.name for e in evs]),
+        name=_obj([intern(e.name) for e in evs]),
         pid=ids.column([e.pid for e in evs]),
         tid=ids.column([e.tid for e in evs]),
         ts_ns=ts,
@@ -235,15 +244,19 @@ def rel_us(ts_ns: np.ndarray, origin_ns: int) -> np.ndarray:
     return (ts_ns - origin_ns).astype(np.float64) / 1000.0
 
 
-def kernels(c: Common, idx: np.ndarray, rank: int, origin: int, ids: Ids, path: str) -> dict:
+Columns = dict[str, np.ndarray]
+
+
+def kernels(c: Common, idx: np.ndarray, ids: Ids, path: str) -> Columns:
+    """Kernel columns (``ts_ns`` absolute; ``rank`` and ``ts`` are added by the reader)."""
     args = dec.decode_args(c.args, dec.KernelArgs, path, idx)
-    n = len(args)
     return {
-        "rank": np.full(n, rank, np.int32),
+        "_pid": c.pid,
+        "_tid": c.tid,
         "device": _device_col([a.device for a in args], c.pid),
         "stream": _stream_col([a.stream for a in args], c.tid, ids),
         "name": c.name,
-        "ts": rel_us(c.ts_ns, origin),
+        "ts_ns": c.ts_ns,
         "dur": c.dur,
         "correlation": _num([a.correlation for a in args], np.int64, -1),
         "grid": _dims(args, "grid"),
@@ -267,17 +280,16 @@ def _parse_memcpy_names(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return _obj(kinds)[codes], _obj(srcs)[codes], _obj(dsts)[codes]
 
 
-def copies(
-    c: Common, idx: np.ndarray, rank: int, origin: int, ids: Ids, path: str, *, memcpy: bool
-) -> dict:
+def copies(c: Common, idx: np.ndarray, ids: Ids, path: str, *, memcpy: bool) -> Columns:
     args = dec.decode_args(c.args, dec.CopyArgs, path, idx)
     n = len(args)
-    cols: dict[str, np.ndarray] = {
-        "rank": np.full(n, rank, np.int32),
+    cols: Columns = {
+        "_pid": c.pid,
+        "_tid": c.tid,
         "device": _device_col([a.device for a in args], c.pid),
         "stream": _stream_col([a.stream for a in args], c.tid, ids),
         "name": c.name,
-        "ts": rel_us(c.ts_ns, origin),
+        "ts_ns": c.ts_ns,
         "dur": c.dur,
         "correlation": _num([a.correlation for a in args], np.int64, -1),
         "bytes": _num([a.bytes for a in args], np.int64, -1),
@@ -293,15 +305,13 @@ def copies(
     return cols
 
 
-def runtime(c: Common, idx: np.ndarray, cats: list[str], rank: int, origin: int, path: str) -> dict:
+def runtime(c: Common, idx: np.ndarray, cats: list[str], path: str) -> Columns:
     args = dec.decode_args(c.args, dec.RuntimeArgs, path, idx)
-    n = len(args)
     return {
-        "rank": np.full(n, rank, np.int32),
         "pid": c.pid,
         "tid": c.tid,
         "name": c.name,
-        "ts": rel_us(c.ts_ns, origin),
+        "ts_ns": c.ts_ns,
         "dur": c.dur,
         "correlation": _num([a.correlation for a in args], np.int64, -1),
         "cat": _obj([RUNTIME_CAT_NAMES.get(x, x) for x in cats]),
@@ -312,15 +322,13 @@ def _raw_text(r: msgspec.Raw) -> str:
     return bytes(r).decode("utf-8", "replace") if len(r) else ""
 
 
-def cpu_ops(c: Common, idx: np.ndarray, rank: int, origin: int, path: str) -> dict:
+def cpu_ops(c: Common, idx: np.ndarray, path: str) -> Columns:
     args = dec.decode_args(c.args, dec.OpArgs, path, idx)
-    n = len(args)
     return {
-        "rank": np.full(n, rank, np.int32),
         "pid": c.pid,
         "tid": c.tid,
         "name": c.name,
-        "ts": rel_us(c.ts_ns, origin),
+        "ts_ns": c.ts_ns,
         "dur": c.dur,
         "external_id": _num([a.external_id for a in args], np.int64, -1),
         "flops": _num([a.flops for a in args], np.float64, np.nan),
@@ -329,14 +337,12 @@ def cpu_ops(c: Common, idx: np.ndarray, rank: int, origin: int, path: str) -> di
     }
 
 
-def annotations(c: Common, on_gpu: np.ndarray, rank: int, origin: int) -> dict:
-    n = len(c.name)
+def annotations(c: Common, on_gpu: np.ndarray) -> Columns:
     return {
-        "rank": np.full(n, rank, np.int32),
         "pid": c.pid,
         "tid": c.tid,
         "name": c.name,
-        "ts": rel_us(c.ts_ns, origin),
+        "ts_ns": c.ts_ns,
         "dur": c.dur,
         "on_gpu": on_gpu.astype(bool),
     }
@@ -364,35 +370,31 @@ def steps(ann: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
 
 
-def counters(c: Common, idx: np.ndarray, rank: int, origin: int, path: str) -> pd.DataFrame:
+def counters(c: Common, idx: np.ndarray, path: str) -> Columns:
     """Per-kernel hardware counters: each numeric arg of a ``cuda_profiler_range`` event."""
     args = dec.decode_args(c.args, dict[str, Any], path, idx)  # type: ignore[type-var]
-    ts = rel_us(c.ts_ns, origin)
-    device, name, when, metric, value = [], [], [], [], []
+    rows: list[int] = []
+    device, metric, value = [], [], []
     dev = [str(p) for p in c.pid.tolist()]
     for i, a in enumerate(args):
-        d = a.get("device") if isinstance(a, dict) else None
-        for k, v in a.items() if isinstance(a, dict) else ():
+        if not isinstance(a, dict):
+            continue
+        d = a.get("device")
+        for k, v in a.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or k in _NOT_COUNTERS:
                 continue
+            rows.append(i)
             device.append(dev[i] if d is None else str(d))
-            name.append(c.name[i])
-            when.append(ts[i])
-            metric.append(k)
+            metric.append(sys.intern(k))
             value.append(float(v))
-    if not metric:
-        return empty_table("counters")
-    return frame_of(
-        "counters",
-        {
-            "rank": np.full(len(metric), rank, np.int32),
-            "device": _obj(device),
-            "name": _obj(name),
-            "ts": np.asarray(when, np.float64),
-            "metric": _obj(metric),
-            "value": np.asarray(value, np.float64),
-        },
-    )
+    at = np.asarray(rows, np.int64)
+    return {
+        "device": _obj(device),
+        "name": c.name[at] if len(at) else _obj([]),
+        "ts_ns": c.ts_ns[at] if len(at) else np.zeros(0, np.int64),
+        "metric": _obj(metric),
+        "value": np.asarray(value, np.float64),
+    }
 
 
 _NOT_COUNTERS = frozenset({"device", "correlation", "External id", "external id", "stream"})
