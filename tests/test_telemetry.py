@@ -363,3 +363,16 @@ def test_interpreter_exit_stops_the_process_wide_sampler() -> None:
         assert telemetry.THREAD_NAME not in [t.name for t in threading.enumerate()]
     finally:
         telemetry.configure()
+
+
+def test_latest_looks_back_one_minute_only() -> None:
+    gpu = FakeGpu()
+    s, _, clock = make([gpu])
+    s.open()
+    run_passes(s, clock, 2)
+    gpu.errors["nvmlDeviceGetPowerUsage"] = pynvml.NVML_ERROR_TIMEOUT
+    run_passes(s, clock, 4 * 61)  # 61 s without a power reading
+    sub = telemetry.Subscription(s, 0.25, None)  # a handle only: no thread is started
+    row_ = sub.latest().frame.iloc[0]
+    assert math.isnan(row_["power_w"]) and row_["util_gpu"] == 100.0
+    assert "timed out" in sub.latest().reasons[(0, "power_w")]

@@ -36,6 +36,8 @@ DEFAULT_PERIOD_S = 0.25
 MIN_PERIOD_S = 0.05
 #: Ring buffer size in sampling passes: one hour at 4 Hz.
 DEFAULT_CAPACITY = 14_400
+#: How far back :meth:`Subscription.latest` looks for each metric's last value.
+LATEST_LOOKBACK_NS = 60_000_000_000
 #: Name of the sampler thread (tests and the autouse fixture look for it).
 THREAD_NAME = "nbprof-nvml-sampler"
 
@@ -79,8 +81,18 @@ class Subscription:
         return self._sampler.samples(since)
 
     def latest(self) -> Samples:
-        """One row per GPU: each metric's most recent value, stamped with the newest time."""
-        return latest_of(self.samples())
+        """One row per GPU: each metric's most recent value within the last minute of data.
+
+        Looks back :data:`LATEST_LOOKBACK_NS` from the newest sample rather than over the
+        whole ring, so it stays cheap an hour into a run; an older value is stale anyway.
+        """
+        if self._final is not None:
+            frame = self._final.frame
+            newest = int(frame["time_ns"].max()) if len(frame) else 0
+            return latest_of(_since(self._final, newest - LATEST_LOOKBACK_NS))
+        newest = self._sampler.newest_ns()
+        since = None if newest is None else newest - LATEST_LOOKBACK_NS
+        return latest_of(self._sampler.samples(since))
 
     def close(self) -> None:
         """Release this subscription (idempotent); the last one stops the sampler thread."""
@@ -295,6 +307,11 @@ class Sampler:
         with self._lock:
             gpus = {k: dict(v) for k, v in self._gpus.items()}
             return gpus, dict(self._reasons), self._unavailable
+
+    def newest_ns(self) -> int | None:
+        """Time of the newest sample in the ring, or None when it is empty."""
+        with self._lock:
+            return int(self._blocks[-1].time_ns[-1]) if self._blocks else None
 
     def samples(self, since_ns: int | None = None) -> Samples:
         """A copy of the ring buffer (rows with ``time_ns >= since_ns``) as :class:`Samples`."""
