@@ -254,3 +254,16 @@ def test_dlrm_ranks_are_communication_bound(corpus: Path) -> None:
         d = diagnosis(str(f))
         assert d.verdict.bottleneck == "communication_bound", f.name
         assert d.devices[0].short_kernel_pct > 80
+
+
+def test_dlrm_folder_of_ranks(corpus: Path) -> None:
+    folder = corpus / "param__dlrm_kineto_8ranks"
+    if not folder.is_dir():
+        pytest.skip("no DLRM rank folder")
+    d = analyze(read_trace(folder))
+    assert [m.rank for m in d.devices] == list(range(8))
+    for f in sorted(folder.glob("*.json.gz")):
+        (one,) = diagnosis(str(f)).devices
+        (same,) = [m for m in d.devices if m.rank == one.rank]
+        assert same.kernel_busy_pct == pytest.approx(one.kernel_busy_pct)
+    assert d.verdict.bottleneck == "communication_bound"

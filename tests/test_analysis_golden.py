@@ -188,6 +188,9 @@ def test_syncs_table_and_sync_bound(tmp_path: Path) -> None:
     span = 4 * 55 + 10
     assert syncs.loc["cudaStreamSynchronize", "pct"] == pytest.approx(60 / span * 100)
     assert d.verdict.bottleneck == "sync_bound"
+    # Host sync time, counted once (.item() encloses the sync), clipped to the GPU span:
+    # the first .item() starts 2 µs before the first kernel, the last ends 2 µs after the last.
+    assert d.devices[0].sync_pct == pytest.approx((12 + 3 * 14 + 12) / span * 100)
     f = {x.id: x for x in d.findings}["sync_stalls"]
     assert ".item()" in (f.code or "")
 
@@ -330,6 +333,8 @@ def test_roofline_from_flops_and_shapes(tmp_path: Path) -> None:
     assert "estimated" in row["basis"]
     m = d.devices[0]
     assert m.achieved_tflops == pytest.approx(flops / 50 / 1e6)  # span is 50 µs
+    assert m.achieved_gbps == pytest.approx(nbytes / 50 / 1e3)
+    assert m.basis["achieved_gbps"].kind == "estimated"
     assert m.peak_tflops == 67.0 and m.peak_gbps == 3350.0
 
 
@@ -473,3 +478,11 @@ def test_no_device_properties(tmp_path: Path) -> None:
     assert m.basis["sm_efficiency_pct"].kind == "unknown"
     assert m.peak_gbps is None and m.basis["peak_gbps"].kind == "unknown"
     assert m.tensor_core_pct == pytest.approx(30 / 40 * 100)
+
+
+def test_profile_diagnosis_end_to_end(tmp_path: Path) -> None:
+    from nbprof.profile import load
+
+    d, b = basic(tmp_path)
+    prof = load(b.write(tmp_path, "again.json"))
+    assert prof.diagnosis.to_json()["devices"] == d.to_json()["devices"]

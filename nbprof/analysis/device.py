@@ -22,6 +22,7 @@ from nbprof.analysis.utilization import (
     short_kernel_pct,
     sm_efficiency_pct,
     span,
+    union_length,
 )
 from nbprof.telemetry.model import Samples
 from nbprof.trace.model import Trace
@@ -226,10 +227,15 @@ def analyze_device(
     calls = (
         calls[(calls["ts"] < t1) & (calls["ts"] + calls["dur"] > t0)] if not calls.empty else calls
     )
-    sync_pct = (
-        float(calls["dur"].sum() / span_us * 100.0) if span_us > 0 and not calls.empty else 0.0
+    sync_pct = 0.0
+    if span_us > 0 and not calls.empty:
+        cs = np.clip(calls["ts"].to_numpy(dtype="float64"), t0, t1)
+        ce = np.clip((calls["ts"] + calls["dur"]).to_numpy(dtype="float64"), t0, t1)
+        # .item() encloses its own cudaStreamSynchronize: count host time once.
+        sync_pct = union_length(cs, ce) / span_us * 100.0
+    basis["sync_pct"] = Basis(
+        "trace", "host time in synchronize calls and .item() (union, within the span) ÷ GPU span"
     )
-    basis["sync_pct"] = Basis("trace", "synchronize calls and .item() on the host ÷ GPU span")
 
     # Peaks and roofline.
     peak = (
