@@ -111,3 +111,44 @@ def test_two_dashboards_in_one_page_and_hostile_names_run_nothing(browser, tmp_p
     page.close()
     if os.environ.get("NBPROF_ARTIFACTS"):
         shutil.copy(path, _artifacts(tmp_path) / "two.html")
+
+
+def test_nbconvert_html_export_keeps_the_dashboard(browser, tmp_path: Path) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbconvert = pytest.importorskip("nbconvert")
+    nb = nbformat.v4.new_notebook()
+    for p in (small_profile(hostile=True), small_profile(samples=True)):
+        cell = nbformat.v4.new_code_cell("prof")
+        cell.outputs = [nbformat.v4.new_output("display_data", data=dashboard.mimebundle(p))]
+        nb.cells.append(cell)
+    body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    path = tmp_path / "export.html"
+    path.write_text(body, encoding="utf-8")
+
+    # Offline, as on an air-gapped machine: nothing of ours may need the network.
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    context.route("http*://**", lambda route: route.abort())
+    page = context.new_page()
+    errors: list[str] = []
+    dialogs: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(path.as_uri())
+    page.wait_for_function(
+        """() => { const t = [...document.querySelectorAll('.nbp-timeline')];
+        const drawn = el => [...el.querySelectorAll('*')].some(e => e.shadowRoot);
+        return t.length === 2 && t.every(drawn); }""",
+        timeout=60_000,
+    )
+    assert errors == [] and dialogs == []
+    page.screenshot(path=str(_artifacts(tmp_path) / "nbconvert_export.png"))
+    context.close()
+
+    # Where scripts never run (untrusted or script-free viewers) the diagnosis still reads.
+    static = browser.new_context(java_script_enabled=False)
+    page = static.new_page()
+    page.goto(path.as_uri())
+    verdicts = page.locator(".nbp-verdict").all_inner_texts()
+    assert len(verdicts) == 2 and "Copies dominate (<img src=x onerror=alert(1)>)." in verdicts[0]
+    assert "91.5" in page.locator(".nbp-card").first.inner_text()
+    static.close()
