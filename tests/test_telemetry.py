@@ -254,6 +254,22 @@ def test_driver_buffered_utilization_samples() -> None:
     assert latest_of(s.samples()).frame.iloc[0]["util_gpu"] == 50.0
 
 
+def test_late_driver_samples_still_come_out_in_time_order() -> None:
+    clock = FakeClock()
+    t0 = clock.wall // 1000
+    gpu = FakeGpu(util_samples=[])
+    fake = fake_nvml.build([gpu], clock=clock)
+    s = Sampler(fake, clock_ns=clock.wall_ns, monotonic_ns=clock.monotonic_ns)
+    s.open()
+    run_passes(s, clock, 2)  # passes at t0 and t0 + 250 ms, no driver samples yet
+    # The driver publishes a sample stamped before the second pass only now.
+    gpu.util_samples = [(t0 + 200_000, 42)]
+    run_passes(s, clock, 1)
+    f = s.samples().frame
+    assert f["time_ns"].is_monotonic_increasing
+    assert f.loc[f["time_ns"] == (t0 + 200_000) * 1000, "util_gpu"].tolist() == [42.0]
+
+
 def test_driver_timestamps_off_the_wall_clock_are_ignored() -> None:
     clock = FakeClock()
     gpu = FakeGpu(util_samples=[(clock.wall // 1000 - 3600 * 10**6, 7)])

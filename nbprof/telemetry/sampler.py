@@ -348,6 +348,10 @@ def _to_samples(
     if since_ns is not None:
         keep = time_ns >= since_ns
         time_ns, gpu, values = time_ns[keep], gpu[keep], values[keep]
+    if len(time_ns) > 1 and (np.diff(time_ns) < 0).any():
+        # Driver-buffered utilization rows can predate the previous pass's own row.
+        order = np.argsort(time_ns, kind="stable")
+        time_ns, gpu, values = time_ns[order], gpu[order], values[order]
     data: dict[str, Any] = {"time_ns": time_ns, "gpu": gpu}
     for k, m in enumerate(METRIC_NAMES):
         data[m] = values[:, k]
