@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from golden import KinetoBuilder, read_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nbprof.analysis import analyze
 from nbprof.analysis.model import BOTTLENECKS, Diagnosis
@@ -486,3 +489,45 @@ def test_profile_diagnosis_end_to_end(tmp_path: Path) -> None:
     d, b = basic(tmp_path)
     prof = load(b.write(tmp_path, "again.json"))
     assert prof.diagnosis.to_json()["devices"] == d.to_json()["devices"]
+
+
+_NAMES = [SGEMM, ELEMENTWISE, "ncclKernel_AllReduce", "sm90_xmma_gemm_bf16bf16_bf16f32_f32"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["kernel", "memcpy", "memset"]),
+            st.floats(0, 500, allow_nan=False),
+            st.floats(0, 80, allow_nan=False),
+            st.floats(-30, 30, allow_nan=False),
+            st.integers(0, 3),
+            st.sampled_from([7, 9]),
+        ),
+        min_size=0,
+        max_size=30,
+    )
+)
+def test_any_small_trace_gives_a_sane_diagnosis(events: list[tuple]) -> None:
+    b = KinetoBuilder()
+    for kind, ts, dur, lag, pick, stream in events:
+        if kind == "kernel":
+            b.kernel(
+                _NAMES[pick], ts, dur, launch_ts=ts - lag, stream=stream, grid=(pick * 50, 1, 1)
+            )
+        elif kind == "memcpy":
+            b.memcpy(ts, dur, pick * 1000, stream=stream)
+        else:
+            b.memset(ts, dur, pick * 1000, stream=stream)
+    b.cpu_op("aten::add", 0, 10)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = diagnose(b, Path(tmp))
+    for m in d.devices:
+        for pct in (m.kernel_busy_pct, m.gpu_busy_pct, m.sm_efficiency_pct, m.short_kernel_pct):
+            assert pct is None or 0.0 <= pct <= 100.0 + 1e-9
+        assert m.kernel_busy_pct is None or m.kernel_busy_pct <= (m.gpu_busy_pct or 0) + 1e-9
+        if m.idle.idle_us > 0:
+            shares = m.idle.host_wait_pct + m.idle.kernel_wait_pct + m.idle.other_pct
+            assert shares == pytest.approx(100.0)
+    assert d.verdict.summary

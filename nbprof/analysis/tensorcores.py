@@ -76,7 +76,7 @@ _ELIGIBLE_OP = re.compile(
     r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_scaled_mm|"
     r"_int_mm)\b",
 )
-_TC_DTYPE = re.compile(r"Half|BFloat16|Float8|float8|e4m3|e5m2|signed char|\bchar\b|int8", re.I)
+_TC_DTYPE = re.compile(r"Half|BFloat16|Float8|float8|e4m3|e5m2|signed char|int8", re.I)
 # CUPTI metric names that count Tensor Core pipe activity.
 _TC_METRIC = re.compile(r"tensor|hmma|imma|mma", re.IGNORECASE)
 
