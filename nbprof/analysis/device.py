@@ -46,6 +46,7 @@ class Signals:
     tc_capable: bool
     launch_call_us: float | None
     mean_kernel_us: float | None
+    median_kernel_us: float | None
     peak: peaks.Peak | None
     measured: Measured | None
     tc_how: str
@@ -353,6 +354,7 @@ def analyze_device(
         tc_capable=vendor == "nvidia" and ccv is not None and ccv >= 7.0,
         launch_call_us=launch_call,
         mean_kernel_us=float(kdur.mean()) if len(kdur) else None,
+        median_kernel_us=float(np.median(kdur)) if len(kdur) else None,
         peak=peak,
         measured=measured,
         tc_how=tc_how,

@@ -155,11 +155,16 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
             f"{where}: kernels ran only {busy:.1f}% of the {m.gpu_span_us / 1e3:.1f} ms GPU span.",
         )
     if short >= LAUNCH_SHORT_PCT and busy < LAUNCH_BUSY_PCT:
+        pace = ""
+        if s.median_kernel_us is not None and s.launch_call_us is not None:
+            pace = (
+                f", the median kernel runs {s.median_kernel_us:.1f} µs while each launch "
+                f"call takes {s.launch_call_us:.1f} µs on the host,"
+            )
         return Verdict(
             "launch_bound",
-            f"{where}: {short:.0f}% of {m.kernel_count} kernels run under 10 µs "
-            f"and kernels are busy only {busy:.0f}% of the span; the host cannot issue them "
-            f"fast enough ({m.idle.host_wait_pct:.0f}% of stream idle time is host wait).",
+            f"{where}: {short:.0f}% of {m.kernel_count} kernels run under 10 µs{pace} and "
+            f"kernels are busy only {busy:.0f}% of the span.",
         )
     if busy < LOW_BUSY_PCT:
         return Verdict(
