@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_views_data import small_profile, synthetic_profile
+from test_views_data import HOSTILE, small_profile, synthetic_profile
 
 from nbprof.views import dashboard, report, timeline
 
@@ -152,3 +152,37 @@ def test_nbconvert_html_export_keeps_the_dashboard(browser, tmp_path: Path) -> N
     assert len(verdicts) == 2 and "Copies dominate (<img src=x onerror=alert(1)>)." in verdicts[0]
     assert "91.5" in page.locator(".nbp-card").first.inner_text()
     static.close()
+
+
+_WALK = """(test) => { const out = [];
+  const walk = (root) => { for (const e of root.querySelectorAll('*')) {
+    if (e.shadowRoot) { walk(e.shadowRoot); }
+    if (test(e)) { out.push(e.textContent); } } };
+  walk(document); return out; }"""
+
+
+def test_hover_shows_hostile_kernel_names_as_text(browser, tmp_path: Path) -> None:
+    path = tmp_path / "hostile.html"
+    path.write_text(report.render(small_profile(hostile=True)), encoding="utf-8")
+    page, errors, dialogs = _open(browser, path)
+    # Screen position of the kernel named "<img ...>" on its GPU stream.
+    x, y = page.evaluate(
+        """(name) => {
+        const v = Object.values(Bokeh.index).find(v => v.model.name === 'nbprof-timeline');
+        v.el.scrollIntoView();
+        const d = v.model.document.get_model_by_name('nbprof-detail').data;
+        const i = d.name.findIndex((n, k) => n === name && d.lane[k].startsWith('GPU'));
+        const r = v.el.getBoundingClientRect();
+        return [r.left + v.frame.x_scale.compute((d.left[i] + d.right[i]) / 2),
+                r.top + v.frame.y_scale.compute((d.top[i] + d.bottom[i]) / 2)]; }""",
+        HOSTILE[0],
+    )
+    page.mouse.move(x, y)
+    page.mouse.move(x + 1, y)
+    page.wait_for_timeout(300)
+    tips = page.evaluate(f"() => ({_WALK})(e => [...e.classList].some(c => c.includes('tooltip')))")
+    assert any(HOSTILE[0] in t and "Tensor" not in t and "aten::add" in t for t in tips), tips
+    assert page.evaluate(f"() => ({_WALK})(e => e.tagName === 'IMG').length") == 0
+    assert errors == [] and dialogs == []
+    page.screenshot(path=str(_artifacts(tmp_path) / "hover_hostile.png"))
+    page.close()

@@ -44,6 +44,8 @@ MAX_GAP_LABELS = 12
 LANE_PX = 26
 BAR_HEIGHT = 0.8
 
+#: Hover value of a field that does not apply to the event (a CPU op has no grid).
+_NA = "—"
 _EVENT_COLUMNS = ("lane", "ts", "dur", "cls", "name", "grid", "block", "occ", "op", "extra")
 
 
@@ -210,7 +212,7 @@ def _frame(
     t: pd.DataFrame, key: tuple[Any, ...], idx: dict[tuple[Any, ...], int], cls: int
 ) -> pd.DataFrame:
     d = _base(t, idx[key], cls)
-    d.update(grid="", block="", occ="", op="", extra="")
+    d.update(grid=_NA, block=_NA, occ=_NA, op=_NA, extra=_NA)
     return pd.DataFrame(d)
 
 
@@ -232,7 +234,7 @@ def _runtime_frame(
             ids.append(CLASS_IDS["runtime_other"])
     cls = np.asarray(ids, dtype=np.uint8)[codes]
     d = _base(t, idx[key], cls)
-    d.update(grid="", block="", occ="", op="", extra=t["cat"].astype(str).to_numpy())
+    d.update(grid=_NA, block=_NA, occ=_NA, op=_NA, extra=t["cat"].astype(str).to_numpy())
     return pd.DataFrame(d)
 
 
@@ -261,7 +263,7 @@ def _gpu_frame(
 ) -> pd.DataFrame:
     d = _base(t, _gpu_lanes(t, idx, rank), cls)
     op = t["op"].astype(str).to_numpy() if "op" in t else ""
-    d.update(grid="", block="", occ="", op=op, extra=extra)
+    d.update(grid=_NA, block=_NA, occ=_NA, op=_unknown(op), extra=extra)
     return pd.DataFrame(d)
 
 
@@ -273,8 +275,8 @@ def _kernel_frame(
         grid=_ints(t["grid"]),
         block=_ints(t["block"]),
         occ=_occ(t["occupancy"]),
-        op=t["op"].astype(str).to_numpy(),
-        extra="",
+        op=_unknown(t["op"].astype(str).to_numpy()),
+        extra=_NA,
     )
     return pd.DataFrame(d)
 
@@ -302,6 +304,13 @@ def _bytes(t: pd.DataFrame) -> np.ndarray:
         [f"{v:,} bytes" if v >= 0 else "size unknown" for v in u.tolist()], dtype=object
     )
     return labels[inv]
+
+
+def _unknown(v: Any) -> Any:
+    """ "" (the trace does not say) shown as "?" in the hover."""
+    if isinstance(v, str):
+        return v or "?"
+    return np.where(np.asarray(v, dtype=object) == "", "?", v)
 
 
 def _ints(s: pd.Series) -> np.ndarray:
@@ -701,7 +710,7 @@ def build(
                 ("name", "@name"),
                 ("class", "@kind"),
                 ("duration", "@dur{0,0.000} µs"),
-                ("grid / block", "@grid / @block"),
+                ("grid × block", "@grid × @block"),
                 ("occupancy", "@occ"),
                 ("launched by", "@op"),
                 ("detail", "@extra"),
