@@ -252,6 +252,11 @@ def test_driver_buffered_utilization_samples() -> None:
     assert len(f) == 5 and f["mem_used"].notna().sum() == 2
     assert f["time_ns"].is_monotonic_increasing
     assert latest_of(s.samples()).frame.iloc[0]["util_gpu"] == 50.0
+    # One metric at a time, without the other kinds of rows in between.
+    t, v = telemetry.metric_series(s.samples(), 0, "mem_used")
+    assert len(t) == 2 and (v == 30 * GIB).all()
+    t, v = telemetry.metric_series(s.samples(), 0, "util_gpu")
+    assert v.tolist() == [100.0, 100.0, 0.0, 50.0]
 
 
 def test_late_driver_samples_still_come_out_in_time_order() -> None:

@@ -21,7 +21,8 @@ bandwidth and FP16/FP32 pipe utilization, each computed over a window of at leas
 Where the driver buffers its own utilization samples (``nvmlDeviceGetSamples``), those are
 added as extra rows (only ``util_gpu`` set) at the driver's timestamps, which are finer than
 the sampling period; the sampler's own row then leaves ``util_gpu`` empty so no stretch of
-time is counted twice. Anything unavailable is a plain reason in ``Samples.reasons`` (per GPU
+time is counted twice. Rows of different kinds therefore interleave with NaN in each other's
+columns: draw or average one metric through :func:`metric_series`, which drops them. Anything unavailable is a plain reason in ``Samples.reasons`` (per GPU
 and metric) or ``Samples.unavailable`` (no NVML library, no driver, no GPU, no permission),
 never an exception in the user's code.
 
@@ -84,6 +85,7 @@ from nbprof.telemetry.sampler import (
     configure,
     get_sampler,
     latest_of,
+    metric_series,
     subscribe,
 )
 
@@ -102,6 +104,7 @@ __all__ = [
     "configure",
     "get_sampler",
     "latest_of",
+    "metric_series",
     "on_trace_clock",
     "read_recording",
     "record",

@@ -370,6 +370,21 @@ def _since(samples: Samples, since_ns: int) -> Samples:
     )
 
 
+def metric_series(samples: Samples, gpu: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(time_ns, values)`` of one metric of one GPU, rows where it is missing dropped.
+
+    Use this (not the raw column) to draw or average one metric: rows of other kinds
+    (a driver-buffered utilization sample carries only ``util_gpu``) sit between its rows
+    as NaN, and a line drawn through NaN breaks at every one of them.
+    """
+    f = samples.frame
+    rows = f["gpu"].to_numpy() == gpu
+    t = f["time_ns"].to_numpy(dtype=np.int64)[rows]
+    v = f[metric].to_numpy(dtype=np.float64)[rows]
+    ok = ~np.isnan(v)
+    return t[ok], v[ok]
+
+
 def latest_of(samples: Samples) -> Samples:
     """One row per GPU: each metric's most recent non-missing value, at the newest time."""
     import pandas as pd
