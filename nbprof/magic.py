@@ -227,8 +227,12 @@ class GpuprofMagics(Magics):
             try:
                 value = _run_all(run, cap, args)
             except BaseException:
-                # The partial profile first, then the body's own exception and traceback.
-                self._finish(cap, args, handle, display)
+                # The partial profile first, then the body's own exception and traceback
+                # (which a failure to show the profile must not replace).
+                try:
+                    self._finish(cap, args, handle, display)
+                except Exception:
+                    logger.exception("could not show the partial profile")
                 raise
             self._finish(cap, args, handle, display)
             return value
