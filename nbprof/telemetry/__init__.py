@@ -22,9 +22,11 @@ Where the driver buffers its own utilization samples (``nvmlDeviceGetSamples``),
 added as extra rows (only ``util_gpu`` set) at the driver's timestamps, which are finer than
 the sampling period; the sampler's own row then leaves ``util_gpu`` empty so no stretch of
 time is counted twice. Rows of different kinds therefore interleave with NaN in each other's
-columns: draw or average one metric through :func:`metric_series`, which drops them. Anything unavailable is a plain reason in ``Samples.reasons`` (per GPU
-and metric) or ``Samples.unavailable`` (no NVML library, no driver, no GPU, no permission),
-never an exception in the user's code.
+columns: draw or average one metric through :func:`metric_series`, which drops them.
+
+Anything unavailable is a plain reason in ``Samples.reasons`` (per GPU and metric) or
+``Samples.unavailable`` (no NVML library, no driver, no GPU, no permission), never an
+exception in the user's code.
 
 Clocks: how samples line up with a profiler trace
 -------------------------------------------------
