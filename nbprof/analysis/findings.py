@@ -346,13 +346,17 @@ def build(trace: Trace, signals: list[Signals]) -> list[Finding]:
         ]
     out: list[Finding] = []
     seen: set[str] = set()
-    for s in signals:
+    # The busiest device first, so a finding shared by every rank is told from the one
+    # that matters most.
+    ordered = sorted(
+        signals, key=lambda s: -(s.metrics.kernel_busy_pct or 0.0) * s.metrics.gpu_span_us
+    )
+    for s in ordered:
         for rule in RULES:
             f = rule(s)
             if f is None:
                 continue
-            # Multi-rank runs repeat the same finding per rank: keep the first (busiest
-            # devices come first after sorting below) and say how many devices share it.
+            # Multi-rank runs repeat the same finding per rank: keep the first.
             key = f.id
             if key in seen:
                 continue
