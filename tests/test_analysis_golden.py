@@ -531,3 +531,17 @@ def test_any_small_trace_gives_a_sane_diagnosis(events: list[tuple]) -> None:
             shares = m.idle.host_wait_pct + m.idle.kernel_wait_pct + m.idle.other_pct
             assert shares == pytest.approx(100.0)
     assert d.verdict.summary
+
+
+def test_measured_tensor_activity_exposes_unknown_names(tmp_path: Path) -> None:
+    b = KinetoBuilder()
+    b.kernel("brand_new_gemm_kernel_2031", 0, 1000)
+    trace = read_trace(b.write(tmp_path))
+    assert trace.origin_ns is not None
+    t0 = trace.origin_ns + int(trace.kernels["ts"].iloc[0] * 1000)
+    rows = {c: np.full(3, np.nan) for c in METRICS}
+    rows.update(tensor_util=np.full(3, 60.0))
+    times = np.array([t0 + 300_000 * i for i in range(3)], dtype="int64")
+    m = analyze(trace, Samples(frame=pd.DataFrame({"time_ns": times, "gpu": 0, **rows}))).devices[0]
+    assert m.tensor_active_pct == pytest.approx(60.0)
+    assert "do not recognise" in m.basis["tensor_core_pct"].how

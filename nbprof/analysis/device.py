@@ -158,12 +158,18 @@ def analyze_device(
     if measured is not None and measured.tensor_util is not None and measured.tensor_util < 0.5:
         # The hardware saw no Tensor Core activity at all: that outranks any name.
         tc_pct, tc_basis = 0.0, "measured"
-        tc.flags[:] = False
+        tc = tensorcores.TensorCoreResult(np.zeros(len(k), dtype=bool), "measured", tc.how)
         tc_how = (
             f"NVML GPM tensor activity {measured.tensor_util:.1f}% over {measured.count} samples"
         )
     else:
         tc_how = tc.how
+        if measured is not None and measured.tensor_util is not None and not tc.flags.any():
+            # Counters saw tensor work that no name or op explains: the evidence is stale.
+            tc_how += (
+                f"; but NVML GPM measured {measured.tensor_util:.1f}% tensor activity, so "
+                "kernels these rules do not recognise used Tensor Cores"
+            )
     if tc_basis in ("measured", "unknown"):
         tc_kind = tc_basis
     elif "compute capability" in tc_how:
