@@ -98,6 +98,7 @@ def test_idle_gaps_shaded_in_their_stream_and_labelled_with_the_cause() -> None:
     labels = _model(tl.layout, "nbprof-gap-labels").data
     assert labels["text"] == [GAP_CAUSES["host_wait"][0]]
     assert _model(tl.layout, "nbprof-hover-gaps") is not None
+    assert tl.gap_causes == ["host_wait"]
 
 
 def test_overview_strip_drives_the_main_range() -> None:
@@ -199,5 +200,5 @@ def test_empty_trace_still_builds() -> None:
     p.__dict__["diagnosis"] = small_profile().diagnosis
     p.diagnosis.tables["kernel_class"] = pd.DataFrame({"cls": []})
     tl = timeline.build(p)
-    assert tl.data.event_count == 0
+    assert tl.data.event_count == 0 and tl.gap_causes == []
     assert any("no events" in n for n in tl.notes)

@@ -57,7 +57,7 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
             )
         tl_html = (
             '<div class="nbp-legend-wrap"><h3>Timeline</h3>'
-            f"{panel.legend_html(tl.classes)}{hint}</div>"
+            f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>"
             f'<div class="nbp-timeline">{div}</div>{script}'
         )
     body = panel.render(profile, extra_notes=notes)

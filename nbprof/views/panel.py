@@ -10,7 +10,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from nbprof.views._style import BOTTLENECK_LABELS, CLASSES, esc, fmt_bytes, fmt_num, fmt_pct, fmt_us
+from nbprof.views._style import (
+    BOTTLENECK_LABELS,
+    CLASSES,
+    GAP_CAUSES,
+    esc,
+    fmt_bytes,
+    fmt_num,
+    fmt_pct,
+    fmt_us,
+)
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Basis, DeviceMetrics, Diagnosis, Finding
@@ -165,18 +174,19 @@ def render(profile: Profile, *, extra_notes: list[str] | None = None, top_kernel
     return "\n".join(x for x in out if x)
 
 
-def legend_html(classes: list[str]) -> str:
-    """Colour swatches for the event classes present in the timeline."""
+def legend_html(classes: list[str], gap_causes: list[str] | None = None) -> str:
+    """Colour swatches for the event classes and idle-gap causes present in the timeline."""
     items = "".join(
         f'<span><span class="nbp-sw" style="background:{CLASSES[k][1]}"></span>'
         f"{esc(CLASSES[k][0])}</span>"
         for k in classes
         if k in CLASSES
     )
-    gaps = (
-        '<span><span class="nbp-sw" style="background:#fdae6b"></span>idle: waited for host</span>'
-        '<span><span class="nbp-sw" style="background:#9ecae1"></span>idle: kernel-to-kernel</span>'
-        '<span><span class="nbp-sw" style="background:#cccccc"></span>idle: other</span>'
+    gaps = "".join(
+        f'<span><span class="nbp-sw" style="background:{GAP_CAUSES[k][1]};opacity:.6"></span>'
+        f"idle: {esc(GAP_CAUSES[k][0])}</span>"
+        for k in gap_causes or []
+        if k in GAP_CAUSES
     )
     return f'<div class="nbp-legend">{items}{gaps}</div>'
 

@@ -86,6 +86,8 @@ class Timeline:
     data: TimelineData
     #: class keys present in the trace (for the legend)
     classes: list[str]
+    #: idle gap causes shaded (for the legend)
+    gap_causes: list[str]
     notes: list[str]
 
 
@@ -794,7 +796,7 @@ def build(
     ov = figure(
         x_range=Range1d(*full),
         y_range=Range1d(nl - 0.5, -0.5),
-        height=max(50, min(110, 8 * nl + 30)),
+        height=max(75, min(120, 8 * nl + 40)),
         sizing_mode="stretch_width",
         toolbar_location=None,
         tools="",
@@ -823,7 +825,12 @@ def build(
     if not data.event_count:
         notes.append("The trace has no events to draw on a timeline.")
     return Timeline(
-        layout=layout, figures=parts, data=data, classes=[keys[i] for i in present], notes=notes
+        layout=layout,
+        figures=parts,
+        data=data,
+        classes=[keys[i] for i in present],
+        gap_causes=[c for c, (label, _) in GAP_CAUSES.items() if label in set(gaps["cause_label"])],
+        notes=notes,
     )
 
 
