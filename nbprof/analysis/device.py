@@ -269,14 +269,18 @@ def analyze_device(
         key = str(dom)
         peak_tf = peaks.peak_tflops(peak, key) if key else None
         if peak_tf is not None and peak is not None:
-            basis["peak_tflops"] = Basis("trace", f"{peak.model} {key} dense peak, {peak.source}")
+            basis["peak_tflops"] = Basis(
+                "trace", f"device name {name!r} matched to the {peak.source}: {key} dense peak"
+            )
     else:
         why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
         basis["achieved_tflops"] = Basis("unknown", why)
         basis["achieved_gbps"] = Basis("unknown", why)
     if peak is not None:
         peak_gb = peak.mem_gbps
-        basis["peak_gbps"] = Basis("trace", f"{peak.model} memory bandwidth, {peak.source}")
+        basis["peak_gbps"] = Basis(
+            "trace", f"device name {name!r} matched to the {peak.source}: memory bandwidth"
+        )
     else:
         why = (
             f"device {name!r} is not in the peak table"
