@@ -95,6 +95,17 @@ def test_analyze_text(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "ampere_sgemm_128x64_nn" in out
 
 
+def test_text_report_escapes_terminal_control_codes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ansi.json"
+    path.write_text(json.dumps(kineto([{"name": "evil\x1b[2J\x1b[31mkernel\x07"}])))
+    code, out, _ = run(["analyze", str(path)], capsys)
+    assert code == 0
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil" in out and "kernel" in out
+
+
 def test_analyze_json_follows_the_schema(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["analyze", str(tiny), "--json"], capsys)
     assert code == 0
