@@ -382,3 +382,25 @@ def test_origin_unknown_for_relative_times_without_base(tmp_path: Path) -> None:
     assert tr.origin_ns is None
     assert tr.kernels["ts"].tolist() == [0.0]
     assert np.isnan(tr.kernels["launch_ts"].iloc[0])
+
+
+def test_chunked_decoding_gives_the_same_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nbprof.trace import reader
+
+    p = write(tmp_path, modern())
+    whole = read(p)
+    monkeypatch.setattr(reader, "CHUNK", 3)
+    chunked = read(p)
+    for name in TABLES:
+        assert getattr(whole, name).equals(getattr(chunked, name)), name
+    # Error positions are counted in the whole file, not within a chunk.
+    doc = modern()
+    doc["traceEvents"][7]["dur"] = -1.0
+    with pytest.raises(nbprof.TraceError, match="event 7: negative duration"):
+        read(write(tmp_path, doc, "neg.json"))
+    doc = modern()
+    doc["traceEvents"][8] = 3
+    with pytest.raises(nbprof.TraceError, match="event 8 should be an object"):
+        read(write(tmp_path, doc, "obj.json"))

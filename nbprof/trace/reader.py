@@ -10,9 +10,11 @@ Input that cannot be a profiler trace, or that is damaged, raises
 * ``traceEvents`` is not an array, or holds no events (or only metadata events);
 * an event is not an object, or a field nbprof reads has the wrong type (``ts``/``dur``
   not numbers, ``name`` not a string, ``args.grid`` not a list of integers, ...): the error
-  names the event's index in ``traceEvents`` and the field. One bad event among 200k still
-  fails the load: a trace damaged in one place may be damaged in others, and silently
-  dropping rows would skew every metric computed from it;
+  names the event's index in ``traceEvents`` and the field. ``args`` are checked only for
+  the kinds of event nbprof tabulates (kernels, copies, sets, runtime calls, CPU ops,
+  counter ranges), and only the keys it reads. One bad event among 200k still fails the
+  load: a trace damaged in one place may be damaged in others, and silently dropping rows
+  would skew every metric computed from it;
 * a negative timestamp or duration, or a duration event (``ph`` "X") without ``ts``.
 
 Things a valid trace may simply not have are not errors: unknown categories and phases are
@@ -189,7 +191,7 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
 
 #: Events decoded per chunk: big enough that per-chunk overhead vanishes, small enough that
 #: one chunk's structs stay a few tens of MB.
-CHUNK = 65536
+CHUNK = 16384
 _GPU = ("kernels", "memcpy", "memset")
 
 

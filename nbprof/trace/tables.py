@@ -1,8 +1,9 @@
 """Columnar tables from decoded events: one numpy column at a time, no per-event dicts.
 
-Events are sorted into kinds by their category with one hash pass (``pandas.factorize``
-over the category strings), then each table gathers only its own events' fields and
-decodes only its own events' ``args``.
+Events are sorted into kinds by their category (one dict lookup each), then each table
+gathers only its own events' fields and decodes only its own events' ``args``, in one
+batch per kind. Columns hold absolute ``ts_ns``; the reader turns them into ``ts`` relative
+to the trace's origin once every chunk of the file has been read.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,7 +320,8 @@ def runtime(c: Common, idx: np.ndarray, cats: list[str], path: str) -> Columns:
 
 
 def _raw_text(r: msgspec.Raw) -> str:
-    return bytes(r).decode("utf-8", "replace") if len(r) else ""
+    # Shapes and dtypes repeat across ops: one string per distinct text.
+    return sys.intern(bytes(r).decode("utf-8", "replace")) if len(r) else ""
 
 
 def cpu_ops(c: Common, idx: np.ndarray, path: str) -> Columns:
@@ -465,6 +467,3 @@ def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
     """Cast a frame's contract columns to the contract's dtypes (after concatenation)."""
     want = empty_table(table).dtypes.to_dict()
     return frame.astype({c: t for c, t in want.items() if frame[c].dtype != t})
-
-
-ProgressHook = Callable[[str], None]
