@@ -1,25 +1,19 @@
-"""Tiny hand-built Kineto traces for golden tests, and a plain reference reader.
+"""Tiny hand-built Kineto traces for golden tests.
 
-``KinetoBuilder`` writes a trace whose every number a test can write down as a formula.
-``simple_read`` is a deliberately naive reader (plain ``json`` and loops) used two ways:
-as the independent implementation corpus tests compare nbprof against, and to build a
-:class:`~nbprof.trace.model.Trace` when ``nbprof.trace.read`` is not importable.
+``KinetoBuilder`` writes a trace whose every number a test can write down as a formula;
+``load_events`` reads a trace with plain ``json`` for references computed independently
+of nbprof's reader.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from nbprof.trace.model import TABLES, Trace, empty_table
-
-SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+from nbprof.trace.model import Trace
 
 
 @dataclass
@@ -205,15 +199,11 @@ class KinetoBuilder:
         return path
 
 
-# -- the plain reference reader --------------------------------------------------------
-_KERNEL = {"kernel", "Kernel"}
-_MEMCPY = {"gpu_memcpy", "Memcpy"}
-_MEMSET = {"gpu_memset", "Memset"}
-_RUNTIME = {"cuda_runtime", "Runtime", "cuda_driver", "cuda_sync"}
-_CPU_OP = {"cpu_op", "Operator", "user_annotation"}
+# -- plain reading, for references computed independently of nbprof's reader ------------
 
 
 def load_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The document and its event list, by plain ``json`` (no nbprof code involved)."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         doc = json.load(f)
@@ -222,167 +212,8 @@ def load_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return doc, doc.get("traceEvents", [])
 
 
-def _dims_prod(blocks: Any) -> int:
-    if isinstance(blocks, list):
-        return int(math.prod(int(b) for b in blocks))
-    return int(blocks) if blocks is not None else -1
-
-
-def simple_read(path: Path) -> Trace:
-    """A naive single-file reader: enough of the Trace contract for analysis tests."""
-    doc, events = load_events(path)
-    xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
-    t0 = min((float(e["ts"]) for e in xs), default=0.0)
-    base = doc.get("baseTimeNanoseconds")
-    origin_ns = int(t0 * 1000) if t0 > 1e14 else (int(base + t0 * 1000) if base else None)
-    rank = int((doc.get("distributedInfo") or {}).get("rank", 0))
-    rows: dict[str, list[dict[str, Any]]] = {k: [] for k in TABLES}
-    runtime_by_corr: dict[int, dict[str, Any]] = {}
-    for e in xs:
-        cat, a = e.get("cat"), e.get("args") or {}
-        ts, dur = float(e["ts"]) - t0, float(e.get("dur", 0.0))
-        if cat in _RUNTIME:
-            r = {
-                "rank": rank,
-                "pid": int(e["pid"]) if isinstance(e["pid"], int) else -1,
-                "tid": int(e["tid"]) if isinstance(e["tid"], int) else -1,
-                "name": e["name"],
-                "ts": ts,
-                "dur": dur,
-                "correlation": int(a.get("correlation", -1)),
-                "cat": cat,
-            }
-            rows["runtime"].append(r)
-            runtime_by_corr[r["correlation"]] = r
-        elif cat in _CPU_OP:
-            name = e["name"]
-            if cat == "user_annotation" and name.startswith("ProfilerStep#"):
-                rows["steps"].append(
-                    {
-                        "rank": rank,
-                        "step": int(name.split("#")[1]),
-                        "name": name,
-                        "ts": ts,
-                        "dur": dur,
-                    }
-                )
-                continue
-            if cat == "user_annotation":
-                continue
-            rows["cpu_ops"].append(
-                {
-                    "rank": rank,
-                    "pid": int(e["pid"]) if isinstance(e["pid"], int) else -1,
-                    "tid": int(e["tid"]) if isinstance(e["tid"], int) else -1,
-                    "name": e["name"],
-                    "ts": ts,
-                    "dur": dur,
-                    "external_id": int(a.get("External id", -1)),
-                    "flops": float(a.get("flops", a.get("Flops", math.nan))),
-                    "input_dims": json.dumps(a["Input Dims"]) if "Input Dims" in a else "",
-                    "input_types": json.dumps(a["Input type"]) if "Input type" in a else "",
-                    "depth": 0,
-                }
-            )
-        elif cat in _KERNEL | _MEMCPY | _MEMSET:
-            common = {
-                "rank": rank,
-                "device": str(a.get("device", e["pid"])),
-                "stream": int(a.get("stream", e.get("tid", -1)) or 0),
-                "name": e["name"],
-                "ts": ts,
-                "dur": dur,
-                "correlation": int(a.get("correlation", -1)),
-            }
-            if cat in _KERNEL:
-                occ = a.get("est. achieved occupancy %")
-                bps = a.get("blocks per SM")
-                common.update(
-                    grid=_dims_prod(a["grid"]) if "grid" in a else -1,
-                    block=_dims_prod(a["block"]) if "block" in a else -1,
-                    registers=int(a.get("registers per thread", -1)),
-                    shared_mem=int(a.get("shared memory", -1)),
-                    occupancy=float(occ) if occ is not None else math.nan,
-                    blocks_per_sm=float(bps) if bps is not None else math.nan,
-                )
-                rows["kernels"].append(common)
-            elif cat in _MEMCPY:
-                name = e["name"]
-                kind = name.split()[1] if len(name.split()) > 1 else ""
-                src = dst = ""
-                if "(" in name and "->" in name:
-                    inner = name[name.index("(") + 1 : name.rindex(")")]
-                    src, dst = (s.strip() for s in inner.split("->"))
-                common.update(bytes=int(a.get("bytes", -1)), kind=kind, src=src, dst=dst)
-                rows["memcpy"].append(common)
-            else:
-                common.update(bytes=int(a.get("bytes", -1)))
-                rows["memset"].append(common)
-    frames: dict[str, pd.DataFrame] = {}
-    for name in TABLES:
-        if name in ("kernels", "memcpy", "memset"):
-            continue
-        frames[name] = _frame(name, rows[name])
-    cpu = frames["cpu_ops"]
-    for gpu_table in ("kernels", "memcpy", "memset"):
-        for r in rows[gpu_table]:
-            rt = runtime_by_corr.get(r["correlation"])
-            r["launch_ts"] = rt["ts"] if rt else math.nan
-            r["launch_name"] = rt["name"] if rt else ""
-            r["op"], r["op_index"] = _innermost_op(cpu, rt)
-        frames[gpu_table] = _frame(gpu_table, rows[gpu_table])
-    dev_rows = []
-    for p in doc.get("deviceProperties", []) or []:
-        name = str(p.get("name", ""))
-        vendor = "amd" if ("AMD" in name or "Instinct" in name) else "nvidia"
-        dev_rows.append(
-            {
-                "rank": rank,
-                "device": str(p.get("id", 0)),
-                "name": name,
-                "vendor": vendor,
-                "sm_count": int(p.get("numSms", -1)),
-                "compute_capability": f"{p.get('computeMajor')}.{p.get('computeMinor')}",
-                "total_memory": int(p.get("totalGlobalMem", -1)),
-                "max_threads_per_sm": int(p.get("maxThreadsPerMultiprocessor", -1)),
-            }
-        )
-    frames["devices"] = _frame("devices", dev_rows)
-    return Trace(
-        source=str(path), event_count=len(events), origin_ns=origin_ns, metadata={}, **frames
-    )
-
-
-def _innermost_op(cpu: pd.DataFrame, rt: dict[str, Any] | None) -> tuple[str, int]:
-    if rt is None or cpu.empty:
-        return "", -1
-    m = cpu[
-        (cpu["tid"] == rt["tid"])
-        & (cpu["ts"] <= rt["ts"])
-        & (cpu["ts"] + cpu["dur"] >= rt["ts"] + rt["dur"])
-    ]
-    if m.empty:
-        return "", -1
-    # The innermost op starts last among those enclosing the launch.
-    idx = m["ts"].idxmax()
-    return str(cpu.at[idx, "name"]), int(idx)
-
-
-def _frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    if not rows:
-        return empty_table(name)
-    empty = empty_table(name)
-    df = pd.DataFrame(rows)
-    for c in empty.columns:
-        if c not in df:
-            df[c] = pd.Series([None] * len(df))
-    return df[list(empty.columns)].astype(empty.dtypes.to_dict())
-
-
 def read_trace(path: Path) -> Trace:
-    """``nbprof.trace.read`` when it exists, else the plain reader above."""
-    try:
-        from nbprof.trace import read
-    except ImportError:
-        return simple_read(path)
-    return read(path)
+    """A trace through nbprof's own reader, as ``nbprof.load`` does."""
+    from nbprof.trace import read
+
+    return read(path, progress=False)
