@@ -670,7 +670,7 @@ def build(
         fill_alpha=0.45, line_color=None,
         source=gap_src, name="nbprof-gap-glyphs",
     )  # fmt: skip
-    order = np.argsort(-np.asarray(gaps["dur"], dtype=float))[:MAX_GAP_LABELS]
+    order = _label_gaps(gaps, data.span)
     label_src = ColumnDataSource(
         {
             "x": [(gaps["left"][i] + gaps["right"][i]) / 2 for i in order],
@@ -832,6 +832,22 @@ def build(
         gap_causes=[c for c, (label, _) in GAP_CAUSES.items() if label in set(gaps["cause_label"])],
         notes=notes,
     )
+
+
+def _label_gaps(gaps: dict[str, list[Any]], span: float) -> list[int]:
+    """The longest gaps that are wide enough to carry a label readably in the full view,
+    at most one per tenth of the span on a lane (labels of narrower gaps would overlap)."""
+    taken: dict[str, list[float]] = {}
+    chosen: list[int] = []
+    for i in np.argsort(-np.asarray(gaps["dur"], dtype=float)).tolist():
+        if gaps["dur"][i] < span * 0.02 or len(chosen) == MAX_GAP_LABELS:
+            break
+        centre = (gaps["left"][i] + gaps["right"][i]) / 2
+        near = taken.setdefault(gaps["lane"][i], [])
+        if all(abs(centre - c) >= span * 0.1 for c in near):
+            near.append(centre)
+            chosen.append(i)
+    return chosen
 
 
 def _encode(data: TimelineData) -> tuple[np.ndarray, np.ndarray, float]:
