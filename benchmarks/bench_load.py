@@ -241,14 +241,17 @@ def fmt(v: float | None, nd: int = 2) -> str:
 
 
 def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: bool,
-           load_avg: str) -> str:  # fmt: skip
+           load_avg: str, repeat: int) -> str:  # fmt: skip
     today = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         SECTION,
         "",
         f"Measured by `python benchmarks/bench_load.py` on {today}.",
-        f"Machine: {machine()}. Load average when the run started: {load_avg} (other work",
-        "was running on this machine; times are the best of the repeats).",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        f"Load average at the start: {load_avg}. Other work was running on this machine, so",
+        f"each time is the best of {repeat} runs.",
         "",
         "Each cell is one subprocess. Memory is the process's peak RSS (`VmHWM`); in",
         "brackets, its growth above the size of the process after its imports.",
@@ -385,7 +388,7 @@ def main() -> int:
         name = "df_index_resolver" if k == 1 else f"df_index_resolver x{k}"
         rows.append({"name": name, "events": n, "json_bytes": size, "nbprof": nb, "orjson": oj,
                      "hta": ht})  # fmt: skip
-    text = render(rows, growth, analysis, load_avg)
+    text = render(rows, growth, analysis, load_avg, a.repeat)
     print()
     print(text)
     if not a.no_write:
