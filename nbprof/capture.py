@@ -130,7 +130,12 @@ class Capture:
             self._start_ns = time.time_ns()
             self._prof.start()
         except BaseException:
-            self._stop_all()
+            # Undo what started; a profiler that never started may refuse to stop, and that
+            # must not replace the reason it did not start.
+            try:
+                self._stop_all()
+            except Exception:
+                logger.warning("cleanup after a failed start", exc_info=True)
             raise
         return self
 

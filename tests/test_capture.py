@@ -208,6 +208,24 @@ def test_nested_profiling_is_refused_and_the_outer_run_survives() -> None:
     assert (outer.result.cpu_ops["name"] == "aten::mm").any()
 
 
+def test_a_failed_start_undoes_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbprof.views.gauge import GaugeWidget
+
+    def refuse(self: object) -> None:
+        raise KeyboardInterrupt  # Ctrl-C while the profiler was starting
+
+    monkeypatch.setattr(torch.profiler.profile, "start", refuse)
+    gauge = GaugeWidget()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with profile(gauge=gauge):
+                pytest.fail("the body must not run")
+        assert "stopped" in gauge.text
+    finally:
+        gauge.close()
+    assert not _profiler_on()
+
+
 def test_misuse_is_explained() -> None:
     with pytest.raises(ValueError, match="repeat"):
         profile(repeat=0)
