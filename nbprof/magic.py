@@ -169,7 +169,7 @@ class GpuprofMagics(Magics):
         else:
             source = shown = transformed
         # Tracebacks print lines from this cached text (which shows the %%gpuprof line).
-        filename = shell.compile.cache(shown, shell.execution_count, raw_code=shown)
+        filename = shell.compile.cache(shown, shell.execution_count)
         tree = shell.compile.ast_parse(source, filename=filename)
         tree = shell.transform_ast(tree)
         last: ast.expr | None = None
