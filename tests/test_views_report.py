@@ -142,3 +142,21 @@ def test_corpus_trace_renders(corpus: Path, name: str) -> None:
     assert all(len(line) <= text.WIDTH for line in out.splitlines())
     if len(p.diagnosis.devices) > 1:
         assert html.count('<details class="nbp-device"') >= len(p.diagnosis.devices)
+
+
+def test_dashboard_survives_a_failing_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbprof.profile import Profile
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("analysis broke")
+
+    monkeypatch.setattr("nbprof.analysis.analyze", boom)
+    p = Profile(small_profile(hostile=True).trace)
+    bundle = dashboard.mimebundle(p)
+    html = bundle["text/html"]
+    assert "Analysis failed: RuntimeError: analysis broke" in html
+    assert "Kernel classes unavailable" in html  # the timeline still draws, in grey
+    assert "nbprof-detail" in html
+    for h in HOSTILE:
+        assert h not in html
+    assert "Analysis failed" in bundle["text/plain"]
