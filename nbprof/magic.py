@@ -316,7 +316,8 @@ def _no_nvml_reason() -> str:
     return ""
 
 
-_TOKEN = re.compile(r"\S+")
+# A shell-like word: quoted parts (which may hold spaces) glued to unquoted ones.
+_TOKEN = re.compile(r"""(?:"[^"]*"|'[^']*'|[^\s"'])+""")
 
 
 def _split_line(parser: Any, line: str) -> tuple[str, str]:

@@ -151,6 +151,14 @@ def test_line_form(shell: InteractiveShell) -> None:
     assert float(result.result) == -1.0
 
 
+def test_line_form_option_values_with_spaces(shell: InteractiveShell, tmp_path: Path) -> None:
+    path = tmp_path / "with space.json"
+    result, _ = run(shell, f'%gpuprof --no-gauge --trace "{path}" sp = torch.ones(2) * 5')
+    assert result.success, result.error_in_exec
+    assert torch.equal(shell.user_ns["sp"], torch.full((2,), 5.0))
+    assert len(nbprof.load(path).cpu_ops) > 0
+
+
 def test_help(shell: InteractiveShell) -> None:
     result, cap = run(shell, "%gpuprof --help")
     assert result.success
