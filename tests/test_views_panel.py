@@ -148,3 +148,19 @@ def test_text_report_neutralises_terminal_control_characters() -> None:
     p.diagnosis.tables["top_kernels"].loc[0, "name"] = "evil\x1b[2J\x07kernel"
     out = text.render(p)
     assert "\x1b" not in out and "\x07" not in out and "evil?[2J?kernel" in out
+
+
+def test_missing_nvml_readings_are_explained() -> None:
+    p = small_profile(samples=True)
+    p.samples.reasons = {
+        (0, "tensor_util"): "GPM needs Hopper or newer",
+        (0, "sm_util"): "GPM needs Hopper or newer",
+    }
+    html = panel.render(p)
+    assert (
+        "Not sampled on GPU 0: SM activity, Tensor Core activity (GPM needs Hopper or newer)"
+        in html
+    )
+    assert "Not sampled on GPU 0: SM activity" in text.render(p)
+    p.samples.unavailable = "NVML library not found"
+    assert "No NVML samples: NVML library not found" in text.render(p)

@@ -6,6 +6,10 @@ Each display carries its own copy: a later output re-defines ``window.Bokeh`` wi
 same version, and documents already rendered keep their views, so several dashboards in
 one notebook all work. The panel is static HTML and stays readable where scripts do not
 run (an untrusted notebook, nbconvert without JavaScript).
+
+JupyterLab 4 and Notebook 7 run the inline scripts of a text/html output of a cell just
+run (trusted); VS Code renders it in its notebook webview, which runs them once the
+workspace is trusted. Nothing else needs installing: no extension, no jupyter_bokeh.
 """
 
 from __future__ import annotations

@@ -388,10 +388,26 @@ def _top_kernels_html(diag: Diagnosis, n: int) -> str:
     )
 
 
+def sample_notes(profile: Profile) -> list[str]:
+    """Why NVML readings are missing, grouped by reason (the sampler records them)."""
+    samples = profile.samples
+    if samples is None:
+        return []
+    if samples.unavailable:
+        return [f"No NVML samples: {samples.unavailable}"]
+    from nbprof.telemetry.model import METRICS
+
+    by_reason: dict[tuple[int, str], list[str]] = {}
+    for (gpu, metric), reason in sorted(samples.reasons.items()):
+        by_reason.setdefault((gpu, reason), []).append(METRICS.get(metric, (metric,))[0])
+    return [
+        f"Not sampled on GPU {gpu}: {', '.join(labels)} ({reason})"
+        for (gpu, reason), labels in by_reason.items()
+    ]
+
+
 def _notes_html(profile: Profile, extra: list[str]) -> str:
-    notes = [*extra, *profile.notes, *profile.trace.notes]
-    if profile.samples is not None and profile.samples.unavailable:
-        notes.append(f"No NVML samples: {profile.samples.unavailable}")
+    notes = [*extra, *profile.notes, *profile.trace.notes, *sample_notes(profile)]
     if not notes:
         return ""
     items = "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(notes))

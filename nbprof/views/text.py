@@ -166,9 +166,9 @@ def _top_kernels(diag: Diagnosis, width: int) -> list[str]:
 
 
 def _notes(profile: Profile, width: int) -> list[str]:
-    notes = [*profile.notes, *profile.trace.notes]
-    if profile.samples is not None and profile.samples.unavailable:
-        notes.append(f"No NVML samples: {profile.samples.unavailable}")
+    from nbprof.views.panel import sample_notes
+
+    notes = [*profile.notes, *profile.trace.notes, *sample_notes(profile)]
     if not notes:
         return []
     out = ["", "Notes:"]
