@@ -144,7 +144,9 @@ class GpuprofMagics(Magics):
         if args.warmup and args.repeat is None:
             raise UsageError("--warmup needs --repeat N (the runs to record)")
         for option in ("trace", "html"):
-            path = getattr(args, option)
+            # IPython splits magic lines keeping the quotes (arg_split, posix=False).
+            path = _unquote(getattr(args, option))
+            setattr(args, option, path)
             if path is not None and not Path(path).expanduser().parent.is_dir():
                 raise UsageError(f"--{option} {path}: no such folder")
         if args.out_var is not None and not args.out_var.isidentifier():
@@ -269,6 +271,12 @@ def _run_all(run: Callable[[], Any], cap: Capture, args: Any) -> Any:
         cap.__exit__(*sys.exc_info())
         raise
     cap.__exit__(None, None, None)
+    return value
+
+
+def _unquote(value: str | None) -> str | None:
+    if value and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
     return value
 
 
