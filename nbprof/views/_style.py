@@ -87,6 +87,13 @@ def fmt_bytes(v: float | None) -> str:
     return f"{v:.1f} TB"  # pragma: no cover - unreachable
 
 
+def fmt_tflops(v: float) -> str:
+    """TFLOP/s: two decimals without trailing zeros, two significant digits when tiny."""
+    if abs(v) < 0.1:
+        return f"{v:.2g}"
+    return f"{v:,.2f}".rstrip("0").rstrip(".")
+
+
 def fmt_num(v: float | None, digits: int = 1) -> str:
     return "n/a" if v is None or _nan(v) else f"{v:,.{digits}f}"
 

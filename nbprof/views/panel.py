@@ -18,6 +18,7 @@ from nbprof.views._style import (
     fmt_bytes,
     fmt_num,
     fmt_pct,
+    fmt_tflops,
     fmt_us,
 )
 
@@ -263,14 +264,14 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         )
     )  # fmt: skip
     if dm.achieved_tflops is not None:
-        peak = f" of {dm.peak_tflops:,.0f} peak" if dm.peak_tflops else " (peak unknown)"
+        peak = f" of {fmt_tflops(dm.peak_tflops)} peak" if dm.peak_tflops else " (peak unknown)"
         # Bar length only (a drawing proportion); the numbers are analysis'.
         bar_f = 100.0 * dm.achieved_tflops / dm.peak_tflops if dm.peak_tflops else None
         also = f"peak: {basis_label(dm, 'peak_tflops')}" if dm.peak_tflops else ""
         cards.append(
             _card(
                 "Achieved TFLOP/s",
-                f"{dm.achieved_tflops:,.2f}",
+                fmt_tflops(dm.achieved_tflops),
                 peak,
                 basis_label(dm, "achieved_tflops"),
                 bar_f,

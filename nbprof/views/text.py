@@ -10,7 +10,15 @@ import logging
 import textwrap
 from typing import TYPE_CHECKING
 
-from nbprof.views._style import BOTTLENECK_LABELS, fmt_bytes, fmt_num, fmt_pct, fmt_us, plain
+from nbprof.views._style import (
+    BOTTLENECK_LABELS,
+    fmt_bytes,
+    fmt_num,
+    fmt_pct,
+    fmt_tflops,
+    fmt_us,
+    plain,
+)
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import DeviceMetrics, Diagnosis
@@ -72,8 +80,8 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
     sm_act = getattr(dm, "sm_active_pct", None)
     tflops = "n/a"
     if dm.achieved_tflops is not None:
-        tflops = f"{dm.achieved_tflops:,.2f}" + (
-            f" / {dm.peak_tflops:,.0f} peak" if dm.peak_tflops else ""
+        tflops = fmt_tflops(dm.achieved_tflops) + (
+            f" / {fmt_tflops(dm.peak_tflops)} peak" if dm.peak_tflops else ""
         )
     rows = [
         (
