@@ -16,14 +16,14 @@ __all__ = ["NbprofError", "Profile", "TraceError", "gauge", "load", "profile"]
 
 if TYPE_CHECKING:
     from nbprof.capture import profile
-    from nbprof.profile import Profile, load
+    from nbprof.result import Profile, load
     from nbprof.views.gauge import gauge
 
 
 def __getattr__(name: str) -> Any:
     # Lazy so that `import nbprof` stays light (no pandas/torch/bokeh at import time).
     if name in ("Profile", "load"):
-        from nbprof import profile as _p
+        from nbprof import result as _p
 
         return getattr(_p, name)
     if name == "profile":

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from nbprof.errors import NbprofError
 
 if TYPE_CHECKING:
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 
@@ -356,7 +356,7 @@ def available(name: str) -> bool:
 
 def load(name: str, *, download: bool = True) -> Profile:
     """Load dataset ``name`` as an :class:`nbprof.Profile` (see :func:`path`)."""
-    from nbprof.profile import load as _load
+    from nbprof.result import load as _load
 
     prof = _load(path(name, download=download))
     ds = info(name)

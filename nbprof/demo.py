@@ -26,7 +26,7 @@ from nbprof import datasets
 from nbprof.errors import NbprofError
 
 if TYPE_CHECKING:
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def run(
         name = dataset or DEFAULT_DATASET
         ds = datasets.info(name)
         p = datasets.path(name, download=download, timeout=timeout)
-        from nbprof.profile import load
+        from nbprof.result import load
 
         prof = load(p)
         prof.notes.append(f"Recorded trace {ds.name}: {ds.title}; from {ds.origin}.")
