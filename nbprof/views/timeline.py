@@ -28,7 +28,7 @@ from nbprof.views._style import CLASS_IDS, CLASSES, GAP_CAUSES
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
 
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 
@@ -724,7 +724,7 @@ def build(
             renderers=[agg_r],
             tooltips=[
                 ("lane", "@lane"),
-                ("busy in this bin", "@busy{0.0} %"),
+                ("busy in this bin (from the trace)", "@busy{0.0} %"),
                 ("events starting here", "@events"),
                 ("mostly", "@kind"),
                 ("zoom in", "for individual events"),
