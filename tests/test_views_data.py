@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis.model import Basis, DeviceMetrics, Diagnosis, Finding, IdleBreakdown, Verdict
-from nbprof.profile import Profile
+from nbprof.result import Profile
 from nbprof.telemetry.model import Samples
 from nbprof.trace.model import Trace, empty_table
 

@@ -103,7 +103,7 @@ def test_cpu_only_profile() -> None:
 
 
 def test_analysis_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("no")

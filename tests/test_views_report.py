@@ -111,7 +111,7 @@ _CORPUS = [
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", _CORPUS)
 def test_corpus_trace_renders(corpus: Path, name: str) -> None:
-    from nbprof.profile import load
+    from nbprof.result import load
 
     p = load(corpus / name)
     tl = timeline.build(p)
@@ -145,7 +145,7 @@ def test_corpus_trace_renders(corpus: Path, name: str) -> None:
 
 
 def test_dashboard_survives_a_failing_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("analysis broke")

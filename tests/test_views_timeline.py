@@ -193,7 +193,7 @@ def test_large_trace_draws_a_bounded_number_of_glyphs() -> None:
 
 
 def test_empty_trace_still_builds() -> None:
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
     from nbprof.trace.model import Trace
 
     p = Profile(Trace(source="empty.json", event_count=0, origin_ns=None))

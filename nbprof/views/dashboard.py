@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from nbprof.views._style import esc
 
 if TYPE_CHECKING:
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 

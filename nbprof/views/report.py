@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from nbprof.views._style import esc
 
 if TYPE_CHECKING:
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 

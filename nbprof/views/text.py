@@ -22,7 +22,7 @@ from nbprof.views._style import (
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import DeviceMetrics, Diagnosis
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 
