@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nbprof.errors import NbprofError, TraceError
 
 if TYPE_CHECKING:
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
     from nbprof.telemetry.model import Samples
 
 logger = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ class Capture:
         return samples
 
     def _build(self, samples: Samples | None, exc: BaseException | None) -> Profile:
-        from nbprof.profile import Profile
+        from nbprof.result import Profile
         from nbprof.trace import read
         from nbprof.trace.model import Trace
 

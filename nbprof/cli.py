@@ -19,7 +19,7 @@ from nbprof.errors import NbprofError
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Diagnosis
-    from nbprof.profile import Profile
+    from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def _fail(message: str) -> int:
 
 
 def _load(path: str) -> Profile:
-    from nbprof.profile import load
+    from nbprof.result import load
 
     if not os.path.exists(path):
         raise _BadInput(f"{path}: no such file or folder")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,17 @@ torch = pytest.importorskip("torch")
 import nbprof  # noqa: E402
 from nbprof.capture import NO_GPU_NOTE, Capture, profile  # noqa: E402
 from nbprof.errors import NbprofError  # noqa: E402
-from nbprof.profile import Profile  # noqa: E402
+from nbprof.result import Profile  # noqa: E402
 
 CUDA = torch.cuda.is_available()
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """Python's own SIGINT handler (raises KeyboardInterrupt), whatever the runner set."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def _work(n: int = 8) -> torch.Tensor:
@@ -266,11 +275,6 @@ def test_import_nbprof_does_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nbprof.__getattr__ resolves `from nbprof import profile` to the capture "
-    "function, so nbprof.load / nbprof.Profile fail until nbprof.profile's module is imported",
-)
 def test_public_names_resolve_in_a_fresh_process() -> None:
     code = (
         "import nbprof\n"
@@ -281,14 +285,9 @@ def test_public_names_resolve_in_a_fresh_process() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="importing the submodule nbprof/profile.py rebinds the package attribute "
-    "nbprof.profile to that module, shadowing the function; needs the module renamed",
-)
 def test_public_name_is_the_capture_even_after_loading(tmp_path: Path) -> None:
-    # nbprof.profile is the function users call, also once nbprof.profile's module
-    # (where Profile lives) has been imported by nbprof.load.
+    # nbprof.profile is the function users call, also once the module where Profile lives
+    # has been imported by nbprof.load.
     with profile(trace_path=tmp_path / "t.json") as run:
         _work()
     assert run.result is not None
@@ -298,7 +297,7 @@ def test_public_name_is_the_capture_even_after_loading(tmp_path: Path) -> None:
     assert isinstance(again.result, Profile)
 
 
-def test_fifty_cycles_leave_nothing_running() -> None:
+def test_fifty_cycles_leave_nothing_running(ctrl_c: None) -> None:
     """Success, exceptions and interrupts (raised and real SIGINT), with and without gauge."""
     from nbprof.views.gauge import GaugeWidget
 

@@ -21,7 +21,15 @@ from IPython.utils.capture import CapturedIO, capture_output  # noqa: E402
 from traitlets.config import Config  # noqa: E402
 
 import nbprof  # noqa: E402
-from nbprof.profile import Profile  # noqa: E402
+from nbprof.result import Profile  # noqa: E402
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """Python's own SIGINT handler (raises KeyboardInterrupt), whatever the runner set."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +267,7 @@ def test_exception_shows_partial_profile_then_reraises(shell: InteractiveShell) 
     assert "nbprof/magic.py" not in cap.stdout
 
 
-def test_keyboard_interrupt_stops_cleanly(shell: InteractiveShell) -> None:
+def test_keyboard_interrupt_stops_cleanly(shell: InteractiveShell, ctrl_c: None) -> None:
     # A real SIGINT (what Ctrl-C sends) in the middle of the profiled body.
     src = (
         "%%gpuprof -o kp\n"
@@ -303,7 +311,7 @@ def _leftovers() -> list[str]:
     return left
 
 
-def test_cycles_leave_nothing_running(shell: InteractiveShell) -> None:
+def test_cycles_leave_nothing_running(shell: InteractiveShell, ctrl_c: None) -> None:
     # Through the magic (display included); tests/test_capture.py runs 50 bare cycles.
     shell.user_ns["signal"] = signal
     bodies = [
