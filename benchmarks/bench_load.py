@@ -135,7 +135,7 @@ def child(mode: str, path: str) -> dict[str, Any]:
     if mode == "nbprof":
         import pandas  # noqa: F401 (a dependency: counted in the size after imports)
 
-        from nbprof.profile import load
+        from nbprof.result import load
 
         try:
             from nbprof.analysis import analyze
@@ -251,7 +251,7 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         f"Machine: {machine()}.",
         "",
         f"Load average at the start: {load_avg}. Other work was running on this machine, so",
-        f"each time is the best of {repeat} runs.",
+        f"each time is the best of {repeat} runs (HolisticTraceAnalysis: one run, it is slow).",
         "",
         "Each cell is one subprocess. Memory is the process's peak RSS (`VmHWM`); in",
         "brackets, its growth above the size of the process after its imports.",
@@ -260,9 +260,9 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
     if not analysis:
         lines += ["`nbprof.analysis.analyze` was not importable: nbprof times are load only.", ""]
     lines += [
-        "| trace | events | JSON MB | nbprof.load s | + analyze s | load + analyze s | "
-        "gunzip + orjson.loads s | HTA TraceAnalysis s | nbprof peak MB | orjson peak MB | "
-        "HTA peak MB |",
+        "| trace | events | JSON MiB | nbprof.load s | + analyze s | load + analyze s | "
+        "gunzip + orjson.loads s | HTA TraceAnalysis s | nbprof peak MiB | orjson peak MiB | "
+        "HTA peak MiB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
