@@ -290,7 +290,7 @@ def test_folder_without_rank_info_numbers_ranks_by_file_order(tmp_path: Path) ->
 def test_nbprof_load_uses_the_reader(tmp_path: Path) -> None:
     # Imported from its module: the package-level lazy ``nbprof.load`` resolves ``profile``
     # to the capture function instead of this module (reported; nbprof/__init__.py).
-    from nbprof.profile import load
+    from nbprof.result import load
 
     prof = load(write(tmp_path, modern()))
     assert len(prof.kernels) == 2 and prof.trace.source.endswith("t.json")
