@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +43,14 @@ def _hand_made() -> dict[str, Any]:
     ]  # fmt: skip
     return {"deviceProperties": [{"id": 0, "name": "NVIDIA A100", "numSms": 108}],
             "distributedInfo": {"rank": 0}, "traceEvents": ev}  # fmt: skip
+
+
+def corpus_dir() -> Path | None:
+    """The corpus folder, found as tests/conftest.py does (read at import time, before any
+    fixture runs; importing ``conftest`` by name is ambiguous with tests/browser/)."""
+    env = os.environ.get("NBPROF_TRACE_CORPUS")
+    c = Path(env) if env else Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
+    return c if c.is_dir() and any(c.glob("*.json*")) else None
 
 
 def _seed() -> dict[str, Any]:
