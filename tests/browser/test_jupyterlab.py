@@ -385,4 +385,16 @@ def test_first_teaching_notebook_runs_in_jupyterlab(lab: Lab) -> None:
         last = out
     assert shown > 0, f"{src.name} showed no dashboard"
     shoot(page, last, f"teaching-{src.stem}.png")
+    # The lesson tells readers to zoom and hover: both must work on its last dashboard.
+    assert_zooms(page, last)
+    lanes = timeline_lanes(page, last, "nbprof-timeline")
+    gpu = [ln for ln in lanes if ln["label"].startswith("GPU")]
+    assert gpu, "no GPU lane in the lesson's timeline"
+    lane = gpu[-1]
+    page.mouse.move(lane["x0"] + (lane["x1"] - lane["x0"]) * 0.3, lane["y"])
+    wait_for(lambda: bool(tooltip_texts(page)), RENDER_TIMEOUT_S, "a tooltip over a GPU lane")
+    # For the picture, a CPU op: kernels' C++ template names make very wide tooltips.
+    cpu = [ln for ln in lanes if ln["label"].endswith(" ops")] or gpu
+    page.mouse.move(cpu[0]["x0"] + (cpu[0]["x1"] - cpu[0]["x0"]) * 0.45, cpu[0]["y"])
+    shoot(page, last.locator(".nbp-timeline").first, f"teaching-{src.stem}-zoomed.png")
     lab.errors.assert_none()
