@@ -6,14 +6,13 @@ from the machine's user settings leaks in, and it is always shut down (kernels i
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from lab_harness import CHROMIUM, Lab, LabServer, PageErrors
+from lab_harness import CHROMIUM, Lab, LabServer, PageErrors, missing_requirements
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -21,24 +20,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _missing() -> str | None:
-    if not CHROMIUM.exists():
-        return f"{CHROMIUM} not found (install Debian's chromium package)"
-    for module, why in (
-        ("playwright", "playwright (python) is not installed"),
-        ("jupyterlab", "jupyterlab is not installed"),
-        ("nbformat", "nbformat is not installed"),
-    ):
-        if importlib.util.find_spec(module) is None:
-            return why
-    return None
-
-
 @pytest.fixture(scope="session")
 def browser_requirements() -> None:
-    reason = _missing()
+    reason = missing_requirements()
     if reason is not None:
-        pytest.skip(f"browser tests need Chromium, Playwright and JupyterLab: {reason}")
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -56,8 +42,13 @@ def lab_server(
     tmp_path_factory: pytest.TempPathFactory,
     corpus_or_none: Path | None,
 ) -> Iterator[LabServer]:
-    extra = {"NBPROF_TRACE_CORPUS": str(corpus_or_none)} if corpus_or_none else {}
-    server = LabServer.start(tmp_path_factory.mktemp("jupyterlab"), extra)
+    base = tmp_path_factory.mktemp("jupyterlab")
+    # The kernels see no GPU (the tests assert the CPU-only dashboard), read traces only
+    # from the corpus, and cache nothing outside the temporary folder.
+    env = {"CUDA_VISIBLE_DEVICES": "", "NBPROF_CACHE_DIR": str(base / "nbprof-cache")}
+    if corpus_or_none is not None:
+        env["NBPROF_TRACE_CORPUS"] = str(corpus_or_none)
+    server = LabServer.start(base, env)
     try:
         yield server
     finally:

@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,18 @@ BENIGN_CONSOLE_ERRORS: tuple[tuple[str, str], ...] = (
     # (e.g. a favicon for the kernel, the lab workspace before it exists) and copes with 404.
     (r"^Failed to load resource: the server responded with a status of 404", "optional probe"),
 )
+
+
+def missing_requirements() -> str | None:
+    """Why the browser tests cannot run here, or None when they can."""
+    if not CHROMIUM.exists():
+        why = f"{CHROMIUM} not found (Debian's chromium package)"
+    else:
+        absent = [m for m in ("playwright", "jupyterlab", "nbformat") if find_spec(m) is None]
+        if not absent:
+            return None
+        why = f"python package(s) not installed: {', '.join(absent)}"
+    return f"browser tests need Chromium, Playwright and JupyterLab: {why}"
 
 
 def free_port() -> int:
