@@ -1,9 +1,11 @@
 """Typed decoding of a trace's JSON: only the fields nbprof reads, ``args`` left raw.
 
 A generic parse (``json``/``orjson``) builds a dict per event and a Python object per value;
-most of that is thrown away. Here msgspec decodes each event straight into a small struct,
-keeps ``args`` as :class:`msgspec.Raw` (a slice of the input, no parsing), and decodes args
-later only for the event kinds that need them, in one batch per kind (see :func:`decode_args`).
+most of that is thrown away. Here a skim (:func:`decode_file`) finds the top-level keys and
+slices ``traceEvents`` into one raw JSON text per event; then msgspec decodes the events a
+chunk at a time (:func:`decode_chunk`) straight into small structs, keeping ``args`` as
+:class:`msgspec.Raw` (a slice, no parsing); args are decoded only for the event kinds that
+need them, in one batch per kind (:func:`decode_args`).
 
 Timestamps are kept as raw text too and parsed into integer nanoseconds with numpy
 (:func:`parse_ts_ns`): an epoch timestamp in µs with three decimals (``1712195495519695.812``)
@@ -90,9 +92,7 @@ _TYPE_WORDS = {
     "null": "null",
     "bool": "a boolean",
 }
-_VALIDATION_RE = re.compile(
-    r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`(?: - at `\$(?P<at>.*)`)?"
-)
+_VALIDATION_RE = re.compile(r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`")
 _INDEX_RE = re.compile(r"^\[(\d+)\]")
 
 
