@@ -48,7 +48,8 @@ logger = logging.getLogger(__name__)
 
 #: Timestamps at or above this many ns are wall-clock (after 2001), not relative.
 _EPOCH_NS = 10**18
-_STAGES_PER_FILE = 6
+#: Steps per file besides its decode chunks: read, skim, tables, links, frames.
+_STAGES_PER_FILE = 5
 
 
 class _Progress:
@@ -68,13 +69,19 @@ class _Progress:
             unit="step",
             delay=1.0 if progress is None else 0.0,
             leave=progress is True,
-            bar_format="{desc}: {bar} {n_fmt}/{total_fmt} [{elapsed}]",
+            bar_format="{desc}: {bar} {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
         )
 
     def step(self, what: str) -> None:
         if self._bar is not None:
             self._bar.set_postfix_str(what, refresh=False)
             self._bar.update(1)
+
+    def grow(self, n: int) -> None:
+        """Add ``n`` steps (a file's decode chunks, known once it has been skimmed)."""
+        if self._bar is not None and n:
+            self._bar.total += n
+            self._bar.refresh()
 
     def __enter__(self) -> _Progress:
         return self
@@ -117,6 +124,7 @@ def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace
             del data  # the raw event slices keep the bytes alive until they are decoded
             bar.step("skimmed")
             rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
+            bar.grow(-(-len(decoded.raw_events) // CHUNK))
             ranks.append(_build_rank(decoded, rank, str(f), bar.step))
             del decoded
     notes: list[str] = []
@@ -285,9 +293,9 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
         events, ts = dec.decode_chunk(d.raw_events[offset : offset + CHUNK], offset, path)
         _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, flow_ids, path)
         del events
+        step("decoding")
     # The raw slices keep the whole file's bytes alive: let them go before the tables grow.
     d.raw_events = []
-    step("decoded")
     if acc.first_ns is None:
         raise TraceError(path, "trace holds no timed events (only metadata)")
     first = acc.first_ns
