@@ -80,8 +80,8 @@ class _Progress:
     def grow(self, n: int) -> None:
         """Add ``n`` steps (a file's decode chunks, known once it has been skimmed)."""
         if self._bar is not None and n:
+            # No refresh here: with a display delay, a refresh would show the bar at once.
             self._bar.total += n
-            self._bar.refresh()
 
     def __enter__(self) -> _Progress:
         return self
