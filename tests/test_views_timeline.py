@@ -202,3 +202,19 @@ def test_empty_trace_still_builds() -> None:
     tl = timeline.build(p)
     assert tl.data.event_count == 0 and tl.gap_causes == []
     assert any("no events" in n for n in tl.notes)
+
+
+def test_sample_lines_skip_rows_where_their_metric_is_missing() -> None:
+    """Driver-buffered utilization rows carry only util_gpu; other lines must not break."""
+    p = small_profile(samples=True)
+    f = p.samples.frame
+    extra = f.iloc[:1].copy()
+    extra.loc[:, [c for c in f.columns if c not in ("time_ns", "gpu", "util_gpu")]] = np.nan
+    extra["time_ns"] = f["time_ns"].iloc[0] + 50_000
+    p.samples.frame = pd.concat([f, extra]).sort_values("time_ns", kind="stable")
+    tl = timeline.build(p)
+    sm = _model(tl.layout, "nbprof-sample-sm_util-0").data_source.data
+    util = _model(tl.layout, "nbprof-sample-util_gpu-0").data_source.data
+    assert not np.isnan(np.asarray(sm["y"], dtype=float)).any()
+    assert len(sm["x"]) == int(f["sm_util"].notna().sum())
+    assert len(util["x"]) == int(f["util_gpu"].notna().sum()) + 1

@@ -926,10 +926,10 @@ def _samples_figure(
             "NVML samples not drawn: the trace gives no wall-clock origin to align them with."
         )
         return None
+    from nbprof.telemetry import metric_series
+
     f = samples.frame
-    # Subtract in int64: epoch nanoseconds (~1.7e18) lose ~256 ns as float64.
-    rel_ns = f["time_ns"].to_numpy(dtype=np.int64) - np.int64(profile.trace.origin_ns)
-    x = rel_ns / 1000.0 - data.t0
+    origin = np.int64(profile.trace.origin_ns)
     fig = figure(
         x_range=x_range,
         y_range=Range1d(0, 105),
@@ -945,15 +945,18 @@ def _samples_figure(
     colours = iter(Category10_10 * 4)
     renderers = []
     for gpu in sorted(f["gpu"].unique().tolist()):
-        rows = (f["gpu"] == gpu).to_numpy()
         for metric, (label, unit, basis) in METRICS.items():
             if unit != "%" or metric not in f:
                 continue
-            y = f[metric].to_numpy(dtype=np.float64)[rows]
-            if np.isnan(y).all():
+            # Per metric, rows where it is missing dropped: driver-buffered utilization rows
+            # sit between the others as NaN, and Bokeh breaks a line at every NaN.
+            t_ns, y = metric_series(samples, gpu, metric)
+            if not len(y):
                 continue
+            # Subtract in int64: epoch nanoseconds (~1.7e18) lose ~256 ns as float64.
+            x = (t_ns - origin) / 1000.0 - data.t0
             src = ColumnDataSource(
-                {"x": x[rows], "y": y, "what": [f"GPU {gpu}: {label} ({basis})"] * len(y)}
+                {"x": x, "y": y, "what": [f"GPU {gpu}: {label} ({basis})"] * len(y)}
             )
             r = fig.line(
                 "x",
