@@ -192,7 +192,9 @@ class NvmlBackend:
     def _unavailable(self, reason: str) -> None:
         self.unavailable = reason
         self.version += 1
-        _log_once(logging.WARNING, f"GPU telemetry unavailable: {reason}")
+        # INFO, not WARNING: the reason already shows where the numbers would be (gauge,
+        # profile notes); a WARNING would print to stderr in the user's first cell too.
+        _log_once(logging.INFO, f"GPU telemetry unavailable: {reason}")
 
     def open(self) -> None:
         """Initialise NVML and find the GPUs. Sets :attr:`unavailable` instead of raising."""
