@@ -377,6 +377,14 @@ def test_malformed_device_properties_are_ignored_with_a_note(tmp_path: Path) -> 
     assert tr.devices["vendor"].tolist() == ["unknown"]
 
 
+def test_empty_device_properties_are_not_called_malformed(tmp_path: Path) -> None:
+    # torch writes an empty list when it profiled without a GPU.
+    doc = modern()
+    doc["deviceProperties"] = []
+    tr = read(write(tmp_path, doc))
+    assert not any("deviceProperties" in n for n in tr.notes)
+
+
 def test_origin_unknown_for_relative_times_without_base(tmp_path: Path) -> None:
     tr = read(write(tmp_path, {"traceEvents": [x("kernel", "k", 5.5, 1, pid=0, tid=7)]}))
     assert tr.origin_ns is None

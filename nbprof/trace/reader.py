@@ -301,7 +301,8 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     first = acc.first_ns
     wall = d.base_ns is not None or first >= _EPOCH_NS
     notes: list[str] = []
-    if d.metadata.get("deviceProperties") is not None and not d.device_props:
+    # torch writes `"deviceProperties": []` when it saw no GPU: nothing was malformed.
+    if d.metadata.get("deviceProperties") not in (None, []) and not d.device_props:
         notes.append("deviceProperties was malformed and is ignored")
     for ph, n in acc.skipped.items():
         if n:
