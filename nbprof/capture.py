@@ -39,6 +39,11 @@ class _Startable(Protocol):
 
 
 def _import_torch() -> Any:
+    # Kineto prints its own lines to stderr (profiler_start/stop, "gpuGetDeviceCount failed"
+    # on a machine without a GPU) into the user's cell. It reads this variable once, when
+    # the first profiler starts in the process; nbprof reports what matters in the
+    # profile's notes. A value the user set wins. See pytorch/pytorch#83383.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     try:
         import torch
         import torch.profiler

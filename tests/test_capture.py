@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import signal
+import os
 import subprocess
 import sys
 import threading
@@ -336,3 +337,19 @@ def test_fifty_cycles_leave_nothing_running(ctrl_c: None) -> None:
     while _nbprof_threads() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _nbprof_threads() == []
+
+
+def test_kineto_lines_stay_out_of_the_users_output() -> None:
+    code = (
+        "import torch, nbprof\n"
+        "with nbprof.profile(sample=False) as run:\n"
+        "    torch.ones(4) @ torch.ones(4)\n"
+        "print(len(run.result.cpu_ops))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) > 0
+    assert "profiler_start" not in out.stderr and "SyncActivityProfilerHandler" not in out.stderr
