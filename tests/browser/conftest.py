@@ -36,7 +36,7 @@ def corpus_or_none(request: pytest.FixtureRequest) -> Path | None:
         return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab_server(
     browser_requirements: None,
     tmp_path_factory: pytest.TempPathFactory,
@@ -55,7 +55,9 @@ def lab_server(
         server.stop()
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: a sync Playwright keeps its event loop installed while it
+# runs, and any later test module that starts its own would be refused.
+@pytest.fixture(scope="module")
 def chromium(browser_requirements: None) -> Iterator[Browser]:
     from playwright.sync_api import sync_playwright
 
