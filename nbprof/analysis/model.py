@@ -19,6 +19,7 @@ Bottleneck = Literal[
     "transfer_bound", "communication_bound", "idle", "cpu_only",
 ]  # fmt: skip
 Severity = Literal["high", "medium", "low", "info"]
+Confidence = Literal["high", "low"]
 BOTTLENECKS: tuple[str, ...] = Bottleneck.__args__  # type: ignore[attr-defined]
 
 
@@ -117,8 +118,20 @@ class Finding:
 
 @dataclass
 class Verdict:
+    """The one bottleneck, the sentence that says why, and how firmly the evidence holds.
+
+    ``confidence`` is ``low`` when the deciding evidence covers too little of what the GPU
+    did (compute vs memory from kernel classes when most kernel time is in kernels nbprof
+    cannot classify); the summary then says so with the share. ``basis`` names what decided:
+    ``no_gpu_events``, ``communication_kernels``, ``dataloader_gaps``, ``sync_gaps``,
+    ``memcpy_time``, ``kernel_busy``, ``short_kernels``, ``hardware_counters``,
+    ``roofline``, ``kernel_classes`` or ``none`` (no evidence either way; a default).
+    """
+
     bottleneck: Bottleneck
     summary: str
+    confidence: Confidence = "high"
+    basis: str = ""
 
 
 @dataclass
@@ -133,7 +146,10 @@ class Diagnosis:
     #: compute metrics themselves. Contract (extra columns allowed):
     #:
     #: ``kernel_class``  index aligned with ``trace.kernels``; ``cls`` ("tensor_core",
-    #:     "compute", "memory", "communication"), ``tensor_core`` (bool)
+    #:     "compute", "memory", "communication", "other"), ``tensor_core`` (bool).
+    #:     "memory" needs evidence (a memory-bound kernel family's name, or the roofline
+    #:     placing the launching op below the ridge point); "other" is a kernel nbprof
+    #:     cannot classify (custom extensions, unfamiliar names)
     #: ``top_kernels``   name, count, total_us, mean_us, pct (of kernel time), cls,
     #:     tensor_core
     #: ``idle_gaps``     rank, device, stream, start, end, dur, cause ("host_wait",
@@ -152,7 +168,12 @@ class Diagnosis:
             "schema": SCHEMA,
             "source": self.source,
             "devices": [d.to_json() for d in self.devices],
-            "verdict": {"bottleneck": self.verdict.bottleneck, "summary": self.verdict.summary},
+            "verdict": {
+                "bottleneck": self.verdict.bottleneck,
+                "summary": self.verdict.summary,
+                "confidence": self.verdict.confidence,
+                "basis": self.verdict.basis,
+            },
             "findings": [f.to_json() for f in self.findings],
             "explanation": self.explanation,
         }
