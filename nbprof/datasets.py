@@ -63,6 +63,9 @@ class Dataset:
     file_name: str
     sha256: str
     size: int
+    #: True for recordings nbprof made itself and ships inside the package
+    #: (``nbprof/data/<file_name>``): found there first, never downloaded.
+    bundled: bool = False
 
     @property
     def url(self) -> str:
@@ -188,6 +191,8 @@ _REGISTRY: tuple[Dataset, ...] = (
     ),
 )
 
+#: Where bundled recordings live inside the installed package.
+_DATA_DIR = Path(__file__).resolve().parent / "data"
 _BY_NAME: dict[str, Dataset] = {d.name: d for d in _REGISTRY}
 # (path, size, mtime_ns) of files whose hash already matched: a 1 MB hash is cheap, but
 # notebooks call path() in every cell.
@@ -261,6 +266,21 @@ def _verified(p: Path, ds: Dataset) -> bool:
     return True
 
 
+def _bundled(ds: Dataset) -> Path | None:
+    if not ds.bundled:
+        return None
+    candidate = _DATA_DIR / ds.file_name
+    if not candidate.is_file():
+        raise DatasetError(
+            f"dataset {ds.name!r} should ship with nbprof but {candidate} is missing"
+        )
+    if not _verified(candidate, ds):
+        raise DatasetError(
+            f"{candidate}: its SHA-256 does not match dataset {ds.name!r}; reinstall nbprof"
+        )
+    return candidate
+
+
 def _from_corpus(ds: Dataset) -> Path | None:
     folder = corpus_dir()
     if folder is None:
@@ -330,7 +350,7 @@ def path(name: str, *, download: bool = True, timeout: float = 30.0) -> Path:
     ``timeout``: seconds to wait for the server (connect and each read).
     """
     ds = info(name)
-    found = _from_corpus(ds)
+    found = _bundled(ds) or _from_corpus(ds)
     if found is not None:
         return found
     cached = cache_dir() / ds.file_name

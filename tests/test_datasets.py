@@ -285,3 +285,45 @@ def test_loading_a_downloaded_trace(server: _Server, monkeypatch: pytest.MonkeyP
     ds = _register(monkeypatch, data, server.url("/tiny.json.gz"))
     prof = datasets.load(ds.name)
     assert len(prof.kernels) == 1
+
+
+# -- recordings shipped inside the package -------------------------------------------------
+
+
+def _bundle(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data: bytes) -> Dataset:
+    ds = dataclasses.replace(
+        datasets.info("alexnet-a100-sync"),
+        name="tiny-bundled",
+        file_name="tiny-bundled.json.gz",
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        bundled=True,
+    )
+    monkeypatch.setitem(datasets._BY_NAME, ds.name, ds)
+    monkeypatch.setattr(datasets, "_DATA_DIR", tmp_path / "data")
+    (tmp_path / "data").mkdir()
+    # Unreachable on purpose: a bundled file must never be fetched.
+    monkeypatch.setattr(Dataset, "url", property(lambda self: "http://127.0.0.1:9/none"))
+    return ds
+
+
+def test_bundled_recording_is_found_in_the_package_without_network(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    data = _tiny_trace()
+    ds = _bundle(monkeypatch, tmp_path, data)
+    (tmp_path / "data" / ds.file_name).write_bytes(data)
+    assert datasets.path(ds.name) == tmp_path / "data" / ds.file_name
+    assert len(datasets.load(ds.name).kernels) == 1
+
+
+def test_bundled_recording_that_is_missing_or_altered_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    data = _tiny_trace()
+    ds = _bundle(monkeypatch, tmp_path, data)
+    with pytest.raises(DatasetError, match="is missing"):
+        datasets.path(ds.name)
+    (tmp_path / "data" / ds.file_name).write_bytes(data + b"x")
+    with pytest.raises(DatasetError, match="SHA-256 does not match"):
+        datasets.path(ds.name)
