@@ -164,3 +164,50 @@ def test_missing_nvml_readings_are_explained() -> None:
     assert "Not sampled on GPU 0: SM activity" in text.render(p)
     p.samples.unavailable = "NVML library not found"
     assert "No NVML samples: NVML library not found" in text.render(p)
+
+
+def test_long_unbroken_strings_wrap_inside_cards_and_tables() -> None:
+    """A basis like "(xmma/wgmma/nvjet/884/1688/...)" has no space to break at."""
+    css = panel.CSS.replace("\n", "")
+    rule = re.search(r"([^{}]*)\{overflow-wrap:anywhere", css)
+    assert rule is not None
+    selectors = rule.group(1)
+    for cls in (".nbp-card", ".nbp-kv", ".nbp-topk", ".nbp-verdict", ".nbp-finding"):
+        assert f".nbprof {cls}" in selectors, cls
+    assert "word-break:break-all" not in css  # breaks every word mid-way, not only long ones
+
+
+def test_verdict_confidence_and_basis_are_shown_when_analysis_gives_them() -> None:
+    p = small_profile()
+    p.diagnosis.verdict = Verdict(
+        "memory_bound", "64% of kernel time is in kernels nbprof cannot classify."
+    )
+    object.__setattr__(p.diagnosis.verdict, "confidence", "low")
+    object.__setattr__(p.diagnosis.verdict, "basis", "kernel_classes")
+    html = panel.render(p)
+    assert '<div class="nbp-conf"><b>low confidence</b> · decided by: kernel classes' in html
+    out = text.render(p)
+    assert "low confidence · decided by: kernel classes, from kernel names" in out
+
+
+def test_verdicts_without_confidence_fields_still_render() -> None:
+    class Old:  # a verdict from before analysis recorded confidence and basis
+        bottleneck = "idle"
+        summary = "GPU mostly idle."
+
+    assert panel.confidence_text(Old()) == ("", "")
+    p = small_profile()
+    p.diagnosis.verdict = Old()  # type: ignore[assignment]
+    assert "nbp-conf" not in panel.render(p)
+    assert "confidence" not in text.render(p)
+
+
+def test_other_class_has_a_neutral_colour_and_a_legend_entry() -> None:
+    from nbprof.views._style import CLASSES
+
+    label, colour = CLASSES["other"]
+    assert label == "other (unrecognised kernel names)"
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    assert max(r, g, b) - min(r, g, b) < 16  # a grey: no hue to read as a class
+    assert colour not in {c for k, (_, c) in CLASSES.items() if k != "other"}
+    assert "other (unrecognised kernel names)" in panel.legend_html(["other", "memory"])

@@ -74,11 +74,8 @@ def test_missing_kernel_class_table_draws_grey_with_a_note() -> None:
 def test_hover_shows_name_duration_grid_block_occupancy_and_op() -> None:
     tl = timeline.build(small_profile())
     hover = _model(tl.layout, "nbprof-hover-events")
-    fields = " ".join(v for _, v in hover.tooltips)
-    for f in ("@name", "@dur", "@grid", "@block", "@occ", "@op"):
-        assert f in fields
-    # Text fields only: "{safe}" would let a kernel name inject HTML.
-    assert "{safe}" not in fields and all(isinstance(t, tuple) for t in hover.tooltips)
+    for f in ("@short", "@full", "@dur", "@grid", "@block", "@occ", "@op"):
+        assert f in hover.tooltips
     detail = _model(tl.layout, "nbprof-detail").data
     i = detail["name"].index(small_profile().trace.kernels["name"][0])
     assert (detail["grid"][i], detail["block"][i], detail["occ"][i], detail["op"][i]) == (
@@ -87,6 +84,91 @@ def test_hover_shows_name_duration_grid_block_occupancy_and_op() -> None:
         "50 %",
         "aten::mm",
     )
+
+
+def test_each_row_kind_hovers_with_only_the_fields_that_apply() -> None:
+    tl = timeline.build(small_profile())
+    detail = _model(tl.layout, "nbprof-detail").data
+    tip = dict(zip(detail["name"], detail["tip"], strict=True))
+    kernel = small_profile().trace.kernels["name"][0]
+    assert tip[kernel] == "kernel" and tip["Memcpy HtoD (Pageable -> Device)"] == "gpu"
+    assert tip["cudaDeviceSynchronize"] == "runtime" and tip["aten::mm"] == "cpu"
+    for kind, name in (("runtime", "nbprof-hover-runtime"), ("cpu", "nbprof-hover-cpu")):
+        template = _model(tl.layout, name).tooltips
+        for kernel_only in ("@grid", "@block", "@occ", "@op", "grid × block", "occupancy"):
+            assert kernel_only not in template, (kind, kernel_only)
+        glyph = _model(tl.layout, f"nbprof-detail-glyphs-{kind}")
+        assert glyph.view.filter.group == kind and glyph.view.filter.column_name == "tip"
+    assert "@extra" in _model(tl.layout, "nbprof-hover-copies").tooltips
+
+
+def test_hover_templates_cap_the_width_and_insert_fields_as_text() -> None:
+    from bokeh.models import HoverTool
+
+    tl = timeline.build(small_profile())
+    main = _model(tl.layout, "nbprof-timeline")
+    hovers = [t for t in main.tools if isinstance(t, HoverTool)]
+    assert len(hovers) == 6
+    for h in hovers:
+        # Bokeh HTML-escapes @fields in a template unless "{safe}" asks otherwise.
+        assert "{safe}" not in h.tooltips
+        assert f"max-width:{timeline.TOOLTIP_MAX_PX}px" in h.tooltips
+        assert "overflow-wrap:anywhere" in h.tooltips
+
+
+def test_long_template_names_are_folded_with_the_full_name_kept() -> None:
+    p = small_profile()
+    long = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<"
+        "c10::BFloat16>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<"
+        "c10::BFloat16>, at::detail::Array<char*, 3>)"
+    )
+    p.trace.kernels.loc[0, "name"] = long
+    detail = _model(timeline.build(p).layout, "nbprof-detail").data
+    i = detail["name"].index(long)
+    assert detail["short"][i] == "void at::native::vectorized_elementwise_kernel<…>(…)"
+    assert detail["full"][i] == long
+    j = detail["name"].index("cudaDeviceSynchronize")
+    assert detail["short"][j] == "cudaDeviceSynchronize" and detail["full"][j] == ""
+
+
+def test_gap_hover_is_the_gap_minus_what_is_drawn_on_its_lane() -> None:
+    gaps = {
+        "left": [10.0, 100.0],
+        "right": [50.0, 110.0],
+        "bottom": [2.5, 2.5],
+        "top": [3.5, 3.5],
+        "dur": [40.0, 10.0],
+        "cause_label": ["a", "b"],
+        "cpu_work": ["x", "y"],
+        "lane": ["L3", "L3"],
+        "li": [3, 3],
+    }
+    # Two glyphs cut into the first gap; one on another lane does not.
+    hover = timeline.gap_hover(
+        gaps, [0.0, 20.0, 25.0, 40.0], [12.0, 30.0, 28.0, 60.0], [3, 3, 3, 2]
+    )
+    assert list(zip(hover["left"], hover["right"], strict=True)) == [
+        (12.0, 20.0),
+        (30.0, 50.0),
+        (100.0, 110.0),
+    ]
+    assert hover["dur"] == [40.0, 40.0, 10.0] and hover["cause_label"] == ["a", "a", "b"]
+
+
+@pytest.mark.parametrize("cap", [0, timeline.DEFAULT_CAP])
+def test_gap_and_event_tooltips_never_share_a_point(cap: int) -> None:
+    """The gap's hover area avoids every drawn glyph on its lane, exact or aggregate."""
+    p = small_profile()
+    # A gap that runs over the last kernel on stream 7 (at 400-405), as a coarse view would.
+    p.diagnosis.tables["idle_gaps"].loc[0, ["start", "end"]] = [395.0, 750.0]
+    tl = timeline.build(p, cap=cap, agg_cap=40)
+    hover = _model(tl.layout, "nbprof-gap-hover").data
+    drawn = _model(tl.layout, "nbprof-aggregate" if cap == 0 else "nbprof-detail").data
+    assert hover["left"], "some of the gap is hoverable"
+    for a, b, lane in zip(hover["left"], hover["right"], hover["lane"], strict=True):
+        for c, d, other in zip(drawn["left"], drawn["right"], drawn["lane"], strict=True):
+            assert other != lane or d <= a or c >= b, ((a, b), (c, d))
 
 
 def test_idle_gaps_shaded_in_their_stream_and_labelled_with_the_cause() -> None:
@@ -218,3 +300,12 @@ def test_sample_lines_skip_rows_where_their_metric_is_missing() -> None:
     assert not np.isnan(np.asarray(sm["y"], dtype=float)).any()
     assert len(sm["x"]) == int(f["sm_util"].notna().sum())
     assert len(util["x"]) == int(f["util_gpu"].notna().sum()) + 1
+
+
+def test_other_kernels_are_drawn_in_their_own_colour() -> None:
+    p = small_profile()
+    p.diagnosis.tables["kernel_class"].loc[1, "cls"] = "other"
+    tl = timeline.build(p)
+    detail = _model(tl.layout, "nbprof-detail").data
+    assert _colour_of(detail, p.trace.kernels["name"][1]) == CLASSES["other"][1]
+    assert "other" in tl.classes

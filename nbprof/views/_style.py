@@ -14,6 +14,8 @@ CLASSES: dict[str, tuple[str, str]] = {
     "compute": ("other compute", "#1f78b4"),
     "memory": ("memory-bound / elementwise", "#33a02c"),
     "communication": ("communication", "#e31a1c"),
+    # Kernels whose names give no evidence of what they do: neutral, not a verdict.
+    "other": ("other (unrecognised kernel names)", "#bdbdbd"),
     "kernel": ("kernel (class unknown)", "#8c8c8c"),
     "copy_htod": ("memcpy HtoD", "#ff7f00"),
     "copy_dtoh": ("memcpy DtoH", "#d4a017"),
@@ -29,6 +31,16 @@ CLASSES: dict[str, tuple[str, str]] = {
     "gpu_annotation": ("GPU user annotation", "#a6dba0"),
 }
 CLASS_IDS: dict[str, int] = {k: i for i, k in enumerate(CLASSES)}
+
+#: Which hover fields apply to an event class: kernels have a grid and an occupancy, copies
+#: and memsets a size, runtime calls a category, CPU ops and markers only a name and a time.
+TIP_KINDS: dict[str, str] = {
+    **dict.fromkeys(("tensor_core", "compute", "memory", "communication", "other"), "kernel"),
+    "kernel": "kernel",
+    **dict.fromkeys(("copy_htod", "copy_dtoh", "copy_dtod", "copy_other", "memset"), "gpu"),
+    **dict.fromkeys(("runtime_launch", "runtime_sync", "runtime_other"), "runtime"),
+    **dict.fromkeys(("cpu_op", "step", "annotation", "gpu_annotation"), "cpu"),
+}
 
 #: Idle gap cause (analysis' idle_gaps.cause) -> (label, colour of the shading).
 GAP_CAUSES: dict[str, tuple[str, str]] = {
@@ -60,6 +72,24 @@ def esc(value: object) -> str:
 def plain(value: object) -> str:
     """Text safe for a terminal: control characters (ANSI escapes, bells) become '?'."""
     return _CONTROL.sub("?", str(value))
+
+
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+_CALL_ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)\s*$")
+
+
+def short_name(name: str, limit: int = 90) -> str:
+    """A kernel name with its C++ template and call arguments folded to "<…>" / "(…)"."""
+    s = str(name)
+    if len(s) <= limit:
+        return s
+    prev = None
+    while prev != s:  # innermost first, so nested templates fold to one "<…>"
+        prev = s
+        s = _TEMPLATE_ARGS.sub("\x00", s)
+    s = s.replace("\x00", "<…>")
+    s = _CALL_ARGS.sub("(…)", s)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def fmt_pct(v: float | None) -> str:

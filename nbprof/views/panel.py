@@ -53,12 +53,18 @@ font-size:14px;line-height:1.45;padding:12px 4px;max-width:1400px}
 --nbp-card:var(--jp-layout-color1,#161b22);--nbp-border:var(--jp-border-color2,#30363d);
 --nbp-code:var(--jp-cell-editor-background,#1f242c)}}
 .nbprof .nbp-card,.nbprof .nbp-device,.nbprof .nbp-verdict,.nbprof .nbp-why{box-sizing:border-box}
+.nbprof .nbp-card,.nbprof .nbp-kv,.nbprof .nbp-verdict,.nbprof .nbp-why,.nbprof .nbp-finding,
+.nbprof .nbp-notes,.nbprof .nbp-topk,.nbprof .nbp-device>summary{overflow-wrap:anywhere;
+word-break:normal;min-width:0}
+.nbprof .nbp-cards>*,.nbprof .nbp-kv>*,.nbprof .nbp-kv span{min-width:0}
 .nbprof h2,.nbprof h3,.nbprof h4{margin:0;font-weight:600}
 .nbprof .nbp-verdict{display:flex;gap:12px;align-items:center;flex-wrap:wrap;padding:12px 16px;
 border-radius:10px;border:1px solid var(--nbp-border);
 border-left:6px solid var(--nbp-vc,#8c8c8c);
 background:var(--nbp-card);margin-bottom:12px}
-.nbprof .nbp-verdict h2{font-size:19px}
+.nbprof .nbp-verdict h2{font-size:19px;flex:1 1 300px;min-width:0}
+.nbprof .nbp-conf{flex-basis:100%;font-size:13px;color:var(--nbp-muted)}
+.nbprof .nbp-conf b{color:var(--nbp-fg)}
 .nbprof .nbp-tag{display:inline-block;padding:2px 10px;border-radius:999px;font-size:12px;
 font-weight:600;
 color:#fff;background:var(--nbp-vc,#8c8c8c);white-space:nowrap}
@@ -111,11 +117,14 @@ margin:8px 0}
 vertical-align:-2px;margin-right:4px}
 .nbprof .nbp-timeline{margin-top:8px;background:#fff;border-radius:10px;
 border:1px solid var(--nbp-border);padding:4px}
-.nbprof .nbp-topk{border-collapse:collapse;font-size:12.5px;width:100%}
+.nbprof .nbp-topk{border-collapse:collapse;font-size:12.5px;width:100%;table-layout:fixed}
+.nbprof .nbp-topk col.nbp-num{width:9em}.nbprof .nbp-topk col.nbp-cls{width:13em}
 .nbprof .nbp-topk th,.nbprof .nbp-topk td{padding:3px 8px;
 border-bottom:1px solid var(--nbp-border);text-align:right}
-.nbprof .nbp-topk th:last-child,.nbprof .nbp-topk td:last-child{text-align:left;
-word-break:break-all}
+.nbprof .nbp-topk th:last-child,.nbprof .nbp-topk td:last-child{text-align:left}
+.nbprof .nbp-topk td:last-child{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
+font-size:11.5px}
+.nbprof pre{white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
 _VERDICT_COLOURS: dict[str, str] = {
@@ -155,7 +164,9 @@ def render(profile: Profile, *, extra_notes: list[str] | None = None, top_kernel
         out.append(_verdict_html("idle", "The analysis failed on this trace."))
         out.append(_notes_html(profile, [f"Analysis failed: {type(e).__name__}: {e}", *extra]))
         return "\n".join(out)
-    out.append(_verdict_html(diag.verdict.bottleneck, diag.verdict.summary))
+    out.append(
+        _verdict_html(diag.verdict.bottleneck, diag.verdict.summary, confidence_text(diag.verdict))
+    )
     if profile.error is not None:
         out.append(
             '<div class="nbp-why nbp-error"><h3>The profiled code raised an exception</h3>'
@@ -192,12 +203,46 @@ def legend_html(classes: list[str], gap_causes: list[str] | None = None) -> str:
     return f'<div class="nbp-legend">{items}{gaps}</div>'
 
 
-def _verdict_html(bottleneck: str, summary: str) -> str:
+#: Verdict.basis codes (what decided the verdict) in words.
+VERDICT_BASIS_WORDS: dict[str, str] = {
+    "no_gpu_events": "no GPU events in the trace",
+    "communication_kernels": "time in communication kernels",
+    "dataloader_gaps": "GPU idle while the DataLoader ran",
+    "sync_gaps": "GPU idle in synchronizations",
+    "memcpy_time": "time in host-device copies",
+    "kernel_busy": "how much of the span kernels ran",
+    "short_kernels": "share of very short kernels",
+    "hardware_counters": "hardware counters",
+    "roofline": "FLOPs and bytes of the ops (roofline)",
+    "kernel_classes": "kernel classes, from kernel names",
+}
+
+
+def confidence_text(verdict: object) -> tuple[str, str]:
+    """(confidence, what decided) of a verdict in words; "" for what analysis left out.
+
+    Read with defaults: verdicts from older analyses carry neither field.
+    """
+    conf = getattr(verdict, "confidence", None)
+    basis = getattr(verdict, "basis", None)
+    if basis is not None and hasattr(basis, "label"):
+        basis = basis.label()
+    basis = "" if not basis or basis == "none" else str(basis)
+    return (str(conf) if conf else "", VERDICT_BASIS_WORDS.get(basis, basis.replace("_", " ")))
+
+
+def _verdict_html(bottleneck: str, summary: str, confidence: tuple[str, str] = ("", "")) -> str:
     colour = _VERDICT_COLOURS.get(bottleneck, "#8c8c8c")
     label = BOTTLENECK_LABELS.get(bottleneck, bottleneck)
+    conf, basis = confidence
+    parts = [f"<b>{esc(conf)} confidence</b>"] if conf else []
+    if basis:
+        parts.append(f"decided by: {esc(basis)}")
+    conf_html = f'<div class="nbp-conf">{" · ".join(parts)}</div>' if parts else ""
     return (
         f'<div class="nbp-verdict" style="--nbp-vc:{colour}">'
-        f'<span class="nbp-tag">{esc(label)}</span><h2>{esc(summary or label)}</h2></div>'
+        f'<span class="nbp-tag">{esc(label)}</span><h2>{esc(summary or label)}</h2>'
+        f"{conf_html}</div>"
     )
 
 
@@ -377,14 +422,17 @@ def _top_kernels_html(diag: Diagnosis, n: int) -> str:
     rows = "".join(
         f"<tr><td>{fmt_num(r.pct)} %</td><td>{esc(fmt_us(r.total_us))}</td>"
         f"<td>{int(r.count):,}</td>"
-        f"<td>{esc(r.cls)}{' (TC)' if bool(getattr(r, 'tensor_core', False)) else ''}</td>"
+        f"<td>{esc(CLASSES.get(str(r.cls), (r.cls,))[0])}"
+        f"{' (TC)' if bool(getattr(r, 'tensor_core', False)) else ''}</td>"
         f"<td>{esc(r.name)}</td></tr>"
         for r in t.head(n).itertuples(index=False)
     )
     return (
         '<details class="nbp-device"><summary>Top kernels by total time '
         '<span class="nbp-muted">(read from the trace)</span></summary>'
-        '<table class="nbp-topk"><thead><tr><th>% kernel time</th><th>total</th><th>count</th>'
+        '<table class="nbp-topk"><colgroup><col class="nbp-num"><col class="nbp-num">'
+        '<col class="nbp-num"><col class="nbp-cls"><col></colgroup>'
+        "<thead><tr><th>% kernel time</th><th>total</th><th>count</th>"
         f"<th>class</th><th>name</th></tr></thead><tbody>{rows}</tbody></table></details>"
     )
 

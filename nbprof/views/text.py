@@ -43,6 +43,13 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
         return "\n".join(lines) + "\n"
     label = BOTTLENECK_LABELS.get(diag.verdict.bottleneck, diag.verdict.bottleneck)
     lines += _wrap(f"Verdict: {label}. {diag.verdict.summary}", width, indent="         ")
+    from nbprof.views.panel import confidence_text
+
+    conf, basis = confidence_text(diag.verdict)
+    said = [f"{conf} confidence" if conf else "", f"decided by: {basis}" if basis else ""]
+    if any(said):
+        pad = " " * len("Verdict: ")
+        lines += _wrap(" · ".join(x for x in said if x), width, first=pad, indent=pad)
     if profile.error is not None:
         lines += _wrap(
             f"The profiled code raised {type(profile.error).__name__}: {profile.error} "

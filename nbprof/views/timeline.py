@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from nbprof.views._style import CLASS_IDS, CLASSES, GAP_CAUSES
+from nbprof.views._style import CLASS_IDS, CLASSES, GAP_CAUSES, TIP_KINDS, short_name
 
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
@@ -66,7 +66,8 @@ class TimelineData:
     x: np.ndarray
     dur: np.ndarray
     sig: np.ndarray
-    #: unique signatures: name, cls (class id), grid, block, occ, op, extra (strings)
+    #: unique signatures: name, cls (class id), grid, block, occ, op, extra (strings);
+    #: short (the name with template arguments folded) and full (the name when folded)
     sigs: pd.DataFrame
     t0: float
     span: float
@@ -333,7 +334,7 @@ def _pack(ev: pd.DataFrame, lanes: list[Lane], notes: list[str]) -> TimelineData
     n = len(ev)
     sig_cols = ["cls", "name", "grid", "block", "occ", "op", "extra"]
     if n == 0:
-        empty = pd.DataFrame({c: pd.Series(dtype="object") for c in sig_cols})
+        empty = pd.DataFrame({c: pd.Series(dtype="object") for c in [*sig_cols, "short", "full"]})
         return TimelineData(
             lanes=lanes,
             lane_offsets=np.zeros(len(lanes) + 1, dtype=np.int64),
@@ -355,6 +356,10 @@ def _pack(ev: pd.DataFrame, lanes: list[Lane], notes: list[str]) -> TimelineData
         key = pd.factorize(key * (len(uniques) + 1) + codes)[0].astype(np.int64)
     _, first, sig = np.unique(key, return_index=True, return_inverse=True)
     sigs = ev[sig_cols].iloc[first].reset_index(drop=True)
+    # Hover titles: C++ template names run to hundreds of characters; the folded form
+    # leads and the full name follows, wrapped, only where folding changed it.
+    sigs["short"] = [short_name(x) for x in sigs["name"].tolist()]
+    sigs["full"] = np.where(sigs["short"] == sigs["name"], "", sigs["name"])
     lane = ev["lane"].to_numpy(dtype=np.int64)
     ts = ev["ts"].to_numpy(dtype=np.float64)
     dur = ev["dur"].to_numpy(dtype=np.float64)
@@ -412,6 +417,9 @@ def exact(data: TimelineData, x0: float, x1: float) -> dict[str, Any]:
         "top": lane + BAR_HEIGHT / 2,
         "color": colours[cls].tolist(),
         "name": s["name"].tolist(),
+        "short": s["short"].tolist(),
+        "full": s["full"].tolist(),
+        "tip": _TIPS[cls].tolist(),
         "kind": labels[cls].tolist(),
         "dur": data.dur[idx],
         "grid": s["grid"].tolist(),
@@ -476,6 +484,53 @@ def aggregate(data: TimelineData, x0: float, x1: float, bins: int) -> dict[str, 
     }
 
 
+_GAP_HOVER_COLUMNS = ("left", "right", "bottom", "top", "dur", "cause_label", "cpu_work", "lane")
+
+
+def gap_hover(gaps: dict[str, list[Any]], left: Any, right: Any, lane: Any) -> dict[str, list[Any]]:
+    """The parts of each idle gap where no glyph (event or aggregate bin) is drawn on its
+    lane: where the gap's tooltip may show without an event's tooltip on top of it.
+
+    ``left``/``right``/``lane`` are the drawn glyphs (lane as an index). Mirrored in JS.
+    """
+    out: dict[str, list[Any]] = {c: [] for c in _GAP_HOVER_COLUMNS}
+    lo = np.asarray(left, dtype=np.float64)
+    hi = np.asarray(right, dtype=np.float64)
+    ln = np.asarray(lane, dtype=np.int64)
+    union: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for g_lane in set(gaps.get("li", [])):
+        m = ln == g_lane
+        order = np.argsort(lo[m], kind="stable")
+        a, b = lo[m][order], hi[m][order]
+        us: list[float] = []
+        ue: list[float] = []
+        for x0, x1 in zip(a.tolist(), b.tolist(), strict=True):
+            if us and x0 <= ue[-1]:
+                ue[-1] = max(ue[-1], x1)
+            else:
+                us.append(x0)
+                ue.append(x1)
+        union[g_lane] = (np.asarray(us), np.asarray(ue))
+    for g in range(len(gaps.get("left", []))):
+        us_a, ue_a = union.get(gaps["li"][g], (np.zeros(0), np.zeros(0)))
+        start, end = gaps["left"][g], gaps["right"][g]
+        pieces: list[tuple[float, float]] = []
+        k = int(np.searchsorted(ue_a, start, side="right"))
+        while k < len(us_a) and us_a[k] < end:
+            pieces.append((start, float(us_a[k])))
+            start = max(start, float(ue_a[k]))
+            k += 1
+        pieces.append((start, end))
+        for p0, p1 in pieces:
+            if p1 <= p0:
+                continue
+            out["left"].append(p0)
+            out["right"].append(p1)
+            for c in _GAP_HOVER_COLUMNS[2:]:
+                out[c].append(gaps[c][g])
+    return out
+
+
 def _cumulative_busy(s: np.ndarray, e: np.ndarray, x: np.ndarray) -> np.ndarray:
     ss, es = np.sort(s), np.sort(e)
     cs = np.concatenate([[0.0], np.cumsum(ss)])
@@ -485,6 +540,9 @@ def _cumulative_busy(s: np.ndarray, e: np.ndarray, x: np.ndarray) -> np.ndarray:
     return (x * ns - cs[ns]) - (x * ne - ce[ne])
 
 
+#: Per class id, which hover applies (see TIP_KINDS).
+_TIPS = np.array([TIP_KINDS[k] for k in CLASSES], dtype=object)
+
 _EMPTY_EXACT = (
     "left",
     "right",
@@ -492,6 +550,9 @@ _EMPTY_EXACT = (
     "top",
     "color",
     "name",
+    "short",
+    "full",
+    "tip",
     "kind",
     "dur",
     "grid",
@@ -545,9 +606,44 @@ const run = () => {
     total += hi[l] - lo[l];
   }
   const half = M.bar / 2;
+  // Mirrors `gap_hover`: the parts of each idle gap where no glyph is drawn on its lane,
+  // so an event's (or a bin's) tooltip and a gap's never show together.
+  const clip = (L, R, LI) => {
+    const G = gaps.data, out = {left: [], right: [], bottom: [], top: [], dur: [],
+      cause_label: [], cpu_work: [], lane: []};
+    const per = new Map();
+    for (let i = 0; i < L.length; i++) {
+      let a = per.get(LI[i]); if (!a) { a = []; per.set(LI[i], a); } a.push([L[i], R[i]]); }
+    const union = new Map();
+    for (const [l, a] of per) {
+      a.sort((p, q) => p[0] - q[0]);
+      const u = [];
+      for (const [s, e] of a) {
+        const t = u[u.length - 1];
+        if (t && s <= t[1]) { t[1] = Math.max(t[1], e); } else { u.push([s, e]); } }
+      union.set(l, u);
+    }
+    for (let g = 0; g < G.left.length; g++) {
+      const u = union.get(G.li[g]) || [];
+      let s = G.left[g];
+      const e = G.right[g];
+      let a = 0, b = u.length;
+      while (a < b) { const m = (a + b) >>> 1; if (u[m][1] <= s) a = m + 1; else b = m; }
+      const push = (p, q) => { if (q <= p) { return; }
+        out.left.push(p); out.right.push(q); out.bottom.push(G.bottom[g]); out.top.push(G.top[g]);
+        out.dur.push(G.dur[g]); out.cause_label.push(G.cause_label[g]);
+        out.cpu_work.push(G.cpu_work[g]); out.lane.push(G.lane[g]); };
+      for (let k = a; k < u.length && u[k][0] < e; k++) {
+        push(s, u[k][0]); s = Math.max(s, u[k][1]); }
+      push(s, e);
+    }
+    return out;
+  };
   if (total <= M.cap) {
-    const c = {left: [], right: [], bottom: [], top: [], color: [], name: [], kind: [], dur: [],
-               grid: [], block: [], occ: [], op: [], extra: [], lane: []};
+    const c = {left: [], right: [], bottom: [], top: [], color: [], name: [], short: [], full: [],
+               tip: [], kind: [], dur: [], grid: [], block: [], occ: [], op: [], extra: [],
+               lane: []};
+    const li = [];
     for (let l = 0; l < nl; l++) {
       for (let i = lo[l]; i < hi[l]; i++) {
         const e = x[i] + d[i];
@@ -555,7 +651,8 @@ const run = () => {
         const s = sg[i], k = scls[s];
         c.left.push(x[i]); c.right.push(e); c.bottom.push(l - half); c.top.push(l + half);
         c.color.push(M.colors[k]); c.kind.push(M.labels[k]); c.name.push(S.name[s]);
-          c.dur.push(d[i]);
+          c.dur.push(d[i]); c.short.push(S.short[s]); c.full.push(S.full[s]);
+          c.tip.push(M.tips[k]); li.push(l);
         c.grid.push(S.grid[s]); c.block.push(S.block[s]); c.occ.push(S.occ[s]);
           c.op.push(S.op[s]);
         c.extra.push(S.extra[s]); c.lane.push(M.lanes[l]);
@@ -564,12 +661,14 @@ const run = () => {
     detail.data = c;
     agg.data = {left: [], right: [], bottom: [], top: [], color: [], busy: [], events: [],
       kind: [], lane: []};
+    gaphover.data = clip(c.left, c.right, li);
     return;
   }
   const nb = Math.max(1, Math.min(M.max_bins, Math.floor(M.agg_cap / Math.max(nl, 1))));
   const w = (x1 - x0) / nb, nc = M.colors.length;
   const c = {left: [], right: [], bottom: [], top: [], color: [], busy: [], events: [], kind: [],
     lane: []};
+  const li = [];
   const busy = new Float64Array(nb * nc), cnt = new Int32Array(nb);
   for (let l = 0; l < nl; l++) {
     if (hi[l] === lo[l]) { continue; }
@@ -595,12 +694,14 @@ const run = () => {
       c.left.push(x0 + b * w); c.right.push(x0 + (b + 1) * w); c.bottom.push(l - half);
       c.top.push(l - half + M.bar * Math.max(f, 0.08)); c.color.push(M.colors[bk]);
       c.busy.push(f * 100); c.events.push(cnt[b]); c.kind.push(M.labels[bk]);
-        c.lane.push(M.lanes[l]);
+        c.lane.push(M.lanes[l]); li.push(l);
     }
   }
   agg.data = c;
-  detail.data = {left: [], right: [], bottom: [], top: [], color: [], name: [], kind: [], dur: [],
-                 grid: [], block: [], occ: [], op: [], extra: [], lane: []};
+  detail.data = {left: [], right: [], bottom: [], top: [], color: [], name: [], short: [],
+                 full: [], tip: [], kind: [], dur: [], grid: [], block: [], occ: [], op: [],
+                 extra: [], lane: []};
+  gaphover.data = clip(c.left, c.right, li);
 };
 if (typeof requestAnimationFrame === "function") { requestAnimationFrame(run); } else { run(); }
 """
@@ -613,6 +714,83 @@ return tick.toPrecision(4).replace(/\\.?0+$/, "") + " µs";
 """
 
 
+#: Hover tool name per kind of event row.
+_HOVER_NAMES: dict[str, str] = {
+    "kernel": "nbprof-hover-events",
+    "gpu": "nbprof-hover-copies",
+    "runtime": "nbprof-hover-runtime",
+    "cpu": "nbprof-hover-cpu",
+}
+
+#: Per hover kind, the (label, field template) rows that apply to it.
+_TIP_ROWS: dict[str, list[tuple[str, str]]] = {
+    "kernel": [
+        ("class", "@kind"),
+        ("duration", "@dur{0,0.000} µs"),
+        ("grid × block", "@grid × @block"),
+        ("occupancy", "@occ"),
+        ("launched by", "@op"),
+        ("lane", "@lane"),
+    ],
+    "gpu": [
+        ("class", "@kind"),
+        ("duration", "@dur{0,0.000} µs"),
+        ("size", "@extra"),
+        ("launched by", "@op"),
+        ("lane", "@lane"),
+    ],
+    "runtime": [
+        ("class", "@kind"),
+        ("duration", "@dur{0,0.000} µs"),
+        ("category", "@extra"),
+        ("lane", "@lane"),
+    ],
+    "cpu": [("class", "@kind"), ("duration", "@dur{0,0.000} µs"), ("lane", "@lane")],
+    "aggregate": [
+        ("busy in this bin (from the trace)", "@busy{0.0} %"),
+        ("events starting here", "@events"),
+        ("mostly", "@kind"),
+        ("lane", "@lane"),
+    ],
+    "gap": [
+        ("duration", "@dur{0,0.0} µs"),
+        ("CPU meanwhile", "@cpu_work"),
+        ("lane", "@lane"),
+    ],
+}
+_TIP_TITLES: dict[str, str] = {
+    "aggregate": "zoom in for individual events",
+    "gap": "idle: @cause_label",
+}
+#: Tooltip width cap: long C++ names wrap inside it instead of running off the plot.
+TOOLTIP_MAX_PX = 460
+
+
+def tooltip_html(kind: str) -> str:
+    """The hover template for one kind of row.
+
+    An HTML template only for the layout (width cap, wrapping); Bokeh HTML-escapes every
+    @field in it (only the "{safe}" format, never used here, would insert markup), so
+    names taken from the trace stay text.
+    """
+    if kind in _TIP_TITLES:
+        title = f'<div style="font-weight:600">{_TIP_TITLES[kind]}</div>'
+    else:
+        title = (
+            '<div style="font-weight:600">@short</div>'
+            '<div style="font-family:ui-monospace,monospace;font-size:10.5px;opacity:.8">'
+            "@full</div>"
+        )
+    rows = "".join(
+        f'<div><span style="color:#1f78b4">{label}:</span> {value}</div>'
+        for label, value in _TIP_ROWS[kind]
+    )
+    return (
+        f'<div style="max-width:{TOOLTIP_MAX_PX}px;white-space:normal;overflow-wrap:anywhere;'
+        f'font-size:12px;line-height:1.35">{title}{rows}</div>'
+    )
+
+
 def build(
     profile: Profile,
     *,
@@ -623,10 +801,12 @@ def build(
     """The timeline as a Bokeh layout (main plot, optional NVML tracks, overview strip)."""
     from bokeh.layouts import column
     from bokeh.models import (
+        CDSView,
         ColumnDataSource,
         CustomJS,
         CustomJSTickFormatter,
         FixedTicker,
+        GroupFilter,
         HoverTool,
         LabelSet,
         Range1d,
@@ -665,7 +845,7 @@ def build(
 
     gaps = _gap_source(profile, data, notes)
     gap_src = ColumnDataSource(gaps, name="nbprof-gaps")
-    gap_r = p.quad(
+    p.quad(
         left="left", right="right", bottom="bottom", top="top", fill_color="color",
         fill_alpha=0.45, line_color=None,
         source=gap_src, name="nbprof-gap-glyphs",
@@ -694,53 +874,45 @@ def build(
         agg_cols = aggregate(data, *full, _bins(len(data.lanes), agg_cap))
     detail = ColumnDataSource(exact_cols, name="nbprof-detail")
     agg = ColumnDataSource(agg_cols, name="nbprof-aggregate")
+    drawn = exact_cols if data.event_count <= cap else agg_cols
+    drawn_lane = np.rint(np.asarray(drawn["bottom"], dtype=np.float64) + BAR_HEIGHT / 2)
+    gap_hover_src = ColumnDataSource(
+        gap_hover(gaps, drawn["left"], drawn["right"], drawn_lane), name="nbprof-gap-hover"
+    )
+    # Invisible: only where a gap's tooltip may show (no event drawn there).
+    gap_r = p.quad(
+        left="left", right="right", bottom="bottom", top="top", fill_alpha=0.0,
+        line_color=None, source=gap_hover_src, name="nbprof-gap-hover-glyphs",
+    )  # fmt: skip
     agg_r = p.quad(
         left="left", right="right", bottom="bottom", top="top", fill_color="color",
         line_color=None, fill_alpha=0.9, source=agg, name="nbprof-aggregate-glyphs",
     )  # fmt: skip
-    det_r = p.quad(
-        left="left", right="right", bottom="bottom", top="top", fill_color="color",
-        line_color="color", line_width=0.5, source=detail, name="nbprof-detail-glyphs",
-    )  # fmt: skip
-
-    # Default field tooltips: Bokeh inserts @field values as text, never as HTML, so names
-    # taken from the trace cannot inject markup ("{safe}" is the opt-in we never use).
+    # One renderer per kind of event, each with the hover fields that apply to it.
+    det_r = {
+        kind: p.quad(
+            left="left",
+            right="right",
+            bottom="bottom",
+            top="top",
+            fill_color="color",
+            line_color="color",
+            line_width=0.5,
+            source=detail,
+            view=CDSView(filter=GroupFilter(column_name="tip", group=kind)),
+            name=f"nbprof-detail-glyphs-{kind}",
+        )
+        for kind in dict.fromkeys(TIP_KINDS.values())
+    }
     p.add_tools(
+        *[
+            HoverTool(renderers=[det_r[kind]], tooltips=tooltip_html(kind), name=name)
+            for kind, name in _HOVER_NAMES.items()
+        ],
         HoverTool(
-            renderers=[det_r],
-            tooltips=[
-                ("name", "@name"),
-                ("class", "@kind"),
-                ("duration", "@dur{0,0.000} µs"),
-                ("grid × block", "@grid × @block"),
-                ("occupancy", "@occ"),
-                ("launched by", "@op"),
-                ("detail", "@extra"),
-                ("lane", "@lane"),
-            ],
-            name="nbprof-hover-events",
+            renderers=[agg_r], tooltips=tooltip_html("aggregate"), name="nbprof-hover-aggregate"
         ),
-        HoverTool(
-            renderers=[agg_r],
-            tooltips=[
-                ("lane", "@lane"),
-                ("busy in this bin (from the trace)", "@busy{0.0} %"),
-                ("events starting here", "@events"),
-                ("mostly", "@kind"),
-                ("zoom in", "for individual events"),
-            ],
-            name="nbprof-hover-aggregate",
-        ),
-        HoverTool(
-            renderers=[gap_r],
-            tooltips=[
-                ("idle", "@cause_label"),
-                ("duration", "@dur{0,0.0} µs"),
-                ("CPU meanwhile", "@cpu_work"),
-                ("lane", "@lane"),
-            ],
-            name="nbprof-hover-gaps",
-        ),
+        HoverTool(renderers=[gap_r], tooltips=tooltip_html("gap"), name="nbprof-hover-gaps"),
     )
 
     ticks_u32, dur_u32, tick = _encode(data)
@@ -753,7 +925,7 @@ def build(
             "cls": data.sigs["cls"].to_numpy(dtype=np.uint8),
             **{
                 c: data.sigs[c].astype(str).tolist()
-                for c in ("name", "grid", "block", "occ", "op", "extra")
+                for c in ("name", "short", "full", "grid", "block", "occ", "op", "extra")
             },
         },
         name="nbprof-sigs",
@@ -772,6 +944,7 @@ def build(
         "bar": BAR_HEIGHT,
         "colors": [c for _, c in CLASSES.values()],
         "labels": [lbl for lbl, _ in CLASSES.values()],
+        "tips": _TIPS.tolist(),
         "lanes": [ln.label for ln in data.lanes],
     }
     update = CustomJS(
@@ -781,6 +954,8 @@ def build(
             "sigs": sigs,
             "detail": detail,
             "agg": agg,
+            "gaps": gap_src,
+            "gaphover": gap_hover_src,
             "meta": meta,
         },
         code=_JS_UPDATE,
@@ -878,6 +1053,7 @@ def _gap_source(profile: Profile, data: TimelineData, notes: list[str]) -> dict[
             "cause_label",
             "cpu_work",
             "lane",
+            "li",
         )
     }
     try:
@@ -906,6 +1082,7 @@ def _gap_source(profile: Profile, data: TimelineData, notes: list[str]) -> dict[
         cols["cause_label"].append(label)
         cols["cpu_work"].append(str(getattr(r, "cpu_work", "")) or "unknown")
         cols["lane"].append(data.lanes[lane].label)
+        cols["li"].append(lane)
     return cols
 
 
