@@ -98,9 +98,15 @@ def _kill_if_same(pid: int, started: int) -> None:
             pass
 
 
+#: The Jupyter front ends the harness can start, by the module ``python -m`` runs.
+JUPYTERLAB = "jupyterlab"
+NOTEBOOK7 = "notebook"
+
+
 @dataclass
 class LabServer:
-    """A running ``jupyter lab`` with its own HOME and Jupyter folders under ``base``."""
+    """A running ``jupyter lab`` (or Notebook 7, ``app="notebook"``) with its own HOME and
+    Jupyter folders under ``base``."""
 
     base: Path
     root: Path
@@ -109,12 +115,16 @@ class LabServer:
     proc: subprocess.Popen[bytes]
     log_path: Path
     _workspaces: int = 0
+    app: str = JUPYTERLAB
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def notebook_url(self, name: str) -> str:
+        if self.app == NOTEBOOK7:
+            # Notebook 7 opens each notebook alone in its own page: no workspace to reset.
+            return f"{self.url}/notebooks/{name}?token={self.token}"
         # A fresh, reset workspace per page: otherwise JupyterLab reopens the previous
         # test's notebooks (and their kernels) next to this one.
         self._workspaces += 1
@@ -146,7 +156,9 @@ class LabServer:
             return ""
 
     @classmethod
-    def start(cls, base: Path, extra_env: dict[str, str] | None = None) -> LabServer:
+    def start(
+        cls, base: Path, extra_env: dict[str, str] | None = None, app: str = JUPYTERLAB
+    ) -> LabServer:
         home = base / "home"
         root = base / "notebooks"
         dirs = {
@@ -173,7 +185,7 @@ class LabServer:
         cmd = [
             sys.executable,
             "-m",
-            "jupyterlab",
+            app,
             "--no-browser",
             "--allow-root",
             "--ServerApp.ip=127.0.0.1",
@@ -181,11 +193,14 @@ class LabServer:
             "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root}",
-            # No network here or on CI: never ask the outside world for news or updates.
-            "--LabApp.news_url=",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ]
-        log_path = base / "jupyterlab.log"
+        if app == JUPYTERLAB:
+            # No network here or on CI: never ask the outside world for news or updates.
+            cmd += [
+                "--LabApp.news_url=",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            ]
+        log_path = base / f"{app}.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 cmd,
@@ -196,7 +211,7 @@ class LabServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        server = cls(base, root, port, token, proc, log_path)
+        server = cls(base, root, port, token, proc, log_path, app=app)
         try:
             server._wait_ready()
         except BaseException:
@@ -302,19 +317,30 @@ class PageErrors:
     page_errors: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
     allowed: list[str] = field(default_factory=list)
+    #: Extra known errors of the front end under test, as (regular expression, why).
+    benign: tuple[tuple[str, str], ...] = ()
 
     def attach(self, page: Page) -> None:
-        page.on("pageerror", lambda exc: self.page_errors.append(f"{exc.name}: {exc.message}"))
+        page.on("pageerror", self._on_page_error)
         page.on("console", self._on_console)
+
+    def _excused(self, text: str) -> bool:
+        patterns = (*BENIGN_CONSOLE_ERRORS, *self.benign)
+        if any(re.search(p, text) for p, _why in patterns):
+            self.allowed.append(text)
+            return True
+        return False
+
+    def _on_page_error(self, exc: Any) -> None:
+        text = f"{exc.name}: {exc.message}"
+        if not self._excused(f"{text}\n{exc.stack or ''}"):
+            self.page_errors.append(text)
 
     def _on_console(self, msg: ConsoleMessage) -> None:
         if msg.type != "error":
             return
-        text = msg.text
-        if any(re.search(p, text) for p, _why in BENIGN_CONSOLE_ERRORS):
-            self.allowed.append(text)
-        else:
-            self.console_errors.append(text)
+        if not self._excused(msg.text):
+            self.console_errors.append(msg.text)
 
     def assert_none(self) -> None:
         assert not self.page_errors, f"uncaught errors in the page: {self.page_errors}"
