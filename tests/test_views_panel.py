@@ -211,3 +211,13 @@ def test_other_class_has_a_neutral_colour_and_a_legend_entry() -> None:
     assert max(r, g, b) - min(r, g, b) < 16  # a grey: no hue to read as a class
     assert colour not in {c for k, (_, c) in CLASSES.items() if k != "other"}
     assert "other (unrecognised kernel names)" in panel.legend_html(["other", "memory"])
+
+
+def test_amd_cards_name_matrix_cores_and_tiny_rates_read_in_gflops() -> None:
+    p = small_profile()
+    dm = p.diagnosis.devices[0]
+    dm.vendor = "amd"
+    dm.achieved_tflops = 3.7e-05
+    html = panel.render(p)
+    assert "Matrix cores working" in html and "Tensor Cores working" not in html
+    assert ">0.037<small> GFLOP/s" in html and "e-05" not in html

@@ -301,9 +301,11 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         )
     )
     v, bar = _pct_value(dm.tensor_core_pct)
+    # AMD's equivalent units are matrix cores (MFMA kernels): same question, their name.
+    tc_q = "Matrix cores working" if dm.vendor == "amd" else "Tensor Cores working"
     cards.append(
         _card(
-            "Tensor Cores working", v, " % of kernel time" if bar is not None else "",
+            tc_q, v, " % of kernel time" if bar is not None else "",
             basis_label(dm, "tensor_core_pct"), bar,
             _measured(dm, "tensor_active_pct", "Tensor Core activity sampled"),
         )
@@ -313,11 +315,13 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         # Bar length only (a drawing proportion); the numbers are analysis'.
         bar_f = 100.0 * dm.achieved_tflops / dm.peak_tflops if dm.peak_tflops else None
         also = f"peak: {basis_label(dm, 'peak_tflops')}" if dm.peak_tflops else ""
+        # Tiny rates read as "3.7e-05 TFLOP/s"; the same number in GFLOP/s reads plainly.
+        tiny = dm.achieved_tflops < 0.1
         cards.append(
             _card(
                 "Achieved TFLOP/s",
-                fmt_tflops(dm.achieved_tflops),
-                peak,
+                f"{dm.achieved_tflops * 1000:.2g}" if tiny else fmt_tflops(dm.achieved_tflops),
+                (" GFLOP/s" if tiny else "") + peak,
                 basis_label(dm, "achieved_tflops"),
                 bar_f,
                 also,
@@ -338,9 +342,9 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         ),
         ("bytes copied", fmt_bytes(dm.memcpy_bytes), "memcpy_bytes"),
         ("pageable memcpys", f"{dm.pageable_memcpy_count:,}", "pageable_memcpy_count"),
-        ("idle: GPU waited for the host", fmt_pct(dm.idle.host_wait_pct), "idle"),
-        ("idle: kernel-to-kernel gaps", fmt_pct(dm.idle.kernel_wait_pct), "idle"),
-        ("idle: other", fmt_pct(dm.idle.other_pct), "idle"),
+        ("of idle time: GPU waited for the host", fmt_pct(dm.idle.host_wait_pct), "idle"),
+        ("of idle time: kernel-to-kernel gaps", fmt_pct(dm.idle.kernel_wait_pct), "idle"),
+        ("of idle time: other", fmt_pct(dm.idle.other_pct), "idle"),
     ]
     optional = [
         ("achieved bandwidth", dm.achieved_gbps, "GB/s", "achieved_gbps"),
