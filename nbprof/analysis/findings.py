@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Finding
-from nbprof.analysis.verdict import gap_share
+from nbprof.analysis.verdict import CLASS_COVER_PCT, gap_share, other_pct
 from nbprof.trace.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -251,6 +251,32 @@ def memory_bound_kernels(s: Signals) -> Finding | None:
     )
 
 
+def unclassified_kernels(s: Signals) -> Finding | None:
+    """Say when kernel classes cannot carry the compute-vs-memory call (see verdict.py)."""
+    m = s.metrics
+    other = other_pct(s)
+    if round(100.0 - other, 9) >= CLASS_COVER_PCT:
+        return None
+    return Finding(
+        id="unclassified_kernels",
+        severity="info",
+        title="Most kernel time is in kernels nbprof cannot classify",
+        detail=(
+            f"{other:.0f}% of kernel time is in kernels whose names match no GEMM, "
+            f"convolution, collective or memory-bound family nbprof knows (custom CUDA "
+            f"extensions, unfamiliar libraries), so their names say nothing about whether "
+            f"they wait on arithmetic or on memory; the timeline shows them as 'other'."
+        ),
+        evidence={"other_kernel_pct": _r(other), "class_cover_pct": CLASS_COVER_PCT},
+        fix=(
+            "Record FLOP counts and shapes so the roofline can place the ops that launch "
+            "them, or sample hardware counters (NVML GPM) during the run."
+        ),
+        code="torch.profiler.profile(..., record_shapes=True, with_flops=True)",
+        device=m.device,
+    )
+
+
 def low_sm_efficiency(s: Signals) -> Finding | None:
     m = s.metrics
     busy, eff = m.kernel_busy_pct, m.sm_efficiency_pct
@@ -319,7 +345,8 @@ def unknown_peaks(s: Signals) -> Finding | None:
 
 RULES: tuple[Callable[[Signals], Finding | None], ...] = (
     input_pipeline, sync_stalls, launch_overhead, communication, tensor_cores,
-    pageable_copies, memory_bound_kernels, low_sm_efficiency, mostly_idle, unknown_peaks,
+    pageable_copies, memory_bound_kernels, unclassified_kernels, low_sm_efficiency,
+    mostly_idle, unknown_peaks,
 )  # fmt: skip
 
 

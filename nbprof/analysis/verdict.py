@@ -137,7 +137,8 @@ def compute_vs_memory(s: Signals) -> Decision:
     comp = tc + c.get("compute", 0.0)
     mem = c.get("memory", 0.0)
     other = other_pct(s)
-    if 100.0 - other >= CLASS_COVER_PCT:
+    # Rounded so a share that is 70% on paper is not 69.99999999999999% in floats.
+    if round(100.0 - other, 9) >= CLASS_COVER_PCT:
         return _class_call(comp, mem, tc, "high", "")
     unknown = (
         f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
@@ -151,8 +152,8 @@ def compute_vs_memory(s: Signals) -> Decision:
         "compute_bound",
         f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
         f"unfamiliar names), and no hardware counter or FLOP count says whether they wait "
-        f"on arithmetic or on memory; the GPU's own kernels are the bottleneck, "
-        f"of a kind this trace cannot show",
+        f"on arithmetic or on memory; it is called compute-bound only because the GPU's own "
+        f"kernels, not the host, kept it busy",
         "low",
         "none",
     )

@@ -1,0 +1,193 @@
+"""Kernel classes rest on evidence, and the compute/memory verdict says how firmly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from golden import KinetoBuilder, read_trace
+
+from nbprof.analysis import analyze
+from nbprof.analysis.classes import CLASSES, class_shares, kernel_classes
+from nbprof.analysis.model import Diagnosis
+from nbprof.analysis.verdict import CLASS_COVER_PCT
+
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+SGEMM = "ampere_sgemm_128x64_nn"
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>"
+CUSTOM = "void my_ext::fused_rope_kernel<float>(float*, float const*, int)"
+
+# Real names from the corpus traces (kernel families, trimmed after the template head).
+MEMORY_NAMES = [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
+    "at::detail::Array<char*, 3>)",
+    "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<"
+    "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)",
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps"
+    "<float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float)",
+    "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2, 128, "
+    "1>(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata)",
+    "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, "
+    "unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>)",
+    "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true>(float*)",
+    "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, 512, true, 1>(cudnnTensorStruct)",
+    "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, "
+    "(cudnnKernelDataType_t)2>(cudnn::ops::nchw2nhwc_params_t<float>, float const*)",
+    "void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float>(int)",
+    "void cub::DeviceScanKernel<cub::DeviceScanPolicy<int>::Policy600, int*, int*>(int*)",
+    "void split_embedding_backward_codegen_dense_unweighted_find_long_segments(int)",
+    "triton_poi_fused_add_cos_sin_0",
+    "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1",
+    "triton_per_fused_native_layer_norm_2",
+    # An Inductor pointwise kernel fused around an mm op is still pointwise.
+    "triton_poi_fused__unsafe_view_mm_3",
+    # cuBLAS's split-K reduction adds partial GEMM results; it does no matrix math itself.
+    "void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, true>(int)",
+    "__amd_rocclr_copyBuffer",
+]
+COMPUTE_NAMES = [
+    SGEMM,
+    "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(Params)",
+    "implicit_convolve_sgemm",
+    "void fft2d_r2c_32x32<float, false, 0u, false>(float2*, float const*)",
+    "Cijk_Alik_Bljk_SB_MT64x64x16_MI32x32x2x1",
+]
+COMM_NAMES = [
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+    "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, ncclWork*)",
+]
+OTHER_NAMES = [
+    CUSTOM,
+    "<img src=x onerror=alert(1)>",
+    "my_kernel",
+    # Older Inductor names carry no kind: pointwise, reduction and template look alike.
+    "triton__0d1d2d3d4d5d6d",
+]
+
+
+def classes_of(names: list[str], tc: list[bool] | None = None, **kw: object) -> list[str]:
+    s = pd.Series(names, index=pd.RangeIndex(10, 10 + len(names)))
+    flags = np.zeros(len(names), dtype=bool) if tc is None else np.array(tc)
+    out = kernel_classes(s, flags, **kw)  # type: ignore[arg-type]
+    assert list(out.index) == list(s.index)
+    return out["cls"].tolist()
+
+
+def test_memory_needs_a_memory_bound_family_name() -> None:
+    assert classes_of(MEMORY_NAMES) == ["memory"] * len(MEMORY_NAMES)
+
+
+def test_gemm_conv_fft_names_are_compute() -> None:
+    assert classes_of(COMPUTE_NAMES) == ["compute"] * len(COMPUTE_NAMES)
+
+
+def test_collectives_are_communication_even_when_flagged_tensor_core() -> None:
+    s = pd.Series(COMM_NAMES)
+    out = kernel_classes(s, np.ones(len(COMM_NAMES), dtype=bool))
+    assert out["cls"].tolist() == ["communication"] * len(COMM_NAMES)
+    assert not out["tensor_core"].any()
+
+
+def test_tensor_core_evidence_outranks_the_name() -> None:
+    names = [GEMM, SGEMM, CUSTOM]
+    assert classes_of(names, [True, False, True]) == ["tensor_core", "compute", "tensor_core"]
+
+
+def test_unrecognised_names_are_other_not_memory() -> None:
+    assert classes_of(OTHER_NAMES) == ["other"] * len(OTHER_NAMES)
+
+
+def test_roofline_evidence_makes_an_unknown_kernel_memory_but_never_a_gemm() -> None:
+    names = [CUSTOM, SGEMM, "my_kernel"]
+    got = classes_of(names, memory_evidence=np.array([True, True, False]))
+    assert got == ["memory", "compute", "other"]
+
+
+def test_empty_names() -> None:
+    out = kernel_classes(pd.Series([], dtype=object), np.zeros(0, dtype=bool))
+    assert out.empty and list(out.columns) == ["cls", "tensor_core"]
+
+
+def test_class_shares_list_every_class() -> None:
+    shares = class_shares(np.array([30.0, 10.0, 60.0]), np.array(["memory", "compute", "other"]))
+    assert list(shares) == list(CLASSES)
+    assert shares["other"] == pytest.approx(60.0)
+    assert shares["tensor_core"] == 0.0
+    assert class_shares(np.zeros(2), np.array(["memory", "other"])) == {}
+
+
+def diagnose(b: KinetoBuilder, tmp_path: Path) -> Diagnosis:
+    return analyze(read_trace(b.write(tmp_path)))
+
+
+def busy_trace(parts: list[tuple[str, float]]) -> KinetoBuilder:
+    """Back-to-back kernels (each launched early), so the GPU is busy and none is short."""
+    b = KinetoBuilder()
+    t = 0.0
+    for name, dur in parts:
+        b.kernel(name, t, dur, launch_ts=0.0)
+        t += dur
+    return b
+
+
+def test_hostile_and_unknown_names_are_not_memory_bound_with_confidence(tmp_path: Path) -> None:
+    b = busy_trace([("<img src=x>", 50.0), ("<script>alert(1)</script>", 30.0), (CUSTOM, 20.0)])
+    d = diagnose(b, tmp_path)
+    assert set(d.tables["kernel_class"]["cls"]) == {"other"}
+    assert set(d.tables["top_kernels"]["cls"]) == {"other"}
+    v = d.verdict
+    assert not (v.bottleneck == "memory_bound" and v.confidence == "high")
+    assert v.confidence == "low"
+    assert v.basis == "none"
+    assert "100% of kernel time is in kernels nbprof cannot classify" in v.summary
+    assert "unclassified_kernels" in [f.id for f in d.findings]
+    assert "memory_bound_kernels" not in [f.id for f in d.findings]
+    j = json.loads(json.dumps(d.to_json()))
+    assert j["verdict"]["confidence"] == "low"
+    assert j["verdict"]["basis"] == "none"
+    assert j["verdict"]["bottleneck"] == v.bottleneck
+
+
+def test_confidence_and_basis_in_json_when_classes_decide(tmp_path: Path) -> None:
+    d = diagnose(busy_trace([(GEMM, 90.0), (ELEMENTWISE, 10.0)]), tmp_path)
+    assert d.verdict.bottleneck == "compute_bound"
+    j = d.to_json()["verdict"]
+    assert (j["confidence"], j["basis"]) == ("high", "kernel_classes")
+    assert set(j) >= {"bottleneck", "summary", "confidence", "basis"}
+    assert "unclassified_kernels" not in [f.id for f in d.findings]
+
+
+def test_other_verdicts_name_their_basis(tmp_path: Path) -> None:
+    b = KinetoBuilder()
+    b.kernel(COMM_NAMES[0], 0, 80)
+    b.kernel(SGEMM, 80, 20)
+    v = diagnose(b, tmp_path).verdict
+    assert (v.bottleneck, v.confidence, v.basis) == (
+        "communication_bound",
+        "high",
+        "communication_kernels",
+    )
+
+
+@pytest.mark.parametrize(
+    ("unknown_us", "confidence"),
+    [(30.0, "high"), (31.0, "low")],
+    ids=["classified-70pct", "classified-69pct"],
+)
+def test_class_cover_threshold_boundary(tmp_path: Path, unknown_us: float, confidence: str) -> None:
+    # 100 µs of kernels: 40 elementwise, the unknown share, the rest GEMM.
+    assert CLASS_COVER_PCT == 70.0
+    parts = [(ELEMENTWISE, 40.0), (CUSTOM, unknown_us), (SGEMM, 60.0 - unknown_us)]
+    d = diagnose(busy_trace(parts), tmp_path)
+    v = d.verdict
+    assert v.bottleneck == "memory_bound"  # 40% against 30% or 29% either way
+    assert v.basis == "kernel_classes"
+    assert v.confidence == confidence
+    said = f"{unknown_us:.0f}% of kernel time is in kernels nbprof cannot classify"
+    assert (said in v.summary) == (confidence == "low")
+    assert ("unclassified_kernels" in [f.id for f in d.findings]) == (confidence == "low")
