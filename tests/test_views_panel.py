@@ -221,3 +221,10 @@ def test_amd_cards_name_matrix_cores_and_tiny_rates_read_in_gflops() -> None:
     html = panel.render(p)
     assert "Matrix cores working" in html and "Tensor Cores working" not in html
     assert ">0.037<small> GFLOP/s" in html and "e-05" not in html
+
+
+def test_a_tiny_rate_in_gflops_names_the_peak_unit_too() -> None:
+    p = small_profile()
+    dm = p.diagnosis.devices[0]
+    dm.achieved_tflops, dm.peak_tflops = 0.018, 156.0
+    assert ">18<small> GFLOP/s of 156 TFLOP/s peak" in panel.render(p)

@@ -311,12 +311,18 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         )
     )  # fmt: skip
     if dm.achieved_tflops is not None:
-        peak = f" of {fmt_tflops(dm.peak_tflops)} peak" if dm.peak_tflops else " (peak unknown)"
+        # Tiny rates read as "3.7e-05 TFLOP/s"; the same number in GFLOP/s reads plainly,
+        # and then the peak names its own unit so the two are not read as one.
+        tiny = dm.achieved_tflops < 0.1
+        peak_unit = " TFLOP/s" if tiny else ""
+        peak = (
+            f" of {fmt_tflops(dm.peak_tflops)}{peak_unit} peak"
+            if dm.peak_tflops
+            else " (peak unknown)"
+        )
         # Bar length only (a drawing proportion); the numbers are analysis'.
         bar_f = 100.0 * dm.achieved_tflops / dm.peak_tflops if dm.peak_tflops else None
         also = f"peak: {basis_label(dm, 'peak_tflops')}" if dm.peak_tflops else ""
-        # Tiny rates read as "3.7e-05 TFLOP/s"; the same number in GFLOP/s reads plainly.
-        tiny = dm.achieved_tflops < 0.1
         cards.append(
             _card(
                 "Achieved TFLOP/s",
