@@ -186,3 +186,53 @@ def test_hover_shows_hostile_kernel_names_as_text(browser, tmp_path: Path) -> No
     assert errors == [] and dialogs == []
     page.screenshot(path=str(_artifacts(tmp_path) / "hover_hostile.png"))
     page.close()
+
+
+_VISIBLE_TIPS = """() => { const out = [];
+  const walk = (root) => { for (const e of root.querySelectorAll('*')) {
+    if (e.shadowRoot) { walk(e.shadowRoot); }
+    if ([...e.classList].includes('bk-tooltip-content') && e.offsetParent !== null) {
+      const r = e.getBoundingClientRect();
+      if (r.width > 0) { out.push([e.textContent, r.width]); } } } };
+  walk(document); return out; }"""
+
+_POS = """([name, lane]) => {
+  const v = Object.values(Bokeh.index).find(v => v.model.name === 'nbprof-timeline');
+  v.el.scrollIntoView();
+  const d = v.model.document.get_model_by_name(lane ? 'nbprof-detail' : 'nbprof-gap-hover').data;
+  const i = lane ? d.name.findIndex((n, k) => n === name && d.lane[k].startsWith(lane)) : 0;
+  const r = v.el.getBoundingClientRect();
+  return [r.left + v.frame.x_scale.compute((d.left[i] + d.right[i]) / 2),
+          r.top + v.frame.y_scale.compute((d.top[i] + d.bottom[i]) / 2)]; }"""
+
+
+def _hover(page, name: str, lane: str) -> list[list]:
+    x, y = page.evaluate(_POS, [name, lane])
+    page.mouse.move(x, y)
+    page.mouse.move(x + 1, y)
+    page.wait_for_timeout(300)
+    return page.evaluate(_VISIBLE_TIPS)
+
+
+def test_one_narrow_tooltip_per_point_with_the_fields_of_its_row(browser, tmp_path: Path) -> None:
+    p = small_profile()
+    long = "void ns::kernel<" + ", ".join(f"ns::Functor{i}<float>" for i in range(40)) + ">(int)"
+    p.trace.kernels.loc[0, "name"] = long
+    # A gap over the kernel at 400-405 µs and beyond: hovered where no event is drawn.
+    p.diagnosis.tables["idle_gaps"].loc[0, ["start", "end"]] = [395.0, 750.0]
+    path = tmp_path / "tips.html"
+    path.write_text(report.render(p), encoding="utf-8")
+    page, errors, _ = _open(browser, path)
+    tips = _hover(page, long, "GPU")
+    assert len(tips) == 1, tips
+    text, width = tips[0]
+    assert "ns::kernel<…>(…)" in text and long in text and "grid × block" in text
+    assert width <= timeline.TOOLTIP_MAX_PX + 20
+    page.screenshot(path=str(_artifacts(tmp_path) / "hover_long_name.png"))
+    tips = _hover(page, "aten::mm", "CPU")
+    assert len(tips) == 1 and "aten::mm" in tips[0][0], tips
+    assert not any(k in tips[0][0] for k in ("grid", "occupancy", "launched by", "—"))
+    tips = _hover(page, "", "")  # the first hoverable piece of an idle gap
+    assert len(tips) == 1 and "idle:" in tips[0][0], tips
+    assert errors == []
+    page.close()
