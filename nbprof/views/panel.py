@@ -91,6 +91,7 @@ gap:2px 18px;font-size:13px}
 .nbprof .nbp-kv div{display:flex;justify-content:space-between;gap:8px;
 border-bottom:1px dotted var(--nbp-border);padding:2px 0}
 .nbprof .nbp-kv span:last-child{font-variant-numeric:tabular-nums;text-align:right}
+.nbprof .nbp-kv .nbp-basis{white-space:nowrap}
 .nbprof .nbp-muted{color:var(--nbp-muted)}
 .nbprof .nbp-why{margin:12px 0;padding:10px 14px;border-radius:10px;background:var(--nbp-card);
 border:1px solid var(--nbp-border)}
