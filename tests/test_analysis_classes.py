@@ -11,7 +11,12 @@ import pytest
 from golden import KinetoBuilder, read_trace
 
 from nbprof.analysis import analyze
-from nbprof.analysis.classes import CLASSES, class_shares, kernel_classes
+from nbprof.analysis.classes import (
+    CLASSES,
+    class_shares,
+    kernel_classes,
+    roofline_memory_evidence,
+)
 from nbprof.analysis.model import Diagnosis
 from nbprof.analysis.verdict import CLASS_COVER_PCT
 
@@ -191,3 +196,31 @@ def test_class_cover_threshold_boundary(tmp_path: Path, unknown_us: float, confi
     said = f"{unknown_us:.0f}% of kernel time is in kernels nbprof cannot classify"
     assert (said in v.summary) == (confidence == "low")
     assert ("unclassified_kernels" in [f.id for f in d.findings]) == (confidence == "low")
+
+
+def test_roofline_evidence_marks_kernels_of_memory_bound_ops(tmp_path: Path) -> None:
+    b = KinetoBuilder()
+    small = [[4096, 8], [8, 4096]]  # intensity < 1 FLOP/B: far below the H100's ridge
+    big = [[4096, 4096], [4096, 4096]]  # intensity ~680 FLOP/B: above it
+    f_small, f_big = 2.0 * 4096 * 8 * 4096, 2.0 * 4096**3
+    b.cpu_op("aten::mm", 0, 30, flops=f_small, dims=small, types=["float"] * 2)
+    b.kernel(CUSTOM, 10, 40, launch_ts=5)
+    b.cpu_op("aten::addmm", 100, 30, flops=f_big, dims=big, types=["float"] * 2)
+    b.kernel("my_matmul_kernel", 110, 40, launch_ts=105)
+    b.kernel("my_kernel", 200, 10, launch_ts=160)  # launched outside any op
+    trace = read_trace(b.write(tmp_path))
+    d = analyze(trace)
+    roof = d.tables["ops_roofline"].set_index("op")["bound"].to_dict()
+    assert roof == {"aten::mm": "memory", "aten::addmm": "compute"}
+    ev = roofline_memory_evidence(
+        trace.kernels, trace.cpu_ops, trace.cpu_ops, d.tables["ops_roofline"]
+    )
+    assert ev.tolist() == [True, False, False]
+    got = kernel_classes(trace.kernels["name"], np.zeros(3, dtype=bool), ev)["cls"].tolist()
+    assert got == ["memory", "compute", "other"]  # the second one's name says matmul
+    empty = roofline_memory_evidence(trace.kernels, trace.cpu_ops, trace.cpu_ops, roof_empty())
+    assert not empty.any()
+
+
+def roof_empty() -> pd.DataFrame:
+    return pd.DataFrame({"op": pd.Series(dtype=object), "bound": pd.Series(dtype=object)})

@@ -75,6 +75,56 @@ def memory_by_name(names: pd.Series) -> np.ndarray:
     return matches(names, _MEMORY)
 
 
+def roofline_memory_evidence(
+    kernels: pd.DataFrame,
+    ops: pd.DataFrame,
+    all_cpu_ops: pd.DataFrame,
+    roof: pd.DataFrame,
+) -> np.ndarray:
+    """Kernels launched inside an op the roofline placed below the ridge point.
+
+    ``ops`` are the roofline's candidate CPU ops (one rank), ``all_cpu_ops`` the frame
+    ``kernels.op_index`` points into, ``roof`` the ``ops_roofline`` table built from them.
+    An op name counts only when every roofline row of that name is ``memory`` (an op whose
+    FP32 and BF16 calls fall on both sides of the ridge is no evidence either way). This is
+    the ``memory_evidence`` that :func:`kernel_classes` accepts.
+    """
+    from nbprof.analysis.roofline import outermost_flops_ops, with_flops
+
+    out = np.zeros(len(kernels), dtype=bool)
+    if kernels.empty or roof.empty or ops.empty or all_cpu_ops.empty:
+        return out
+    bound = roof.groupby("op")["bound"].agg(lambda b: bool((b == "memory").all()))
+    mem_names = set(bound[bound].index)
+    if not mem_names:
+        return out
+    cand, _ = with_flops(ops)
+    outer = outermost_flops_ops(cand)
+    outer = outer[outer["name"].isin(mem_names)] if not outer.empty else outer
+    if outer.empty:
+        return out
+    idx = kernels["op_index"].to_numpy(dtype="int64")
+    launch = kernels["launch_ts"].to_numpy(dtype="float64")
+    ok = (idx >= 0) & (idx < len(all_cpu_ops)) & ~np.isnan(launch)
+    if not ok.any():
+        return out
+    k_pid = all_cpu_ops["pid"].to_numpy()[np.where(ok, idx, 0)]
+    k_tid = all_cpu_ops["tid"].to_numpy()[np.where(ok, idx, 0)]
+    for (pid, tid), grp in outer.groupby(["pid", "tid"], sort=False):
+        # Outermost ops on one thread never overlap: the op holding a launch is the last
+        # one starting at or before it, if it has not ended yet.
+        grp = grp.sort_values("ts", kind="stable")
+        o_ts = grp["ts"].to_numpy(dtype="float64")
+        o_end = o_ts + grp["dur"].to_numpy(dtype="float64")
+        sel = np.flatnonzero(ok & (k_pid == pid) & (k_tid == tid))
+        if not len(sel):
+            continue
+        j = np.searchsorted(o_ts, launch[sel], side="right") - 1
+        inside = (j >= 0) & (launch[sel] <= o_end[np.clip(j, 0, None)])
+        out[sel[inside]] = True
+    return out
+
+
 def kernel_classes(
     names: pd.Series,
     tensor_core: np.ndarray,
