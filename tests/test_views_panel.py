@@ -228,3 +228,13 @@ def test_a_tiny_rate_in_gflops_names_the_peak_unit_too() -> None:
     dm = p.diagnosis.devices[0]
     dm.achieved_tflops, dm.peak_tflops = 0.018, 156.0
     assert ">18<small> GFLOP/s of 156 TFLOP/s peak" in panel.render(p)
+
+
+def test_dict_evidence_reads_as_a_list_not_as_python() -> None:
+    p = small_profile()
+    p.diagnosis.findings[0].evidence = {"idle_cpu_work": {"aten::linear": 74.4, "<b>x</b>": 4.5}}
+    html = panel.render(p)
+    assert (
+        "aten::linear (74.4); &lt;b&gt;x&lt;/b&gt; (4.5)" in html
+        and "{" not in html.split("idle_cpu_work")[1].split("</div>")[0]
+    )

@@ -423,6 +423,8 @@ def _findings_html(findings: list[Finding]) -> str:
 def _fmt_evidence(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:,.4g}"
+    if isinstance(v, dict):  # e.g. {op name: share}: read as a list, not as Python
+        return "; ".join(f"{k} ({_fmt_evidence(x)})" for k, x in v.items())
     return str(v)
 
 
