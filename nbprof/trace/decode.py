@@ -47,6 +47,26 @@ class Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = _EMPTY_OBJ
 
 
+class IntTsEvent(msgspec.Struct, gc=False):
+    """:class:`Event` with ``ts`` decoded as a number: for files whose timestamps are integers.
+
+    Most traces write integer µs; reading those as numbers skips keeping and re-parsing
+    their text. A float read this way may have lost its nanoseconds, so any chunk holding
+    one (or anything else unusual) is decoded again as :class:`Event`.
+    """
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    # UNSET, not None, when absent: an explicit ``null`` is an error the exact path words.
+    ts: int | float | msgspec.UnsetType = msgspec.UNSET
+    dur: float = 0.0
+    id: int | str | None = None
+    args: msgspec.Raw = _EMPTY_OBJ
+
+
 class DeviceProps(msgspec.Struct, gc=False):
     """An entry of the file's ``deviceProperties`` list (Kineto's names)."""
 
@@ -57,6 +77,10 @@ class DeviceProps(msgspec.Struct, gc=False):
     computeMinor: int | None = None
     numSms: int | None = None
     maxThreadsPerMultiprocessor: int | None = None
+
+
+#: An event as decoded, whichever way its timestamp was read.
+AnyEvent = Event | IntTsEvent
 
 
 @dataclass
@@ -79,6 +103,7 @@ class Decoded:
 NO_TS = np.iinfo(np.int64).min
 
 _events_decoder = msgspec.json.Decoder(list[Event])
+_int_ts_decoder = msgspec.json.Decoder(list[IntTsEvent])
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _props_decoder = msgspec.json.Decoder(list[DeviceProps])
@@ -143,20 +168,13 @@ def decode_file(data: bytes, path: str) -> Decoded:
     base_ns: int | None = None
     rank: int | None = None
     bare = head == b"["
+    raws: list[msgspec.Raw] | None = None
     if not bare:
-        try:
-            # A skim of the top level (values left raw): validates the JSON, finds the keys.
-            top = _top_decoder.decode(data)
-        except msgspec.ValidationError:
-            kind = {b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}.get(
-                head, "a number"
-            )
-            raise TraceError(
-                path,
-                f"expected a JSON object with `traceEvents` (or an array of events), got {kind}",
-            ) from None
-        except msgspec.DecodeError as e:
-            raise _json_error(path, data, e) from None
+        split = _split_top(data)
+        if split is not None:
+            raws, top = split
+        else:
+            top = _skim_top(data, path, head)
         if "traceEvents" not in top:
             raise TraceError(path, "no `traceEvents` in the file (is this a profiler trace?)")
         del top["traceEvents"]
@@ -176,22 +194,108 @@ def decode_file(data: bytes, path: str) -> Decoded:
             r = info.get("rank")
             if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
                 rank = r
-    try:
-        # Slices of the file's own bytes (not of the skim's raw value, which would copy).
-        raws = _raw_list_decoder.decode(data) if bare else _file_decoder.decode(data).traceEvents
-    except msgspec.ValidationError as e:
-        _, _, problem = explain_validation(e)
-        raise TraceError(path, f"`traceEvents` {problem}") from None
-    except msgspec.DecodeError as e:
-        raise _json_error(path, data, e) from None
+    if raws is None:
+        try:
+            # Slices of the file's own bytes (not of the skim's raw value, which would copy).
+            raws = (
+                _raw_list_decoder.decode(data) if bare else _file_decoder.decode(data).traceEvents
+            )
+        except msgspec.ValidationError as e:
+            _, _, problem = explain_validation(e)
+            raise TraceError(path, f"`traceEvents` {problem}") from None
+        except msgspec.DecodeError as e:
+            raise _json_error(path, data, e) from None
     if not raws:
         raise TraceError(path, "trace is empty (no events)")
     return Decoded(raws, metadata, props, base_ns, rank)
 
 
-def decode_chunk(raws: list[msgspec.Raw], offset: int, path: str) -> tuple[list[Event], np.ndarray]:
-    """Decode events ``offset .. offset+len(raws)``: their structs and timestamps in ns."""
+def _address(buf: bytes | msgspec.Raw) -> int:
+    return int(np.frombuffer(buf, np.uint8).ctypes.data)
+
+
+_SPACE = b" \t\r\n"
+
+
+def _split_top(data: bytes) -> tuple[list[msgspec.Raw], dict[str, msgspec.Raw]] | None:
+    """The events and the other top-level values, in one pass over the events, or None.
+
+    The events' raw slices point into ``data``, so their addresses say where the
+    ``traceEvents`` array lies; the rest of the object (the metadata, a few hundred bytes)
+    is then decoded with that array replaced by ``[]``. This spares a second pass over the
+    whole file. None when anything is unusual (invalid JSON, no events, a slice that is not
+    inside ``data``): the caller then takes the two-pass way, which also words the errors.
+    """
+    try:
+        raws = _file_decoder.decode(data).traceEvents
+    except msgspec.DecodeError:  # ValidationError included
+        return None
+    if not raws or not len(raws[0]) or not len(raws[-1]):
+        return None
+    base = _address(data)
+    first = _address(raws[0]) - base
+    end = _address(raws[-1]) - base + len(raws[-1])
+    if not (0 < first < end <= len(data)) or data[first : first + len(raws[0])] != bytes(raws[0]):
+        return None
+    opening = first - 1
+    while opening > 0 and data[opening] in _SPACE:
+        opening -= 1
+    closing = end
+    while closing < len(data) and data[closing] in _SPACE:
+        closing += 1
+    if data[opening : opening + 1] != b"[" or data[closing : closing + 1] != b"]":
+        return None
+    try:
+        top = _top_decoder.decode(data[:opening] + b"[]" + data[closing + 1 :])
+    except msgspec.DecodeError:
+        return None
+    return raws, top
+
+
+def _skim_top(data: bytes, path: str, head: bytes) -> dict[str, msgspec.Raw]:
+    """The top-level object's values, left raw; TraceError when it is not a JSON object."""
+    try:
+        # A skim of the top level (values left raw): validates the JSON, finds the keys.
+        return _top_decoder.decode(data)
+    except msgspec.ValidationError:
+        kind = {b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}.get(
+            head, "a number"
+        )
+        raise TraceError(
+            path,
+            f"expected a JSON object with `traceEvents` (or an array of events), got {kind}",
+        ) from None
+    except msgspec.DecodeError as e:
+        raise _json_error(path, data, e) from None
+
+
+@dataclass
+class TsMode:
+    """Per file: whether integer timestamps are still worth trying (see :class:`IntTsEvent`)."""
+
+    try_int: bool = True
+
+
+#: The largest integer µs timestamp taken as is (the exact path checks the same bound).
+_MAX_TS_US = 9_000_000_000_000_000
+
+
+def decode_chunk(
+    raws: list[msgspec.Raw], offset: int, path: str, mode: TsMode | None = None
+) -> tuple[list[AnyEvent], np.ndarray]:
+    """Decode events ``offset .. offset+len(raws)``: their structs and timestamps in ns.
+
+    With a ``mode`` that still allows it, integer timestamps are read as numbers; the first
+    chunk where that does not hold turns ``mode`` off for the rest of the file (a trace
+    writes its timestamps one way throughout), so a float-timestamp file pays for one chunk
+    decoded twice. Results and errors are the same either way.
+    """
     joined = b"[" + b",".join(raws) + b"]"
+    if mode is not None and mode.try_int:
+        fast = _int_ts(joined)
+        if fast is not None:
+            return fast
+        mode.try_int = False
     try:
         events = _events_decoder.decode(joined)
     except msgspec.ValidationError as e:
@@ -201,6 +305,34 @@ def decode_chunk(raws: list[msgspec.Raw], offset: int, path: str) -> tuple[list[
             raise TraceError(path, f"event {where} {problem}") from None
         raise TraceError(path, f"event {where}: `{sub}` {problem}") from None
     return events, parse_ts_ns([e.ts for e in events], path, offset)
+
+
+def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
+    """The chunk's structs and ns timestamps when every ``ts`` is a plain integer, else None.
+
+    None also for any type error: the exact path decodes the chunk again and words it.
+    """
+    try:
+        events = _int_ts_decoder.decode(joined)
+    except msgspec.ValidationError:
+        return None
+    except msgspec.DecodeError:  # pragma: no cover - the skim validated the JSON
+        return None
+    values = [e.ts for e in events]
+    ts = np.array(values)
+    missing: np.ndarray | None = None
+    if ts.dtype == object:
+        # Events without ``ts`` (some metadata events) hold UNSET.
+        unset = msgspec.UNSET
+        missing = np.array([v is unset for v in values], bool)
+        ts = np.array([0 if v is unset else v for v in values])
+    # int64 only when every value is an int (a float or a huge int changes the dtype).
+    if ts.dtype != np.int64 or not len(ts) or ts.min() < 0 or ts.max() > _MAX_TS_US:
+        return None
+    ts = ts * 1000
+    if missing is not None:
+        ts[missing] = NO_TS
+    return events, ts
 
 
 def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps]:
@@ -237,7 +369,7 @@ def parse_ts_ns(raws: list[msgspec.Raw], path: str, offset: int = 0) -> np.ndarr
             warnings.simplefilter("error")
             try:
                 got = np.fromstring(joined, dtype=np.int64, sep=",")
-                if len(got) == n and (got <= 9_000_000_000_000_000).all():
+                if len(got) == n and (got <= _MAX_TS_US).all():
                     out = got * 1000
             except (ValueError, DeprecationWarning, OverflowError):
                 out = None
@@ -254,7 +386,7 @@ def _parse_decimal(arr: np.ndarray, raws: list[msgspec.Raw], path: str, offset: 
         frac = np.strings.ljust(fp, 3, b"0").astype("S3").astype(np.int64)
         if np.strings.startswith(ip, b"-").any() or (frac < 0).any():
             raise ValueError("negative")
-        if (whole > 9_000_000_000_000_000).any():
+        if (whole > _MAX_TS_US).any():
             raise OverflowError
         return whole * 1000 + frac
     except (ValueError, OverflowError):

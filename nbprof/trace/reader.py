@@ -234,7 +234,7 @@ def _abs_ns(ts: np.ndarray, base_ns: int | None, path: str) -> np.ndarray:
 
 def _chunk(
     acc: _Acc,
-    events: list[dec.Event],
+    events: list[dec.AnyEvent],
     abs_ns: np.ndarray,
     offset: int,
     ids: tb.Ids,
@@ -257,12 +257,14 @@ def _chunk(
     acc.add("memcpy", tb.copies(com(k[tb.MEMCPY]), offset + k[tb.MEMCPY], ids, path, memcpy=True))
     acc.add("memset", tb.copies(com(k[tb.MEMSET]), offset + k[tb.MEMSET], ids, path, memcpy=False))
     ir = k[tb.RUNTIME]
-    cats = [sys.intern(events[i].cat) for i in ir]
+    cats = [sys.intern(events[i].cat) for i in ir.tolist()]
     acc.add("runtime", tb.runtime(com(ir), offset + ir, cats, path))
 
     # "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
     op_idx = k[tb.CPU_OP]
-    step_like = np.array([events[i].name.startswith("ProfilerStep#") for i in op_idx], bool)
+    step_like = np.array(
+        [events[i].name.startswith("ProfilerStep#") for i in op_idx.tolist()], bool
+    )
     ops = op_idx[~step_like]
     acc.add("cpu_ops", tb.cpu_ops(com(ops), offset + ops, path))
     ann_idx = np.concatenate([k[tb.ANNOTATION], k[tb.GPU_ANNOTATION], op_idx[step_like]])
@@ -273,7 +275,7 @@ def _chunk(
     acc.add("counters", tb.counters(com(k[tb.RANGE]), offset + k[tb.RANGE], path))
 
     for name, idx in (("flow_start", s.flows_start), ("flow_end", s.flows_end)):
-        evs = [events[i] for i in idx]
+        evs = [events[i] for i in idx.tolist()]
         acc.add(
             name,
             {
@@ -289,8 +291,9 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     acc = _Acc()
     ids, flow_ids = tb.Ids(), tb.Ids()
     n_events = len(d.raw_events)
+    mode = dec.TsMode()
     for offset in range(0, n_events, CHUNK):
-        events, ts = dec.decode_chunk(d.raw_events[offset : offset + CHUNK], offset, path)
+        events, ts = dec.decode_chunk(d.raw_events[offset : offset + CHUNK], offset, path, mode)
         _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, flow_ids, path)
         del events
         step("decoding")

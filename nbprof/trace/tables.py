@@ -13,6 +13,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -103,7 +104,7 @@ class Sorted:
     skipped_phases: dict[str, int]
 
 
-def sort_events(events: list[dec.Event]) -> Sorted:
+def sort_events(events: list[dec.AnyEvent]) -> Sorted:
     """Which events go to which table (duration events ``ph == "X"`` only)."""
     kget, pget = _KIND_OF_CAT.get, _PHASE.get
     # Two dict lookups per event in C-level comprehensions: cheaper than factorizing the
@@ -130,7 +131,8 @@ def _obj(values: Sequence[Any]) -> np.ndarray:
 
 def _num(values: Sequence[Any], dtype: type, missing: float | int) -> np.ndarray:
     """A numeric column where ``None`` (key absent) becomes ``missing``."""
-    out = np.array([missing if v is None else v for v in values], np.float64)
+    # None converts to NaN, which the mask below turns into ``missing`` with the rest.
+    out = np.array(values, np.float64)
     # Values no real trace holds (inf, beyond int64) are treated as unknown rather than
     # wrapped around by the cast.
     bad = ~np.isfinite(out) | (np.abs(out) > _I64_SAFE)
@@ -148,16 +150,22 @@ def _i64(v: int | None) -> int:
 
 def _dims(args: Sequence[dec.KernelArgs], key: str) -> np.ndarray:
     """Total of a launch dimension (x*y*z); -1 unknown. Vectorised for the usual [x, y, z]."""
-    vals = [getattr(a, key) for a in args]
-    if vals and all(type(v) is list and len(v) == 3 for v in vals):
+    vals = list(map(attrgetter(key), args))
+    if vals and type(vals[0]) is list:
         try:
-            arr = np.array(vals, np.float64)
-        except (ValueError, OverflowError):
+            # Only a list of [x, y, z] lists gives this shape: anything ragged, scalar or
+            # None among them raises or gives another one.
+            arr = np.array(vals, np.int64)
+        except (ValueError, OverflowError, TypeError):
             arr = None
-        if arr is not None:
-            prod = arr.prod(axis=1)
-            prod[~(np.abs(prod) < _I64_SAFE)] = -1
-            return prod.astype(np.int64)
+        if arr is not None and arr.ndim == 2 and arr.shape[1] == 3:
+            # Exact in int64 wherever the float product says it cannot overflow; the rare
+            # rest goes through Python's unbounded ints.
+            small = np.abs(arr.astype(np.float64).prod(axis=1)) < 2.0**61
+            out = arr.prod(axis=1)
+            for i in np.flatnonzero(~small).tolist():
+                out[i] = _product(vals[i])
+            return out
     return np.array([_product(v) for v in vals], np.int64)
 
 
@@ -165,7 +173,7 @@ def _product(v: list[int] | int | None) -> int:
     if v is None:
         return -1
     if isinstance(v, int):
-        return v
+        return v if -(2**62) < v < 2**62 else -1
     if not v:
         return -1
     p = 1
@@ -187,7 +195,7 @@ class Common:
 
 
 def common(
-    events: list[dec.Event],
+    events: list[dec.AnyEvent],
     idx: np.ndarray,
     ts_abs_ns: np.ndarray,
     ids: Ids,
@@ -195,7 +203,7 @@ def common(
     offset: int = 0,
 ) -> Common:
     """Shared columns of ``events[idx]``; ``offset`` turns chunk positions into file ones."""
-    evs = [events[i] for i in idx]
+    evs = [events[i] for i in idx.tolist()]
     ts = ts_abs_ns[idx]
     missing = ts == dec.NO_TS
     if missing.any():
@@ -226,6 +234,13 @@ def _device_col(devs: list[int | str | None], pid: np.ndarray) -> np.ndarray:
 
 
 def _stream_col(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> np.ndarray:
+    if streams and set(map(type, streams)) == {int}:
+        try:
+            got = np.array(streams, np.int64)
+        except OverflowError:
+            got = None
+        if got is not None and (np.abs(got) < 2**62).all():
+            return got
     out = tid.copy()
     for i, s in enumerate(streams):
         if s is None:
@@ -319,9 +334,17 @@ def runtime(c: Common, idx: np.ndarray, cats: list[str], path: str) -> Columns:
     }
 
 
-def _raw_text(r: msgspec.Raw) -> str:
+def _raw_texts(raws: list[msgspec.Raw]) -> np.ndarray:
+    """Raw JSON values as text ("" where absent), one interned string per distinct text.
+
+    Decoded in one call: JSON text never holds a NUL byte (control characters in strings
+    are escaped), so NUL separates the values safely.
+    """
+    if not raws:
+        return _obj([])
+    text = b"\x00".join(raws).decode("utf-8", "replace")
     # Shapes and dtypes repeat across ops: one string per distinct text.
-    return sys.intern(bytes(r).decode("utf-8", "replace")) if len(r) else ""
+    return _obj(list(map(sys.intern, text.split("\x00"))))
 
 
 def cpu_ops(c: Common, idx: np.ndarray, path: str) -> Columns:
@@ -334,8 +357,8 @@ def cpu_ops(c: Common, idx: np.ndarray, path: str) -> Columns:
         "dur": c.dur,
         "external_id": _num([a.external_id for a in args], np.int64, -1),
         "flops": _num([a.flops for a in args], np.float64, np.nan),
-        "input_dims": _obj([_raw_text(a.input_dims) for a in args]),
-        "input_types": _obj([_raw_text(a.input_types) for a in args]),
+        "input_dims": _raw_texts([a.input_dims for a in args]),
+        "input_types": _raw_texts([a.input_types for a in args]),
     }
 
 

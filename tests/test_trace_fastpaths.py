@@ -1,0 +1,233 @@
+"""The reader's fast paths give exactly what the plain way gives, errors included.
+
+Each fast path (integer timestamps read as numbers, the one-pass split of the top level,
+vectorised columns, name factorizations shared within an analysis) is checked against the
+straightforward way it replaces, on the inputs where the two could differ.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbprof
+from nbprof.analysis import _text
+from nbprof.trace import decode as dec
+from nbprof.trace import tables as tb
+
+
+def raws_of(events: list[str]) -> list[msgspec.Raw]:
+    return dec._raw_list_decoder.decode(("[" + ",".join(events) + "]").encode())
+
+
+def both_ways(events: list[str]) -> tuple[Any, Any]:
+    """(result or error text) of decode_chunk with and without the integer-timestamp path."""
+    out = []
+    for mode in (dec.TsMode(), None):
+        try:
+            evs, ts = dec.decode_chunk(raws_of(events), 0, "t.json", mode)
+            out.append(([(e.ph, e.name, e.pid, e.dur) for e in evs], ts.tolist()))
+        except nbprof.TraceError as e:
+            out.append(str(e))
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize(
+    "ts_texts",
+    [
+        ["1700000000000000", "1700000000000007", "0"],
+        ["1700000000000000", None, "5"],  # an event without ts
+        ["1700000000000000.125", "3"],  # a float: the exact path keeps the ns
+        ["1e3", "2"],
+        ["9000000000000000", "1"],
+        ["9000000000000001", "1"],  # past the bound: out of range either way
+        ["18446744073709551616", "1"],  # beyond uint64
+        ["-0", "1"],
+        ["-3", "1"],
+        ["null", "1"],
+        ['"12"', "1"],
+        ["true", "1"],
+    ],
+)
+def test_integer_timestamps_agree_with_the_exact_path(ts_texts: list[str | None]) -> None:
+    events = [
+        '{"ph":"X","name":"n'
+        + str(i)
+        + '","pid":1,"dur":2'
+        + ("" if t is None else ',"ts":' + t)
+        + "}"
+        for i, t in enumerate(ts_texts)
+    ]
+    fast, exact = both_ways(events)
+    assert fast == exact
+
+
+def test_a_float_chunk_turns_the_integer_path_off_for_the_file() -> None:
+    mode = dec.TsMode()
+    _, ts = dec.decode_chunk(raws_of(['{"ts":5}']), 0, "t.json", mode)
+    assert mode.try_int and ts.tolist() == [5000]
+    _, ts = dec.decode_chunk(raws_of(['{"ts":5.0015}']), 1, "t.json", mode)
+    assert not mode.try_int and ts.tolist() == [5001]
+    _, ts = dec.decode_chunk(raws_of(['{"ts":7}']), 2, "t.json", mode)
+    assert ts.tolist() == [7000]
+
+
+def two_pass(data: bytes) -> tuple[list[bytes], dict[str, Any]]:
+    top = dec._top_decoder.decode(data)
+    del top["traceEvents"]
+    raws = dec._file_decoder.decode(data).traceEvents
+    return [bytes(r) for r in raws], {k: msgspec.json.decode(v) for k, v in top.items()}
+
+
+EV = '{"ph":"X","ts":1,"dur":2}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        t.replace("@", EV)
+        for t in [
+            '{"traceEvents":[@,@],"schemaVersion":1}',
+            '{"schemaVersion":1,"traceEvents":[@]}',
+            '{"a":{"traceEvents":[1]},"traceEvents":\n[ \t@\r\n ]  ,"b":"]["}',
+            ' \n{"b":[1,2,3],"traceEvents":[@],"c":"x \\"traceEvents\\": [",'
+            '"deviceProperties":[{"id":0}]}\n',
+            '{"traceEvents":[@, {"name":"ß ☃ \\u00e9"}]}',
+        ]
+    ],
+)
+def test_one_pass_split_matches_the_two_pass_skim(text: str) -> None:
+    data = text.encode()
+    got = dec._split_top(data)
+    assert got is not None
+    raws, top = got
+    del top["traceEvents"]
+    want_raws, want_top = two_pass(data)
+    assert [bytes(r) for r in raws] == want_raws
+    assert {k: msgspec.json.decode(v) for k, v in top.items()} == want_top
+    assert list(top) == list(want_top)  # key order kept too
+
+
+@pytest.mark.parametrize(
+    "text", ['{"traceEvents":[]}', '{"traceEvents":5}', '{"traceEvents":[1,', "[1]", "{}"]
+)
+def test_one_pass_split_leaves_unusual_files_to_the_two_pass_way(text: str) -> None:
+    assert dec._split_top(text.encode()) is None
+
+
+def test_decode_file_metadata_is_the_same_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = {
+        "schemaVersion": 1,
+        "traceEvents": [json.loads(EV)],
+        "distributedInfo": {"rank": 3},
+        "baseTimeNanoseconds": 100,
+    }
+    data = json.dumps(doc).encode()
+    one = dec.decode_file(data, "t.json")
+    monkeypatch.setattr(dec, "_split_top", lambda _data: None)
+    two = dec.decode_file(data, "t.json")
+    assert (one.metadata, one.rank, one.base_ns) == (two.metadata, two.rank, two.base_ns)
+    assert [bytes(r) for r in one.raw_events] == [bytes(r) for r in two.raw_events]
+
+
+# -- vectorised columns against the straightforward definitions --------------------------------
+
+
+def num_reference(values: list[Any], dtype: type, missing: float) -> np.ndarray:
+    out = np.array([missing if v is None else v for v in values], np.float64)
+    bad = ~np.isfinite(out) | (np.abs(out) > float(2**62))
+    out[bad] = missing
+    return out.astype(np.int64) if dtype is np.int64 else out
+
+
+def dims_reference(vals: list[Any]) -> np.ndarray:
+    return np.array([tb._product(v) for v in vals], np.int64)
+
+
+def stream_reference(streams: list[Any], tid: np.ndarray) -> np.ndarray:
+    ids = tb.Ids()
+    out = tid.copy()
+    for i, s in enumerate(streams):
+        if s is None:
+            continue
+        if isinstance(s, int):
+            out[i] = s if -(2**62) < s < 2**62 else ids.one(str(s))
+        else:
+            try:
+                out[i] = tb._i64(int(s, 0))
+            except ValueError:
+                out[i] = ids.one(s)
+    return out
+
+
+BIG = st.integers(-(2**70), 2**70)
+NUMBER = st.one_of(st.none(), BIG, st.floats(allow_nan=False), st.integers(-50, 50))
+DIM = st.one_of(
+    st.none(), st.integers(-5, 2**40), st.lists(st.integers(0, 2**31), min_size=0, max_size=4)
+)
+STREAM = st.one_of(st.none(), BIG, st.integers(0, 64), st.sampled_from(["7", "0x10", "s 1"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(NUMBER, max_size=8), st.booleans())
+def test_numeric_columns_match_the_reference(values: list[Any], as_int: bool) -> None:
+    dtype, missing = (np.int64, -1) if as_int else (np.float64, np.nan)
+    np.testing.assert_array_equal(
+        tb._num(values, dtype, missing), num_reference(values, dtype, missing)
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(DIM, max_size=8), st.lists(st.lists(st.integers(0, 2**20), min_size=3,
+       max_size=3), max_size=6))  # fmt: skip
+def test_launch_dimensions_match_the_reference(mixed: list[Any], triples: list[Any]) -> None:
+    for vals in (mixed, triples):
+        args = [dec.KernelArgs(grid=v) for v in vals]
+        np.testing.assert_array_equal(tb._dims(args, "grid"), dims_reference(vals))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(STREAM, max_size=8), st.booleans())
+def test_stream_column_matches_the_reference(streams: list[Any], ints_only: bool) -> None:
+    if ints_only:
+        streams = [s for s in streams if type(s) is int]
+    tid = np.arange(len(streams), dtype=np.int64) + 100
+    np.testing.assert_array_equal(
+        tb._stream_col(streams, tid, tb.Ids()), stream_reference(streams, tid)
+    )
+
+
+def test_raw_texts_match_one_by_one_decoding() -> None:
+    raws = [r for r in raws_of(["[[8, 16], []]", '"c10::Half"', '["\\u00e9", "ß"]'])]
+    raws.insert(1, dec._EMPTY)
+    got = tb._raw_texts(raws).tolist()
+    assert got == [bytes(r).decode("utf-8", "replace") if len(r) else "" for r in raws]
+    assert got[1] == ""
+
+
+# -- name matching: one factorization per column inside an analysis ----------------------------
+
+
+def test_shared_factorizations_give_the_same_matches() -> None:
+    names = pd.Series(["volta_h884gemm", "elementwise", "sm90_xmma", None, "elementwise"] * 3)
+    frame = pd.DataFrame({"name": names.astype(object)})
+    patterns = [re.compile("gemm|xmma"), "^elem", "nothing"]
+    plain = [_text.matches(frame["name"], p) for p in patterns]
+    with _text.shared_factorizations():
+        shared = [_text.matches(frame["name"], p) for p in patterns]
+        sliced = _text.matches(frame["name"].iloc[5:], patterns[0])
+    for a, b in zip(plain, shared, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # A view of other rows is its own key, not a stale hit.
+    np.testing.assert_array_equal(sliced, plain[0][5:])
+    # Outside the block nothing is remembered: a changed column is factorized afresh.
+    frame.loc[0, "name"] = "nothing here"
+    assert _text.matches(frame["name"], "nothing")[0]
