@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import explain, findings, verdict
+from nbprof.analysis._text import shared_factorizations
 from nbprof.analysis.classes import top_kernels
 from nbprof.analysis.device import Signals, analyze_device
 from nbprof.analysis.idle import IDLE_COLUMNS
@@ -48,6 +49,11 @@ def _empty(cols: tuple[str, ...] | list[str]) -> pd.DataFrame:
 
 def analyze(trace: Trace, samples: Samples | None = None) -> Diagnosis:
     """Diagnose ``trace`` (and the NVML ``samples`` recorded with it, when given)."""
+    with shared_factorizations():
+        return _analyze(trace, samples)
+
+
+def _analyze(trace: Trace, samples: Samples | None) -> Diagnosis:
     source: dict[str, object] = {"path": trace.source, "events": int(trace.event_count)}
     if trace.notes:
         source["notes"] = list(trace.notes)

@@ -7,11 +7,49 @@ the answer, is what keeps analysis well under a second.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import re
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
+
+#: Factorizations of object columns, by the memory they view, while
+#: :func:`shared_factorizations` is open (None otherwise).
+_FACTORIZED: contextvars.ContextVar[dict[tuple[Any, ...], tuple[Any, ...]] | None] = (
+    contextvars.ContextVar("nbprof_factorized", default=None)
+)
+
+
+@contextlib.contextmanager
+def shared_factorizations() -> Iterator[None]:
+    """Inside this block each name column is factorized once, however many patterns test it.
+
+    The same kernel-name column is matched against a dozen patterns in one analysis;
+    factorizing it each time was a third of the analysis time on a 216k-event trace. Only
+    for code that does not modify the columns meanwhile (analysis is pure); the block keeps
+    the columns alive, so no other array can reuse their memory while it is open.
+    """
+    token = _FACTORIZED.set({})
+    try:
+        yield
+    finally:
+        _FACTORIZED.reset(token)
+
+
+def _factorize(values: pd.Series) -> tuple[np.ndarray, Any]:
+    cache = _FACTORIZED.get()
+    arr = values.to_numpy() if cache is not None and isinstance(values, pd.Series) else None
+    if cache is None or arr is None or arr.dtype != object:
+        return pd.factorize(values, use_na_sentinel=False)
+    key = (arr.__array_interface__["data"][0], arr.shape, arr.strides)
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = (arr, *pd.factorize(values, use_na_sentinel=False))
+    return got[1], got[2]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -24,6 +62,6 @@ def matches(values: pd.Series, pattern: re.Pattern[str] | str) -> np.ndarray:
     if len(values) == 0:
         return np.zeros(0, dtype=bool)
     rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-    codes, uniq = pd.factorize(values, use_na_sentinel=False)
+    codes, uniq = _factorize(values)
     hit = np.fromiter((_hit(rx, str(u)) for u in uniq), dtype=bool, count=len(uniq))
     return hit[codes]
