@@ -62,10 +62,11 @@ class Notebook7UI(NotebookUI):
         # The toolbar's indicator reads "idle" before any kernel exists; the server knows
         # when a kernel is connected and idle.
         def connected_and_idle() -> bool:
-            kernels = self.server._api("GET", "/api/kernels")
-            return len(kernels) == 1 and all(
-                k["execution_state"] == "idle" and k["connections"] > 0 for k in kernels
-            )
+            for session in self.server._api("GET", "/api/sessions"):
+                if session["path"] == self.name and session.get("kernel"):
+                    k = self.server._api("GET", f"/api/kernels/{session['kernel']['id']}")
+                    return k["execution_state"] == "idle" and k["connections"] > 0
+            return False
 
         wait_for(connected_and_idle, timeout_ms / 1000, "a connected, idle kernel")
         self.page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(
@@ -155,4 +156,19 @@ def test_dashboard_renders_and_zooms_in_notebook7(notebook7: Lab, corpus: Path) 
     assert_timeline(page, out)
     shoot(page, out, "notebook7-dashboard.png")
     assert_zooms(page, out)
+    notebook7.errors.assert_none()
+
+    # The same outputs in a notebook this server never signed (a colleague's file, a
+    # download): Notebook 7 does not run their scripts, and the diagnosis must still read.
+    import nbformat
+
+    doc = nb.saved()
+    doc.metadata["copied"] = True  # another content hash: no longer signed as trusted
+    nbformat.write(doc, str(notebook7.root / "untrusted.ipynb"))
+    copy = Notebook7UI(page, notebook7.server, "untrusted.ipynb").open()
+    assert "Not Trusted" in page.locator(".jp-NotebookTrustedStatus").inner_text()
+    out = copy.output_area(2)
+    assert_panel(dashboards(out), verdict=expected.summary or None)
+    assert out.locator(".nbp-timeline canvas").count() == 0, "an untrusted output ran script"
+    shoot(page, out, "notebook7-untrusted.png")
     notebook7.errors.assert_none()
