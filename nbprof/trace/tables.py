@@ -8,6 +8,7 @@ to the trace's origin once every chunk of the file has been read.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -431,7 +432,16 @@ def frame_of(table: str, cols: dict[str, np.ndarray]) -> pd.DataFrame:
     missing = [c for c in TABLES[table] if c not in cols]
     if missing:  # pragma: no cover - a programming error, not bad input
         raise KeyError(f"{table}: missing columns {missing}")
-    return pd.DataFrame({c: cols[c] for c in order}, copy=False)
+    # Text columns are object in the contract: saying so here stops pandas from inferring
+    # its string dtype for them, which the contract cast would then undo (both passes cost
+    # more than the rest of building the frames).
+    return pd.DataFrame(
+        {
+            c: pd.Series(cols[c], dtype=object, copy=False) if cols[c].dtype == object else cols[c]
+            for c in order
+        },
+        copy=False,
+    )
 
 
 def vendor_of(name: str) -> str:
@@ -488,5 +498,12 @@ def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> pd.
 
 def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
     """Cast a frame's contract columns to the contract's dtypes (after concatenation)."""
-    want = empty_table(table).dtypes.to_dict()
-    return frame.astype({c: t for c, t in want.items() if frame[c].dtype != t})
+    want = _contract_dtypes(table)
+    cast = {c: t for c, t in want.items() if frame[c].dtype != t}
+    # astype copies every column even when nothing changes.
+    return frame.astype(cast) if cast else frame
+
+
+@functools.cache
+def _contract_dtypes(table: str) -> dict[str, Any]:
+    return empty_table(table).dtypes.to_dict()
