@@ -94,6 +94,7 @@ def notebook7_server(
     tmp_path_factory: pytest.TempPathFactory,
     corpus_or_none: Path | None,
 ) -> Iterator[LabServer]:
+    pytest.importorskip("notebook", minversion="7", reason="needs the notebook 7 package")
     base = tmp_path_factory.mktemp("notebook7")
     env = {"CUDA_VISIBLE_DEVICES": "", "NBPROF_CACHE_DIR": str(base / "nbprof-cache")}
     if corpus_or_none is not None:
