@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -231,3 +232,79 @@ def test_shared_factorizations_give_the_same_matches() -> None:
     # Outside the block nothing is remembered: a changed column is factorized afresh.
     frame.loc[0, "name"] = "nothing here"
     assert _text.matches(frame["name"], "nothing")[0]
+
+
+# -- flow events, built only when some correlation is missing ----------------------------------
+
+
+def flow(ph: str, fid: int | str, pid: int | str, tid: int | str, ts: int) -> dict[str, Any]:
+    return {"ph": ph, "id": fid, "pid": pid, "tid": tid, "ts": ts, "cat": "ac2g", "name": "ac2g"}
+
+
+def test_flows_with_text_thread_ids_link_across_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nbprof.trace import reader
+
+    t0 = 1_700_000_000_000_000
+
+    def x(cat: str, name: str, ts: int, pid: int | str, tid: int | str) -> dict[str, Any]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": 3}
+
+    ev = [
+        # A flow whose text thread id no table row has: it must link nothing.
+        flow("s", 5, 1, "worker", t0 + 1),
+        flow("f", 5, 0, "worker", t0 + 30),
+        x("Runtime", "cudaLaunchKernel", t0 + 10, 1, "main"),
+        flow("s", 99, 1, "main", t0 + 10),
+        x("Kernel", "k1", t0 + 40, 0, "stream 7"),
+        flow("f", 99, 0, "stream 7", t0 + 40),
+        x("Kernel", "k2", t0 + 30, 0, "stream 8"),
+    ]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    whole = nbprof.trace.read(p)
+    monkeypatch.setattr(reader, "CHUNK", 2)
+    chunked = nbprof.trace.read(p)
+    # Text thread ids get codes in the order they are met, so only the links are compared.
+    cols = ["name", "correlation", "launch_name", "launch_ts"]
+    pd.testing.assert_frame_equal(whole.kernels[cols], chunked.kernels[cols])
+    k = whole.kernels.set_index("name")
+    assert k.loc["k1", "correlation"] == 99 and k.loc["k1", "launch_name"] == "cudaLaunchKernel"
+    assert k.loc["k2", "correlation"] == -1 and k.loc["k2", "launch_name"] == ""
+    assert k.loc["k1", "stream"] != k.loc["k2", "stream"]
+
+
+def test_flows_not_decoded_when_every_event_has_a_correlation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_args: Any) -> Any:
+        raise AssertionError("flow events decoded although no correlation was missing")
+
+    monkeypatch.setattr(dec, "decode_flows", refuse)
+    ev = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 40, "dur": 3,
+         "args": {"correlation": 4}},
+        flow("f", 4, 0, 7, 40),
+    ]  # fmt: skip
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    assert nbprof.trace.read(p).kernels["correlation"].tolist() == [4]
+
+
+def test_garbage_collection_is_restored_after_a_load(tmp_path: Path) -> None:
+    import gc
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [{"ph": "X", "ts": 1, "dur": 1}]}))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            nbprof.trace.read(p)
+            with pytest.raises(nbprof.TraceError):
+                nbprof.trace.read(bad)
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()

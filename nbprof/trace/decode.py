@@ -79,6 +79,24 @@ class DeviceProps(msgspec.Struct, gc=False):
     maxThreadsPerMultiprocessor: int | None = None
 
 
+class FlowEvent(msgspec.Struct, gc=False):
+    """The fields of a flow event that links a launch to its GPU activity."""
+
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: msgspec.Raw = _EMPTY
+    id: int | str | None = None
+
+
+_flows_decoder = msgspec.json.Decoder(list[FlowEvent])
+
+
+def decode_flows(raws: list[msgspec.Raw], path: str) -> tuple[list[FlowEvent], np.ndarray]:
+    """Flow events already checked by :func:`decode_chunk`, decoded again for their links."""
+    events = _flows_decoder.decode(b"[" + b",".join(raws) + b"]")
+    return events, parse_ts_ns([e.ts for e in events], path)
+
+
 #: An event as decoded, whichever way its timestamp was read.
 AnyEvent = Event | IntTsEvent
 

@@ -211,8 +211,9 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
 
 
 #: Events decoded per chunk: big enough that per-chunk overhead vanishes, small enough that
-#: one chunk's structs stay a few tens of MB.
-CHUNK = 16384
+#: one chunk's structs (a few MB) stay in cache while its columns are gathered; 8192 loaded
+#: the 216k-event benchmark trace a little faster than 16384 or more, in less memory.
+CHUNK = 8192
 _GPU = ("kernels", "memcpy", "memset")
 
 
@@ -223,6 +224,15 @@ class _Acc:
     parts: dict[str, list[tb.Columns]] = field(default_factory=dict)
     first_ns: int | None = None
     skipped: dict[str, int] = field(default_factory=dict)
+    #: Per chunk, the file positions of its flow starts and ends.
+    flows: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def any_missing_correlation(self) -> bool:
+        return any(
+            bool((p["correlation"] < 0).any())
+            for t in (*_GPU, "runtime")
+            for p in self.parts.get(t, [])
+        )
 
     def add(self, table: str, cols: tb.Columns) -> None:
         self.parts.setdefault(table, []).append(cols)
@@ -287,17 +297,9 @@ def _chunk(
     acc.add("annotations", tb.annotations(com(ann_idx), on_gpu))
     acc.add("counters", tb.counters(com(k[tb.RANGE]), offset + k[tb.RANGE], path))
 
-    for name, idx in (("flow_start", s.flows_start), ("flow_end", s.flows_end)):
-        evs = [events[i] for i in idx.tolist()]
-        acc.add(
-            name,
-            {
-                "pid": ids.column([e.pid for e in evs]),
-                "tid": ids.column([e.tid for e in evs]),
-                "ts_ns": abs_ns[idx],
-                "id": flow_ids.column([-1 if e.id is None else e.id for e in evs]),
-            },
-        )
+    # Flow events matter only where correlation ids are missing, which is known once every
+    # chunk is read: remember where they are; their columns are built then, if needed.
+    acc.flows.append((offset + s.flows_start, offset + s.flows_end))
 
 
 def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
@@ -310,6 +312,10 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
         _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, flow_ids, path)
         del events
         step("decoding")
+    flow_start: tb.Columns = {}
+    flow_end: tb.Columns = {}
+    if acc.any_missing_correlation():
+        flow_start, flow_end = _flow_columns(d, acc.flows, ids, path)
     # The raw slices keep the whole file's bytes alive: let them go before the tables grow.
     d.raw_events = []
     if acc.first_ns is None:
@@ -325,7 +331,7 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
             notes.append(f"{n} begin/end ('{ph}') events ignored: only complete events are read")
 
     cols = {t: acc.get(t) for t in (*_GPU, "runtime", "cpu_ops", "annotations", "counters")}
-    filled = _correlate_by_flows(cols, acc.get("flow_start"), acc.get("flow_end"))
+    filled = _correlate_by_flows(cols, flow_start, flow_end)
     if filled:
         notes.append(f"{filled} events linked to their launch by flow events (no correlation ids)")
     for c in cols.values():
@@ -349,6 +355,36 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     frames["devices"] = tb.devices(d.device_props, list(dict.fromkeys(seen)), rank)
     step("frames")
     return _Rank(rank, first, wall, frames, n_events, dict(d.metadata), notes)
+
+
+def _flow_columns(
+    d: dec.Decoded, flows: list[tuple[np.ndarray, np.ndarray]], ids: tb.Ids, path: str
+) -> tuple[tb.Columns, tb.Columns]:
+    """Columns of the flow events (starts, ends), decoded again from their raw slices.
+
+    Thread ids are looked up in the tables' ``ids`` without adding to it, so the tables'
+    codes do not depend on the flows; text never seen in the tables matches nothing there.
+    """
+    flow_ids = tb.Ids()
+    parts: dict[str, list[tb.Columns]] = {"start": [], "end": []}
+    for chunk in flows:
+        for name, idx in zip(("start", "end"), chunk, strict=True):
+            if not len(idx):
+                continue
+            evs, ts = dec.decode_flows([d.raw_events[i] for i in idx.tolist()], path)
+            parts[name].append(
+                {
+                    "pid": ids.known_column([e.pid for e in evs]),
+                    "tid": ids.known_column([e.tid for e in evs]),
+                    "ts_ns": _abs_ns(ts, d.base_ns, path),
+                    "id": flow_ids.column([-1 if e.id is None else e.id for e in evs]),
+                }
+            )
+
+    def joined(ps: list[tb.Columns]) -> tb.Columns:
+        return {k: np.concatenate([p[k] for p in ps]) for k in ps[0]} if ps else {}
+
+    return joined(parts["start"]), joined(parts["end"])
 
 
 def _correlate_by_flows(cols: dict[str, tb.Columns], starts: tb.Columns, ends: tb.Columns) -> int:

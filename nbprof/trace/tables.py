@@ -57,6 +57,10 @@ _MEMCPY_KINDS = frozenset({"HtoD", "DtoH", "DtoD", "HtoH", "PtoP"})
 _MEMORY_PLACES = frozenset({"Pageable", "Pinned", "Device"})
 
 
+#: The code of a thread id text that no table row holds (codes given out are -2, -3, ...).
+UNSEEN = -(2**62)
+
+
 @dataclass
 class Ids:
     """Thread and process ids as int64, shared across a file so equal text maps equally.
@@ -80,6 +84,21 @@ class Ids:
         if t.lstrip("-").isdigit() and len(t) < 19:
             return int(t)
         return self._code(t)
+
+    def known_column(self, values: Sequence[int | str]) -> np.ndarray:
+        """As :meth:`column`, but text not seen yet gets ``UNSEEN`` instead of a new code."""
+        try:
+            return np.asarray(values, dtype=np.int64)
+        except (ValueError, TypeError, OverflowError):
+            return np.fromiter((self.known(v) for v in values), np.int64, len(values))
+
+    def known(self, v: int | str) -> int:
+        if isinstance(v, int):
+            return v if -(2**63) <= v < 2**63 else self.codes.get(str(v), UNSEEN)
+        t = v.strip()
+        if t.lstrip("-").isdigit() and len(t) < 19:
+            return int(t)
+        return self.codes.get(t, UNSEEN)
 
     def _code(self, text: str) -> int:
         got = self.codes.get(text)
@@ -240,7 +259,7 @@ def _stream_col(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> n
             got = np.array(streams, np.int64)
         except OverflowError:
             got = None
-        if got is not None and (np.abs(got) < 2**62).all():
+        if got is not None and ((got > -(2**62)) & (got < 2**62)).all():
             return got
     out = tid.copy()
     for i, s in enumerate(streams):
