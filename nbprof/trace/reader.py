@@ -28,7 +28,6 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,8 +279,7 @@ def _chunk(
     acc.add("memcpy", tb.copies(com(k[tb.MEMCPY]), offset + k[tb.MEMCPY], ids, path, memcpy=True))
     acc.add("memset", tb.copies(com(k[tb.MEMSET]), offset + k[tb.MEMSET], ids, path, memcpy=False))
     ir = k[tb.RUNTIME]
-    cats = [sys.intern(events[i].cat) for i in ir.tolist()]
-    acc.add("runtime", tb.runtime(com(ir), offset + ir, cats, path))
+    acc.add("runtime", tb.runtime(com(ir), offset + ir, s.runtime_cats(ir), path))
 
     # "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
     op_idx = k[tb.CPU_OP]

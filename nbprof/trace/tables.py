@@ -113,6 +113,18 @@ _X, _S, _F, _M, _B, _E = 1, 2, 3, 4, 5, 6
 _PHASE: dict[str, int] = {"X": _X, "s": _S, "f": _F, "M": _M, "B": _B, "E": _E}
 
 
+#: Every category nbprof reads, numbered from 1 (0 is any other), and each number's kind.
+_CATS: tuple[str, ...] = ("", *_KIND_OF_CAT)
+_CAT_NO: dict[str, int] = {c: i for i, c in enumerate(_CATS) if i}
+_KIND_OF_NO = np.array([OTHER] + [_KIND_OF_CAT[c] for c in _CATS[1:]], np.int8)
+#: A runtime call's category by number, as the ``runtime.cat`` column spells it.
+_RUNTIME_CAT_OF_NO = np.array([RUNTIME_CAT_NAMES.get(c, c) for c in _CATS], dtype=object)
+_CAT_BITS = 5
+assert len(_CATS) <= 1 << _CAT_BITS
+#: Phases, shifted above the category number so that one small int holds both.
+_PHASE_CODE: dict[str, int] = {ph: n << _CAT_BITS for ph, n in _PHASE.items()}
+
+
 @dataclass
 class Sorted:
     """Event indices by kind, plus the flow events, for one file."""
@@ -122,15 +134,23 @@ class Sorted:
     flows_end: np.ndarray
     is_meta: np.ndarray
     skipped_phases: dict[str, int]
+    #: Each event's category number (see ``_CATS``).
+    cat_no: np.ndarray
+
+    def runtime_cats(self, idx: np.ndarray) -> np.ndarray:
+        """The ``runtime.cat`` column of the runtime events ``idx``."""
+        return _RUNTIME_CAT_OF_NO[self.cat_no[idx]]
 
 
 def sort_events(events: list[dec.AnyEvent]) -> Sorted:
     """Which events go to which table (duration events ``ph == "X"`` only)."""
-    kget, pget = _KIND_OF_CAT.get, _PHASE.get
-    # Two dict lookups per event in C-level comprehensions: cheaper than factorizing the
-    # category strings, and no intermediate object arrays.
-    kinds = np.array([kget(e.cat, OTHER) for e in events], np.int8)
-    phases = np.array([pget(e.ph, 0) for e in events], np.int8)
+    cget, pget = _CAT_NO.get, _PHASE_CODE.get
+    # One pass of two dict lookups per event, category and phase packed in one small int:
+    # cheaper than factorizing the strings, and no intermediate object arrays.
+    codes = np.array([cget(e.cat, 0) + pget(e.ph, 0) for e in events], np.uint8)
+    cat_no = codes & ((1 << _CAT_BITS) - 1)
+    phases = codes >> _CAT_BITS
+    kinds = _KIND_OF_NO[cat_no]
     is_x = phases == _X
     by_kind = {k: np.flatnonzero(is_x & (kinds == k)) for k in range(1, 9)}
     flow = kinds == FLOW
@@ -140,6 +160,7 @@ def sort_events(events: list[dec.AnyEvent]) -> Sorted:
         np.flatnonzero(flow & (phases == _F)),
         phases == _M,
         {"B": int((phases == _B).sum()), "E": int((phases == _E).sum())},
+        cat_no,
     )
 
 
@@ -341,7 +362,8 @@ def copies(c: Common, idx: np.ndarray, ids: Ids, path: str, *, memcpy: bool) -> 
     return cols
 
 
-def runtime(c: Common, idx: np.ndarray, cats: list[str], path: str) -> Columns:
+def runtime(c: Common, idx: np.ndarray, cats: np.ndarray, path: str) -> Columns:
+    """Runtime call columns; ``cats`` already spelled as the column wants (see Sorted)."""
     args = dec.decode_args(c.args, dec.RuntimeArgs, path, idx)
     return {
         "pid": c.pid,
@@ -350,7 +372,7 @@ def runtime(c: Common, idx: np.ndarray, cats: list[str], path: str) -> Columns:
         "ts_ns": c.ts_ns,
         "dur": c.dur,
         "correlation": _num([a.correlation for a in args], np.int64, -1),
-        "cat": _obj([RUNTIME_CAT_NAMES.get(x, x) for x in cats]),
+        "cat": cats,
     }
 
 
