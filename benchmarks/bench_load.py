@@ -9,10 +9,14 @@ flow and external ids, so every link stays unique), written to ``benchmarks/out/
 * HolisticTraceAnalysis's ``TraceAnalysis`` load of a folder holding the same file.
 
 Each measurement runs in its own subprocess; peak memory is that process's peak RSS
-(shown whole, and above the process's size after its imports). The section "Trace load and
-analysis" of ``benchmarks/RESULTS.md`` is rewritten with what this run measured.
+(shown whole, and above the process's size after its imports). The contenders take turns,
+one run each per round, for ``--repeat`` rounds (``--big-repeat`` on the largest size, where
+HolisticTraceAnalysis takes about a minute a run); each keeps its best run, and the report
+gives the median and range of all runs beside it. The section "Trace load and analysis" of
+``benchmarks/RESULTS.md`` is rewritten with what this run measured.
 
-    python benchmarks/bench_load.py [--sizes 1,2,5,10] [--repeat 2] [--no-hta] [--no-write]
+    python benchmarks/bench_load.py [--sizes 1,2,5,10] [--repeat 5] [--big-repeat 2]
+                                    [--no-hta] [--no-write]
 """
 
 from __future__ import annotations
@@ -190,13 +194,41 @@ def measure(mode: str, path: Path, timeout: float) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def best(mode: str, path: Path, repeat: int, timeout: float) -> dict[str, Any]:
-    runs = [measure(mode, path, timeout) for _ in range(repeat)]
-    ok = [r for r in runs if "error" not in r]
-    if not ok:
-        return runs[-1]
-    key = "analyze_s" if mode == "nbprof" else "load_s"
-    return min(ok, key=lambda r: r["load_s"] + (r.get(key, 0) if key == "analyze_s" else 0))
+def total_s(r: dict[str, Any]) -> float:
+    """The timed part of one run: load (+ analysis for nbprof)."""
+    return float(r["load_s"] + r.get("analyze_s", 0.0))
+
+
+def interleaved(
+    modes: list[str], path: Path, repeat: int, timeout: float
+) -> dict[str, dict[str, Any]]:
+    """``repeat`` rounds of every contender, one after the other in each round.
+
+    Round-robin rather than all runs of one contender then all of the next, so that a busy
+    spell on a shared machine lands on every contender alike. Per contender: its best run
+    (the one with the least time), with every run's time kept in ``times`` for the spread.
+    """
+    got: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    for k in range(repeat):
+        for m in modes:
+            print(f"  {m} run {k + 1}/{repeat} ...", flush=True)
+            got[m].append(measure(m, path, timeout))
+    out: dict[str, dict[str, Any]] = {}
+    for m, runs in got.items():
+        ok = [r for r in runs if "error" not in r]
+        if not ok:
+            out[m] = runs[-1]
+            continue
+        b = dict(min(ok, key=total_s))
+        b["times"] = sorted(total_s(r) for r in ok)
+        out[m] = b
+    return out
+
+
+def median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
 
 
 # -- report ------------------------------------------------------------------------------------
@@ -240,9 +272,20 @@ def fmt(v: float | None, nd: int = 2) -> str:
     return "n/a" if v is None else f"{v:.{nd}f}"
 
 
+def spread(m: dict[str, Any]) -> str:
+    """``best (median; min-max, n runs)`` of a contender's runs, or why there is none."""
+    if "error" in m or "times" not in m:
+        return str(m.get("error", "not run"))
+    t = m["times"]
+    if len(t) == 1:
+        return f"{t[0]:.2f} (1 run)"
+    return f"**{t[0]:.2f}** ({median(t):.2f}; {t[0]:.2f}-{t[-1]:.2f}, {len(t)} runs)"
+
+
 def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: bool,
-           load_avg: str, repeat: int) -> str:  # fmt: skip
+           load_avg: str, repeat: int, big_repeat: int) -> str:  # fmt: skip
     today = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    end_avg = " ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
         SECTION,
         "",
@@ -250,53 +293,73 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         "",
         f"Machine: {machine()}.",
         "",
-        f"Load average at the start: {load_avg}. Other work was running on this machine, so",
-        f"each time is the best of {repeat} runs (HolisticTraceAnalysis: one run, it is slow).",
-        "",
-        "Each cell is one subprocess. Memory is the process's peak RSS (`VmHWM`); in",
-        "brackets, its growth above the size of the process after its imports.",
+        f"Load average (1/5/15 min) at the start: {load_avg}; at the end: {end_avg}. The",
+        "machine is shared and other work was running, so single timings are noisy. Every",
+        "run is a fresh subprocess; the contenders take turns (one run of each per round, so",
+        f"a busy spell hits all of them alike), {repeat} rounds per size, {big_repeat} on the",
+        "largest. Each cell shows the **best** run, then the median and the range of all",
+        "runs. The same file and bytes for every contender, each through its normal public",
+        "API: `nbprof.load` + `nbprof.analysis.analyze`; gzip.decompress + `orjson.loads`;",
+        "HolisticTraceAnalysis's `TraceAnalysis(trace_dir=...)` on a folder holding that file.",
         "",
     ]
     if not analysis:
         lines += ["`nbprof.analysis.analyze` was not importable: nbprof times are load only.", ""]
     lines += [
-        "| trace | events | JSON MiB | nbprof.load s | + analyze s | load + analyze s | "
-        "gunzip + orjson.loads s | HTA TraceAnalysis s | nbprof peak MiB | orjson peak MiB | "
-        "HTA peak MiB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "Seconds:",
+        "",
+        "| trace | events | JSON MiB | nbprof.load | + analyze | nbprof load + analyze | "
+        "gunzip + orjson.loads | HTA TraceAnalysis |",
+        "|---|---:|---:|---:|---:|---|---|---|",
     ]
+
+    def sec(m: dict[str, Any], key: str) -> str:
+        return fmt(m.get(key)) if key in m else str(m.get("error", "not run"))
+
     for r in rows:
         nb, oj, ht = r["nbprof"], r["orjson"], r["hta"]
-
-        def mem(m: dict[str, Any]) -> str:
-            if "error" in m or "peak_mb" not in m:
-                return m.get("error", "not run")
-            return f"{m['peak_mb']:.0f} (+{m['peak_mb'] - m['base_mb']:.0f})"
-
-        def sec(m: dict[str, Any]) -> str:
-            return m.get("error", "not run") if "load_s" not in m else f"{m['load_s']:.2f}"
-
-        total = nb.get("load_s", 0) + nb.get("analyze_s", 0) if "load_s" in nb else None
         lines.append(
-            f"| {r['name']} | {r['events']:,} | {r['json_bytes'] / MB:.0f} | {sec(nb)} | "
-            f"{fmt(nb.get('analyze_s'))} | {fmt(total)} | {sec(oj)} | {sec(ht)} | "
-            f"{mem(nb)} | {mem(oj)} | {mem(ht)} |"
+            f"| {r['name']} | {r['events']:,} | {r['json_bytes'] / MB:.0f} | "
+            f"{sec(nb, 'load_s')} | {sec(nb, 'analyze_s')} | {spread(nb)} | {spread(oj)} | "
+            f"{spread(ht)} |"
         )
+
+    def mem(m: dict[str, Any]) -> str:
+        if "error" in m or "peak_mb" not in m:
+            return str(m.get("error", "not run"))
+        return f"{m['peak_mb']:.0f} (+{m['peak_mb'] - m['base_mb']:.0f})"
+
+    lines += [
+        "",
+        "Peak memory of the best run, MiB: the process's peak RSS (`VmHWM`); in brackets, its",
+        "growth above the size of the process after its imports.",
+        "",
+        "| trace | nbprof | orjson | HTA |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['name']} | {mem(r['nbprof'])} | {mem(r['orjson'])} | {mem(r['hta'])} |")
     lines += ["", "Targets (issue 2), from the numbers above:", ""]
     for r in rows:
         nb, oj, ht = r["nbprof"], r["orjson"], r["hta"]
-        if "load_s" not in nb:
+        if "times" not in nb:
             continue
-        total = nb["load_s"] + nb.get("analyze_s", 0)
+        best_nb, med_nb = nb["times"][0], median(nb["times"])
         parts = [f"- {r['name']}:"]
-        if "load_s" in oj:
+        if "times" in oj:
+            b = oj["times"][0]
             parts.append(
-                f"load + analysis {total:.2f} s vs gunzip + orjson.loads {oj['load_s']:.2f} s "
-                f"({'met' if total <= oj['load_s'] else 'NOT met'}: no slower);"
+                f"load + analysis {best_nb:.2f} s vs gunzip + orjson.loads {b:.2f} s, best runs "
+                f"({'met' if best_nb <= b else 'NOT met'}: no slower; medians "
+                f"{med_nb:.2f} vs {median(oj['times']):.2f});"
             )
-        if "load_s" in ht:
-            x = ht["load_s"] / total
-            parts.append(f"{x:.1f}x faster than HTA's load ({'met' if x >= 6 else 'NOT met'}: 6x);")
+        if "times" in ht:
+            x = ht["times"][0] / best_nb
+            xm = median(ht["times"]) / med_nb
+            parts.append(
+                f"{x:.1f}x faster than HTA's load, best runs ({'met' if x >= 6 else 'NOT met'}:"
+                f" 6x; {xm:.1f}x median to median);"
+            )
         ratio = nb["peak_mb"] * MB / r["json_bytes"]
         grow = (nb["peak_mb"] - nb["base_mb"]) * MB / r["json_bytes"]
         verdict = "met" if ratio <= 3 else ("met above the imports" if grow <= 3 else "NOT met")
@@ -308,16 +371,18 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
     if growth:
         lines += [
             "",
-            "Growth with size (`nbprof.load` alone, and with analysis):",
+            "Growth with size (`nbprof.load` alone, and with analysis; best run, then the range):",
             "",
-            "| events | load s | load µs/event | load + analyze s | µs/event |",
-            "|---:|---:|---:|---:|---:|",
+            "| events | load s | load µs/event | load + analyze s | µs/event | range s |",
+            "|---:|---:|---:|---:|---:|---|",
         ]
         for g in growth:
             tot = g["load_s"] + g.get("analyze_s", 0)
+            t = g.get("times", [tot])
             lines.append(
                 f"| {g['events']:,} | {g['load_s']:.2f} | {g['load_s'] / g['events'] * 1e6:.2f} |"
-                f" {tot:.2f} | {tot / g['events'] * 1e6:.2f} |"
+                f" {tot:.2f} | {tot / g['events'] * 1e6:.2f} | {t[0]:.2f}-{t[-1]:.2f} "
+                f"({len(t)} runs) |"
             )
     return "\n".join(lines) + "\n"
 
@@ -335,7 +400,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     ap.add_argument("--sizes", default="1,2,5,10", help="copies of the trace to time (1 = as is)")
-    ap.add_argument("--repeat", type=int, default=2, help="runs per cell; the best is kept")
+    ap.add_argument(
+        "--repeat", type=int, default=5, help="runs of each contender per size; the best is kept"
+    )
+    ap.add_argument(
+        "--big-repeat",
+        type=int,
+        default=2,
+        help="runs of each contender on the largest size (HTA takes about a minute there)",
+    )
     ap.add_argument("--no-hta", action="store_true", help="skip HolisticTraceAnalysis")
     ap.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
     ap.add_argument("--timeout", type=float, default=900)
@@ -369,26 +442,26 @@ def main() -> int:
     full = {sizes[0], sizes[-1]}  # compared with orjson and HTA: the file as is and the largest
     for k in sizes:
         path, n, size = paths[k]
-        rep = a.repeat
-        print(f"x{k}: nbprof ...", flush=True)
-        nb = best("nbprof", path, rep, a.timeout)
+        rep = a.big_repeat if k == sizes[-1] and k != sizes[0] else a.repeat
+        modes = ["nbprof"]
+        if k in full:
+            modes += ["orjson"] + ([] if a.no_hta else ["hta"])
+        print(f"x{k}: {', '.join(modes)}, {rep} rounds", flush=True)
+        got = interleaved(modes, path, rep, a.timeout)
+        nb = got["nbprof"]
         if "error" in nb:
             print(f"  nbprof failed: {nb['error']}")
             continue
         n = nb["events"]
-        growth.append({"events": n, "load_s": nb["load_s"], "analyze_s": nb.get("analyze_s", 0)})
+        growth.append({"events": n, "load_s": nb["load_s"], "analyze_s": nb.get("analyze_s", 0),
+                       "times": nb["times"]})  # fmt: skip
         if k not in full:
             continue
-        print(f"x{k}: orjson ...", flush=True)
-        oj = best("orjson", path, rep, a.timeout)
-        ht: dict[str, Any] = {"error": "skipped (--no-hta)"}
-        if not a.no_hta:
-            print(f"x{k}: HolisticTraceAnalysis ...", flush=True)
-            ht = best("hta", path, 1, a.timeout)
+        ht: dict[str, Any] = got.get("hta", {"error": "skipped (--no-hta)"})
         name = "df_index_resolver" if k == 1 else f"df_index_resolver x{k}"
-        rows.append({"name": name, "events": n, "json_bytes": size, "nbprof": nb, "orjson": oj,
-                     "hta": ht})  # fmt: skip
-    text = render(rows, growth, analysis, load_avg, a.repeat)
+        rows.append({"name": name, "events": n, "json_bytes": size, "nbprof": nb,
+                     "orjson": got["orjson"], "hta": ht, "rounds": rep})  # fmt: skip
+    text = render(rows, growth, analysis, load_avg, a.repeat, a.big_repeat)
     print()
     print(text)
     if not a.no_write:
