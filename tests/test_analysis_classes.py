@@ -218,6 +218,8 @@ def test_roofline_evidence_marks_kernels_of_memory_bound_ops(tmp_path: Path) -> 
     assert ev.tolist() == [True, False, False]
     got = kernel_classes(trace.kernels["name"], np.zeros(3, dtype=bool), ev)["cls"].tolist()
     assert got == ["memory", "compute", "other"]  # the second one's name says matmul
+    # And the diagnosis itself classes them so: the timeline colours by this table.
+    assert d.tables["kernel_class"]["cls"].tolist() == ["memory", "compute", "other"]
     empty = roofline_memory_evidence(trace.kernels, trace.cpu_ops, trace.cpu_ops, roof_empty())
     assert not empty.any()
 

@@ -92,7 +92,8 @@ def _tables(
     k = trace.kernels
     if cls_parts and len(k):
         cls = pd.concat(cls_parts).reindex(k.index)
-        cls["cls"] = cls["cls"].fillna("memory")
+        # Kernels outside every analysed device have no class evidence.
+        cls["cls"] = cls["cls"].fillna("other")
         cls["tensor_core"] = cls["tensor_core"].fillna(False).astype(bool)
     else:
         cls = pd.DataFrame(

@@ -11,7 +11,7 @@ import pandas as pd
 
 from nbprof.analysis import idle, inputs, launches, peaks, roofline, syncs, tensorcores
 from nbprof.analysis._text import matches
-from nbprof.analysis.classes import kernel_classes
+from nbprof.analysis.classes import class_shares, kernel_classes, roofline_memory_evidence
 from nbprof.analysis.model import Basis, DeviceMetrics, IdleBreakdown
 from nbprof.analysis.samples import Measured, measured_for
 from nbprof.analysis.transfers import is_pageable
@@ -177,12 +177,6 @@ def analyze_device(
     else:
         tc_kind = "estimated"  # names and ops are evidence, not counters
     basis["tensor_core_pct"] = Basis(tc_kind, f"{tc_basis}: {tc_how}")
-    cls = kernel_classes(k["name"].astype(str), tc.flags)
-    class_pct = {}
-    if ktime > 0:
-        for c in ("tensor_core", "compute", "memory", "communication"):
-            class_pct[c] = float(kdur[cls["cls"].to_numpy() == c].sum() / ktime * 100.0)
-
     # Copies.
     pageable = is_pageable(mc)
     mbytes = int(mc["bytes"].clip(lower=0).sum()) if not mc.empty else 0
@@ -251,6 +245,11 @@ def analyze_device(
         else None
     )
     roof = roofline.roofline(cpu, k, trace.cpu_ops, peak, tc.flags)
+    # Classes after the roofline: a kernel launched inside a memory-bound op is memory
+    # evidence its name may not give.
+    memory_evidence = roofline_memory_evidence(k, cpu, trace.cpu_ops, roof)
+    cls = kernel_classes(k["name"].astype(str), tc.flags, memory_evidence)
+    class_pct = class_shares(kdur, cls["cls"].to_numpy())
     achieved_tflops = achieved_gbps = None
     peak_tf = peak_gb = None
     if not roof.empty and span_us > 0:
