@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -309,3 +311,14 @@ def test_other_kernels_are_drawn_in_their_own_colour() -> None:
     detail = _model(tl.layout, "nbprof-detail").data
     assert _colour_of(detail, p.trace.kernels["name"][1]) == CLASSES["other"][1]
     assert "other" in tl.classes
+
+
+def test_cuda_sync_records_sit_on_gpu_lanes_not_cpu_threads(corpus: Path) -> None:
+    from nbprof import load
+
+    p = load(
+        corpus / "hta__critical_path_alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+    )
+    labels = [ln.label for ln in timeline.collect(p).lanes]
+    assert "GPU 0 context syncs" in labels and "GPU 0 stream 7 syncs" in labels
+    assert not any(label.startswith("CPU -1") for label in labels)

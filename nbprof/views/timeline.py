@@ -148,7 +148,7 @@ def collect(profile: Profile) -> TimelineData:
             calls = rt[(rt["pid"] == pid) & (rt["tid"] == tid)]
             if len(calls):
                 key = ("runtime", rank, pid, tid)
-                add_lanes([key], "runtime", lambda k: f"{prefix(k[1])}CPU {k[3]} runtime")
+                add_lanes([key], "runtime", _runtime_label(calls, prefix))
                 frames.append(_runtime_frame(calls, key, lane_index))
         gpu_keys: set[tuple[Any, ...]] = set()
         per_kind = {"kernels": kernels, "memcpy": trace.memcpy, "memset": trace.memset}
@@ -217,6 +217,19 @@ def _frame(
     d = _base(t, idx[key], cls)
     d.update(grid=_NA, block=_NA, occ=_NA, op=_NA, extra=_NA)
     return pd.DataFrame(d)
+
+
+def _runtime_label(calls: pd.DataFrame, prefix: Any) -> Any:
+    """Lane label for one (pid, tid) of runtime records.
+
+    Kineto writes CUDA synchronization records (cat ``cuda_sync``) with the device as pid
+    and the stream as tid (-1: the whole context), not a CPU thread.
+    """
+    if len(calls) and bool((calls["cat"] == "cuda_sync").all()):
+        return lambda k: (
+            f"{prefix(k[1])}GPU {k[2]} {'context' if k[3] == -1 else f'stream {k[3]}'} syncs"
+        )
+    return lambda k: f"{prefix(k[1])}CPU {k[3]} runtime"
 
 
 def _runtime_frame(
