@@ -36,7 +36,7 @@ def test_four_cards_each_with_its_basis() -> None:
 
 def test_every_secondary_number_carries_a_basis() -> None:
     html = panel.render(small_profile())
-    rows = re.findall(r'<div title="basis: ([^"]*)"><span>([^<]*)</span><span>([^<]*)<', html)
+    rows = re.findall(r'<div title="basis: ([^"]*)"><span>([^<]*)</span> <span>([^<]*)<', html)
     assert len(rows) >= 10
     assert all(basis for basis, _, _ in rows)
     spans = re.findall(r'<span class="nbp-basis">· ([^<]*)</span>', html)
@@ -64,7 +64,7 @@ def test_explanation_findings_with_fix_code_and_notes() -> None:
     p = small_profile(notes=["no GPU: CPU-only profile"])
     html = panel.render(p, extra_notes=["timeline note"])
     assert "Why these numbers differ" in html and "only 47.25 % of SMs" in html
-    assert 'nbp-sev-high">high</span>Copies from pageable memory' in html
+    assert 'nbp-sev-high">high</span> Copies from pageable memory' in html
     assert "<code>pageable_memcpy_count</code> = 1" in html
     assert "<b>Fix:</b> Pin the host tensors" in html
     assert "<pre><code>loader = DataLoader(ds, pin_memory=True)" in html
@@ -238,3 +238,13 @@ def test_dict_evidence_reads_as_a_list_not_as_python() -> None:
         "aten::linear (74.4); &lt;b&gt;x&lt;/b&gt; (4.5)" in html
         and "{" not in html.split("idle_cpu_work")[1].split("</div>")[0]
     )
+
+
+def test_words_stay_apart_when_a_sanitiser_strips_the_styles() -> None:
+    """Untrusted notebooks drop the CSS: labels, values and legend items must still read."""
+    html = panel.render(small_profile()) + panel.legend_html(["compute", "memory"], ["host_wait"])
+    html = re.sub(r"<style.*?</style>", "", html, flags=re.S)
+    html = re.sub(r"</?(div|h[1-6]|p|li|ul|tr|pre|details|summary|table)\b[^>]*>", "\n", html)
+    lines = [ln.strip() for ln in re.sub(r"<[^>]+>", "", html).splitlines() if ln.strip()]
+    assert any(re.fullmatch(r"GPU span \S+ \S+ · from trace", ln) for ln in lines), lines
+    assert not any(re.search(r"[a-z](other compute|memory-bound|idle:)", ln) for ln in lines)

@@ -191,13 +191,13 @@ def legend_html(classes: list[str], gap_causes: list[str] | None = None) -> str:
     """Colour swatches for the event classes and idle-gap causes present in the timeline."""
     items = "".join(
         f'<span><span class="nbp-sw" style="background:{CLASSES[k][1]}"></span>'
-        f"{esc(CLASSES[k][0])}</span>"
+        f"{esc(CLASSES[k][0])}</span> "
         for k in classes
         if k in CLASSES
     )
     gaps = "".join(
         f'<span><span class="nbp-sw" style="background:{GAP_CAUSES[k][1]};opacity:.6"></span>'
-        f"idle: {esc(GAP_CAUSES[k][0])}</span>"
+        f"idle: {esc(GAP_CAUSES[k][0])}</span> "
         for k in gap_causes or []
         if k in GAP_CAUSES
     )
@@ -242,7 +242,7 @@ def _verdict_html(bottleneck: str, summary: str, confidence: tuple[str, str] = (
     conf_html = f'<div class="nbp-conf">{" · ".join(parts)}</div>' if parts else ""
     return (
         f'<div class="nbp-verdict" style="--nbp-vc:{colour}">'
-        f'<span class="nbp-tag">{esc(label)}</span><h2>{esc(summary or label)}</h2>'
+        f'<span class="nbp-tag">{esc(label)}</span> <h2>{esc(summary or label)}</h2>'
         f"{conf_html}</div>"
     )
 
@@ -366,7 +366,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         (label, f"{fmt_num(v)} {unit}", key) for label, v, unit, key in optional if v is not None
     ]
     rows = "".join(
-        f'<div title="basis: {esc(basis_label(dm, key))}"><span>{esc(label)}</span>'
+        f'<div title="basis: {esc(basis_label(dm, key))}"><span>{esc(label)}</span> '
         f'<span>{esc(value)} <span class="nbp-basis">· {esc(_short_basis(dm, key))}</span>'
         "</span></div>"
         for label, value, key in kv
@@ -412,7 +412,7 @@ def _findings_html(findings: list[Finding]) -> str:
         code = f"<pre><code>{esc(f.code)}</code></pre>" if f.code else ""
         items.append(
             '<div class="nbp-finding"><h4>'
-            f'<span class="nbp-sev nbp-sev-{esc(f.severity)}">{esc(f.severity)}</span>'
+            f'<span class="nbp-sev nbp-sev-{esc(f.severity)}">{esc(f.severity)}</span> '
             f"{esc(f.title)}{where}</h4><p>{esc(f.detail)}</p>"
             f"{'<div class=nbp-evidence>evidence: ' + ev + '</div>' if ev else ''}"
             f"<p><b>Fix:</b> {esc(f.fix)}</p>{code}</div>"
