@@ -93,7 +93,10 @@ _flows_decoder = msgspec.json.Decoder(list[FlowEvent])
 
 def decode_flows(raws: list[msgspec.Raw], path: str) -> tuple[list[FlowEvent], np.ndarray]:
     """Flow events already checked by :func:`decode_chunk`, decoded again for their links."""
-    events = _flows_decoder.decode(b"[" + b",".join(raws) + b"]")
+    try:
+        events = _flows_decoder.decode(b"[" + b",".join(raws) + b"]")
+    except msgspec.DecodeError as e:
+        raise TraceError(path, f"not valid JSON in a flow event ({e})") from None
     return events, parse_ts_ns([e.ts for e in events], path)
 
 
@@ -322,6 +325,11 @@ def decode_chunk(
         if not sub:
             raise TraceError(path, f"event {where} {problem}") from None
         raise TraceError(path, f"event {where}: `{sub}` {problem}") from None
+    except msgspec.DecodeError as e:
+        # The skim leaves event contents raw, so invalid UTF-8 inside a string is first
+        # seen here.
+        last = offset + len(raws) - 1
+        raise TraceError(path, f"not valid JSON in events {offset}-{last} ({e})") from None
     return events, parse_ts_ns([e.ts for e in events], path, offset)
 
 
@@ -334,7 +342,7 @@ def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
         events = _int_ts_decoder.decode(joined)
     except msgspec.ValidationError:
         return None
-    except msgspec.DecodeError:  # pragma: no cover - the skim validated the JSON
+    except msgspec.DecodeError:  # e.g. invalid UTF-8: the exact path words the error
         return None
     values = [e.ts for e in events]
     ts = np.array(values)
@@ -358,7 +366,8 @@ def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps]:
         return []
     try:
         return _props_decoder.decode(raw)
-    except msgspec.ValidationError as e:
+    except msgspec.DecodeError as e:  # ValidationError included; also invalid UTF-8
+        # Raw values skip string contents, so bad UTF-8 inside them surfaces only here.
         # Device properties only enrich the devices table: a malformed list is not worth
         # refusing the whole trace for. The reader notes that they were ignored.
         logger.warning("%s: ignoring malformed deviceProperties (%s)", path, e)
@@ -456,6 +465,11 @@ def decode_args(
         if not sub:
             raise TraceError(path, f"event {where}: `args` {problem}") from None
         raise TraceError(path, f"event {where}: `args.{sub}` {problem}") from None
+    except msgspec.DecodeError as e:  # invalid UTF-8 inside the raw `args`
+        first, last = int(event_index[0]), int(event_index[-1])
+        raise TraceError(
+            path, f"not valid JSON in the `args` of events {first}-{last} ({e})"
+        ) from None
 
 
 # -- args, per event kind: only the keys nbprof reads ------------------------------------------
