@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 
 from nbprof.analysis import peaks, tensorcores
 from nbprof.analysis.roofline import matmul_flops, op_bytes_dtype
+from nbprof.analysis.transfers import copies_table
 from nbprof.analysis.utilization import union_length, weighted_coverage
 from nbprof.trace.model import empty_table
 
@@ -205,3 +208,15 @@ def test_matmul_flops_and_bytes() -> None:
         "aten::add", "[[8, 4], [8, 4], []]", '["float", "float", "Scalar"]'
     )
     assert (nbytes, dtype) == ((32 + 32 + 32) * 4, "fp32")
+
+
+def test_copy_rate_over_a_subnormal_duration_is_unknown_not_infinite() -> None:
+    rows = {"rank": [0, 0], "device": ["0", "0"], "stream": [7, 7], "name": ["Memcpy HtoD"] * 2}
+    rows |= {"ts": [0.0, 10.0], "dur": [5e-324, 2.0], "bytes": [3000, 4000]}
+    rows |= {"kind": ["HtoD", "DtoH"], "src": ["Pinned", "Device"], "dst": ["Device", "Pinned"]}
+    mc = pd.DataFrame(rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow RuntimeWarning would fail here
+        out = copies_table(mc).set_index("kind")
+    assert np.isnan(out.loc["HtoD", "gbps"])  # like a zero-length copy: no rate to tell
+    assert out.loc["DtoH", "gbps"] == pytest.approx(4000 / 2.0 / 1e3)

@@ -46,8 +46,10 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
         pageable=("pageable", "any"),
     ).reset_index()
     tot = out["total_us"].to_numpy(dtype="float64")
-    out["gbps"] = np.where(
-        tot > 0, out["bytes"].to_numpy(dtype="float64") / np.where(tot > 0, tot, 1) / 1e3, np.nan
-    )
+    # A zero or subnormal duration is below the trace's resolution: the rate over it is
+    # unknown (NaN), not a division warning or an infinite GB/s.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        rate = out["bytes"].to_numpy(dtype="float64") / tot / 1e3
+    out["gbps"] = np.where((tot > 0) & np.isfinite(rate), rate, np.nan)
     out = out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
     return out[list(COPY_COLUMNS)]
