@@ -61,6 +61,9 @@ BOTTLENECK_LABELS: dict[str, str] = {
     "cpu_only": "CPU only (no GPU activity)",
 }
 
+#: Findings are listed most severe first; an unknown severity sorts last.
+SEVERITY_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2, "info": 3}
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 

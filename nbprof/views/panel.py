@@ -14,6 +14,7 @@ from nbprof.views._style import (
     BOTTLENECK_LABELS,
     CLASSES,
     GAP_CAUSES,
+    SEVERITY_ORDER,
     esc,
     fmt_bytes,
     fmt_num,
@@ -270,7 +271,7 @@ def _pct_value(v: float | None) -> tuple[str, float | None]:
 
 def _measured(dm: DeviceMetrics, attr: str, what: str) -> str:
     """A second, sampled reading of the same question, when analysis has one."""
-    v = getattr(dm, attr, None)  # fields added to DeviceMetrics for NVML samples
+    v = getattr(dm, attr)
     if v is None:
         return ""
     return f"{what}: {fmt_pct(v)} ({basis_label(dm, attr)})"
@@ -286,9 +287,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
             _measured(dm, "nvml_util_pct", "NVML sampled during the run"),
         )
     )  # fmt: skip
-    sm_key = (
-        "sm_active_pct" if getattr(dm, "sm_active_pct", None) is not None else "sm_efficiency_pct"
-    )
+    sm_key = "sm_active_pct" if dm.sm_active_pct is not None else "sm_efficiency_pct"
     v, bar = _pct_value(getattr(dm, sm_key))
     also = _measured(dm, "sm_efficiency_pct", "from the trace") if sm_key == "sm_active_pct" else ""
     cards.append(
@@ -360,7 +359,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         ("host-device copy rate", dm.copy_gbps, "GB/s", "copy_gbps"),
         ("time in the DataLoader", dm.dataloader_pct, "%", "dataloader_pct"),
         ("time in synchronizations", dm.sync_pct, "%", "sync_pct"),
-        ("DRAM bandwidth (sampled)", getattr(dm, "dram_bw_pct", None), "%", "dram_bw_pct"),
+        ("DRAM bandwidth (sampled)", dm.dram_bw_pct, "%", "dram_bw_pct"),
     ]
     kv += [
         (label, f"{fmt_num(v)} {unit}", key) for label, v, unit, key in optional if v is not None
@@ -402,9 +401,8 @@ def _findings_html(findings: list[Finding]) -> str:
             '<div class="nbp-findings"><h3>Findings</h3>'
             '<p class="nbp-muted">Nothing to flag.</p></div>'
         )
-    order = {"high": 0, "medium": 1, "low": 2, "info": 3}
     items: list[str] = []
-    for f in sorted(findings, key=lambda f: order.get(f.severity, 9)):
+    for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 9)):
         ev = ", ".join(
             f"<code>{esc(k)}</code> = {esc(_fmt_evidence(v))}" for k, v in f.evidence.items()
         )

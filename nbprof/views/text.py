@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
+    SEVERITY_ORDER,
     fmt_bytes,
     fmt_num,
     fmt_pct,
@@ -84,7 +85,7 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
         )
     ]
     # Sampled (NVML/GPM) readings, when analysis has them, beat the trace's estimate.
-    sm_act = getattr(dm, "sm_active_pct", None)
+    sm_act = dm.sm_active_pct
     tflops = "n/a"
     if dm.achieved_tflops is not None:
         tflops = fmt_tflops(dm.achieved_tflops) + (
@@ -109,7 +110,7 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
                 ("Tensor Core activity sampled", "tensor_active_pct"),
                 ("DRAM bandwidth sampled", "dram_bw_pct"),
             )
-            if getattr(dm, attr, None) is not None
+            if getattr(dm, attr) is not None
         ],
         ("TFLOP/s achieved", tflops, basis_label(dm, "achieved_tflops")),
         ("GPU busy incl. copies", fmt_pct(dm.gpu_busy_pct), basis_label(dm, "gpu_busy_pct")),
@@ -136,8 +137,7 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
 def _findings(diag: Diagnosis, width: int) -> list[str]:
     if not diag.findings:
         return ["", "Findings: none."]
-    order = {"high": 0, "medium": 1, "low": 2, "info": 3}
-    fs = sorted(diag.findings, key=lambda f: order.get(f.severity, 9))
+    fs = sorted(diag.findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 9))
     out = [
         "",
         f"Findings ({len(fs)}{', top ' + str(TOP_FINDINGS) if len(fs) > TOP_FINDINGS else ''}):",
