@@ -414,26 +414,22 @@ def visible_count(data: TimelineData, x0: float, x1: float) -> int:
 
 def exact(data: TimelineData, x0: float, x1: float) -> dict[str, Any]:
     """Columns for the exact glyphs overlapping [x0, x1]."""
-    sel = np.zeros(data.event_count, dtype=bool)
-    sel[:] = (data.x <= x1) & (data.x + data.dur >= x0)
-    idx = np.flatnonzero(sel)
+    idx = np.flatnonzero((data.x <= x1) & (data.x + data.dur >= x0))
     lane = np.searchsorted(data.lane_offsets, idx, side="right") - 1
     s = data.sigs.iloc[data.sig[idx]]
     cls = s["cls"].to_numpy(dtype=np.int64)
-    colours = np.array([c for _, c in CLASSES.values()], dtype=object)
-    labels = np.array([lbl for lbl, _ in CLASSES.values()], dtype=object)
     lane_labels = np.array([ln.label for ln in data.lanes], dtype=object)
     return {
         "left": data.x[idx],
         "right": data.x[idx] + data.dur[idx],
         "bottom": lane - BAR_HEIGHT / 2,
         "top": lane + BAR_HEIGHT / 2,
-        "color": colours[cls].tolist(),
+        "color": _COLOURS[cls].tolist(),
         "name": s["name"].tolist(),
         "short": s["short"].tolist(),
         "full": s["full"].tolist(),
         "tip": _TIPS[cls].tolist(),
-        "kind": labels[cls].tolist(),
+        "kind": _LABELS[cls].tolist(),
         "dur": data.dur[idx],
         "grid": s["grid"].tolist(),
         "block": s["block"].tolist(),
@@ -478,8 +474,6 @@ def aggregate(data: TimelineData, x0: float, x1: float, bins: int) -> dict[str, 
     dom = busy.argmax(axis=1)
     lane_i, bin_i = np.nonzero((total > 0) | (count > 0))
     frac = np.clip(total[lane_i, bin_i] / width, 0.0, 1.0)
-    colours = np.array([c for _, c in CLASSES.values()], dtype=object)
-    labels = np.array([lbl for lbl, _ in CLASSES.values()], dtype=object)
     lane_labels = np.array([ln.label for ln in data.lanes], dtype=object)
     k = dom[lane_i, bin_i]
     # A bin with only very short events still gets a visible sliver.
@@ -489,10 +483,10 @@ def aggregate(data: TimelineData, x0: float, x1: float, bins: int) -> dict[str, 
         "right": edges[bin_i + 1],
         "bottom": lane_i - BAR_HEIGHT / 2,
         "top": lane_i - BAR_HEIGHT / 2 + h,
-        "color": colours[k].tolist(),
+        "color": _COLOURS[k].tolist(),
         "busy": frac * 100.0,
         "events": count[lane_i, bin_i],
-        "kind": labels[k].tolist(),
+        "kind": _LABELS[k].tolist(),
         "lane": lane_labels[lane_i].tolist(),
     }
 
@@ -553,7 +547,9 @@ def _cumulative_busy(s: np.ndarray, e: np.ndarray, x: np.ndarray) -> np.ndarray:
     return (x * ns - cs[ns]) - (x * ne - ce[ne])
 
 
-#: Per class id, which hover applies (see TIP_KINDS).
+#: Per class id: colour, legend label and which hover applies (see TIP_KINDS).
+_COLOURS = np.array([colour for _, colour in CLASSES.values()], dtype=object)
+_LABELS = np.array([label for label, _ in CLASSES.values()], dtype=object)
 _TIPS = np.array([TIP_KINDS[k] for k in CLASSES], dtype=object)
 
 _EMPTY_EXACT = (
@@ -955,8 +951,8 @@ def build(
         "agg_cap": int(agg_cap),
         "max_bins": MAX_BINS,
         "bar": BAR_HEIGHT,
-        "colors": [c for _, c in CLASSES.values()],
-        "labels": [lbl for lbl, _ in CLASSES.values()],
+        "colors": _COLOURS.tolist(),
+        "labels": _LABELS.tolist(),
         "tips": _TIPS.tolist(),
         "lanes": [ln.label for ln in data.lanes],
     }
