@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,9 +37,6 @@ __all__ = [
 CORPUS_ENV = "NBPROF_TRACE_CORPUS"
 #: Environment variable overriding where downloads are cached.
 CACHE_ENV = "NBPROF_CACHE_DIR"
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
 class DatasetError(NbprofError):
@@ -301,19 +297,16 @@ def _from_corpus(ds: Dataset) -> Path | None:
 
 
 def _download(ds: Dataset, *, timeout: float) -> Path:
+    """Fetch ``ds`` into the cache (the caller has found no verified copy there)."""
     import pooch
 
-    folder = cache_dir()
-    cached = folder / ds.file_name
-    if cached.is_file() and _verified(cached, ds):
-        return cached
     downloader = pooch.HTTPDownloader(progressbar=False, timeout=timeout)
     try:
         got = pooch.retrieve(
             ds.url,
             known_hash=f"sha256:{ds.sha256}",
             fname=ds.file_name,
-            path=folder,
+            path=cache_dir(),
             downloader=downloader,
             progressbar=False,
         )
