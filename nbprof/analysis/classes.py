@@ -70,11 +70,6 @@ _MEMORY = re.compile(
 )
 
 
-def memory_by_name(names: pd.Series) -> np.ndarray:
-    """Kernels whose name belongs to a memory-bound family (ignores the other classes)."""
-    return matches(names, _MEMORY)
-
-
 def roofline_memory_evidence(
     kernels: pd.DataFrame,
     ops: pd.DataFrame,

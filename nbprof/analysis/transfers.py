@@ -25,11 +25,6 @@ def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
     return by_cols | by_name
 
 
-def gbps(nbytes: float, dur_us: float) -> float | None:
-    """bytes per µs × 1e-3 = GB/s (10^9 bytes per second)."""
-    return nbytes / dur_us / 1e3 if dur_us > 0 and nbytes >= 0 else None
-
-
 def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     """One row per (rank, device, direction, src, dst)."""
     if memcpy.empty:
