@@ -40,6 +40,10 @@ CPU_EXPLAIN = (
     "This profiles a small torch model on the CPU: the numbers describe CPU work only, not a GPU."
 )
 
+#: Device -> (batch, image side) of the live workload. Small on the CPU so the demo takes
+#: seconds on 2 cores; bigger on a GPU so kernels are not all launch overhead.
+_SHAPES: dict[str, tuple[int, int]] = {"cuda": (128, 64), "cpu": (8, 32)}
+
 
 @dataclass
 class DemoResult:
@@ -62,8 +66,8 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _workload(device: str, steps: int) -> Any:
-    """A few training steps of a small conv net; returns a callable running one step."""
+def _workload(device: str) -> Any:
+    """A small conv net, optimizer and batch; returns a callable running one training step."""
     import torch
     from torch import nn
 
@@ -78,9 +82,7 @@ def _workload(device: str, steps: int) -> Any:
         nn.Linear(32, 10),
     ).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    # Small on the CPU so the demo takes seconds on 2 cores; bigger on a GPU so kernels
-    # are not all launch overhead.
-    batch, size = (128, 64) if device == "cuda" else (8, 32)
+    batch, size = _SHAPES[device]
     x = torch.randn(batch, 3, size, size, device=device)
     y = torch.randint(0, 10, (batch,), device=device)
     loss_fn = nn.CrossEntropyLoss()
@@ -95,10 +97,15 @@ def _workload(device: str, steps: int) -> Any:
     return step
 
 
+def _workload_text(device: str, steps: int) -> str:
+    batch, size = _SHAPES[device]
+    return f"{steps} training steps of a small conv net (batch {batch}, {size}x{size} images)."
+
+
 def _profile_live(device: str, steps: int) -> Profile:
     from nbprof.capture import profile
 
-    step = _workload(device, steps)
+    step = _workload(device)
     with profile(sample=device == "cuda") as run:
         for _ in range(steps):
             step()
@@ -150,7 +157,7 @@ def run(
 
         kind: Literal["gpu", "dataset", "cpu"] = "gpu"
         headline = f"LIVE GPU PROFILE on {torch.cuda.get_device_name()}"
-        details = [f"{steps} training steps of a small conv net (batch 128, 64x64 images)."]
+        details = [_workload_text("cuda", steps)]
     elif mode == "dataset":
         name = dataset or DEFAULT_DATASET
         ds = datasets.info(name)
@@ -173,7 +180,7 @@ def run(
         headline = CPU_LABEL
         details = [
             CPU_EXPLAIN,
-            f"{steps} training steps of a small conv net (batch 8, 32x32 images).",
+            _workload_text("cpu", steps),
             f"For a real GPU trace: set {datasets.CORPUS_ENV} to a folder of traces, or "
             f"connect to the network, and run `nbprof demo --dataset {DEFAULT_DATASET}`.",
         ]
