@@ -26,6 +26,7 @@ from nbprof.analysis.utilization import (
 )
 from nbprof.telemetry.model import Samples
 from nbprof.trace.model import Trace
+from nbprof.trace.tables import vendor_of
 
 logger = logging.getLogger(__name__)
 
@@ -72,16 +73,13 @@ def _props(trace: Trace, rank: int, device: str) -> dict[str, object]:
 
 
 def _vendor(props: dict[str, object], runtime: pd.DataFrame) -> str:
-    """The device's vendor: from its properties, else from the launch API the trace used
-    (``cuda*``/``cu*`` calls vs ``hip*``), else unknown."""
+    """The device's vendor: from its properties or name, else from the launch API the trace
+    used (``cuda*``/``cu*`` calls vs ``hip*``), else unknown."""
     v = str(props.get("vendor") or "")
-    if v in ("nvidia", "amd"):
+    if v not in ("nvidia", "amd"):
+        v = vendor_of(str(props.get("name") or ""))
+    if v != "unknown":
         return v
-    name = str(props.get("name") or "")
-    if "AMD" in name or "Instinct" in name or "Radeon" in name:
-        return "amd"
-    if "NVIDIA" in name or "Tesla" in name or "GeForce" in name:
-        return "nvidia"
     if not runtime.empty:
         names = runtime["name"].astype(str)
         if matches(names, r"^hip").any():
