@@ -84,19 +84,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return demo_main(argv[1:])
         except SystemExit as e:  # its argparse: --help, usage errors (already printed)
-            return int(e.code) if isinstance(e.code, int) else EXIT_BAD_INPUT
+            return _exit_status(e)
     try:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # argparse: --help, --version, usage errors (already printed)
-        return int(e.code) if isinstance(e.code, int) else EXIT_BAD_INPUT
+        return _exit_status(e)
     try:
         if args.command == "analyze":
             return _analyze(args.trace, as_json=args.json, devices=args.device)
         if args.command == "report":
             return _report(args.trace, args.output)
-    except _BadInput as e:
-        return _fail(str(e))
-    except NbprofError as e:  # TraceError says "<file>: <reason>" already
+    except (_BadInput, NbprofError) as e:  # TraceError says "<file>: <reason>" already
         return _fail(str(e))
     except OSError as e:
         return _fail(f"{e.filename or args.trace}: {e.strerror or e}")
@@ -116,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     raise AssertionError(args.command)  # pragma: no cover - argparse restricts commands
+
+
+def _exit_status(e: SystemExit) -> int:
+    return int(e.code) if isinstance(e.code, int) else EXIT_BAD_INPUT
 
 
 def _fail(message: str) -> int:
