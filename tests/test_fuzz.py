@@ -199,8 +199,10 @@ def test_tiny_prefixes_are_errors(tmp_path: Path, cut: int) -> None:
 
 
 @pytest.mark.parametrize("where", ["name", "args", "deviceProperties", "metadata"])
-def test_invalid_utf8_inside_strings_is_a_trace_error(tmp_path: Path, where: str) -> None:
-    """The skim leaves values raw, so bad UTF-8 inside a string must still be caught later."""
+def test_invalid_utf8_inside_strings_is_caught(tmp_path: Path, where: str) -> None:
+    """The skim leaves values raw, so bad UTF-8 inside a string must still be caught later:
+    in a field nbprof reads it is a TraceError; in metadata the value is ignored with a note;
+    in an ``args`` key nbprof does not read it is never decoded, so the trace loads."""
     doc = {
         "deviceProperties": [{"id": 0, "name": "GPU@", "numSms": 8}],
         "traceName": "T@",
@@ -213,4 +215,14 @@ def test_invalid_utf8_inside_strings_is_a_trace_error(tmp_path: Path, where: str
     raw = json.dumps(doc).encode().replace(marker.encode(), marker[:-1].encode() + b"\xff")
     p = tmp_path / "u.json"
     p.write_bytes(raw)
-    _check(p)
+    if where == "name":
+        with pytest.raises(TraceError, match="not valid JSON"):
+            read(p, progress=False)
+        return
+    tr = read(p, progress=False)
+    if where == "args":
+        assert tr.kernels["name"].tolist() == ["k@"] and not tr.notes
+        return
+    key = {"deviceProperties": "deviceProperties", "metadata": "traceName"}[where]
+    assert tr.metadata[key] is None
+    assert any(key in n and "ignored" in n for n in tr.notes), tr.notes

@@ -119,6 +119,8 @@ class Decoded:
     base_ns: int | None = None
     #: ``distributedInfo.rank`` when the file says it.
     rank: int | None = None
+    #: Top-level values that could not be read and are ignored, in words for the user.
+    notes: list[str] = field(default_factory=list)
 
 
 NO_TS = np.iinfo(np.int64).min
@@ -188,6 +190,7 @@ def decode_file(data: bytes, path: str) -> Decoded:
     props: list[DeviceProps] = []
     base_ns: int | None = None
     rank: int | None = None
+    notes: list[str] = []
     bare = head == b"["
     raws: list[msgspec.Raw] | None = None
     if not bare:
@@ -202,9 +205,18 @@ def decode_file(data: bytes, path: str) -> Decoded:
         for key, raw in top.items():
             try:
                 metadata[key] = msgspec.json.decode(raw)
-            except msgspec.DecodeError:  # pragma: no cover - the skim validated it
+            except msgspec.DecodeError as e:
+                # The skim checks the JSON's structure but not the UTF-8 inside raw strings,
+                # so a value can still fail here. Metadata only adds to the tables: ignore it.
                 metadata[key] = None
-        props = _device_props(top.get("deviceProperties"), path)
+                if key != "deviceProperties":  # logged and noted below, as malformed
+                    logger.warning("%s: ignoring unreadable top-level `%s` (%s)", path, key, e)
+                    notes.append(f"top-level `{key}` could not be read ({e}) and is ignored")
+        raw_props = top.get("deviceProperties")
+        got = _device_props(raw_props, path)
+        if got is None:
+            notes.append("deviceProperties was malformed and is ignored")
+        props = got or []
         base = metadata.get("baseTimeNanoseconds")
         if isinstance(base, int) and not isinstance(base, bool) and base >= 0:
             if base >= 2**62:
@@ -228,7 +240,7 @@ def decode_file(data: bytes, path: str) -> Decoded:
             raise _json_error(path, data, e) from None
     if not raws:
         raise TraceError(path, "trace is empty (no events)")
-    return Decoded(raws, metadata, props, base_ns, rank)
+    return Decoded(raws, metadata, props, base_ns, rank, notes)
 
 
 def _address(buf: bytes | msgspec.Raw) -> int:
@@ -361,17 +373,19 @@ def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
     return events, ts
 
 
-def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps]:
-    if raw is None:
+def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps] | None:
+    """The file's device properties; None when they are there but malformed."""
+    # An explicit null says "none", as torch's `[]` does when it saw no GPU: not malformed.
+    if raw is None or bytes(raw) == b"null":
         return []
     try:
         return _props_decoder.decode(raw)
     except msgspec.DecodeError as e:  # ValidationError included; also invalid UTF-8
         # Raw values skip string contents, so bad UTF-8 inside them surfaces only here.
         # Device properties only enrich the devices table: a malformed list is not worth
-        # refusing the whole trace for. The reader notes that they were ignored.
+        # refusing the whole trace for. The caller notes that they were ignored.
         logger.warning("%s: ignoring malformed deviceProperties (%s)", path, e)
-        return []
+        return None
 
 
 def parse_ts_ns(raws: list[msgspec.Raw], path: str, offset: int = 0) -> np.ndarray:

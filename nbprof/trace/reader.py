@@ -320,10 +320,7 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
         raise TraceError(path, "trace holds no timed events (only metadata)")
     first = acc.first_ns
     wall = d.base_ns is not None or first >= _EPOCH_NS
-    notes: list[str] = []
-    # torch writes `"deviceProperties": []` when it saw no GPU: nothing was malformed.
-    if d.metadata.get("deviceProperties") not in (None, []) and not d.device_props:
-        notes.append("deviceProperties was malformed and is ignored")
+    notes = list(d.notes)
     for ph, n in acc.skipped.items():
         if n:
             notes.append(f"{n} begin/end ('{ph}') events ignored: only complete events are read")
