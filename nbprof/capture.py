@@ -31,6 +31,10 @@ NO_GPU_NOTE = (
     "No GPU: torch.cuda.is_available() is False, so only the CPU was profiled "
     "(no kernels, no GPU utilization)."
 )
+ALREADY_RUNNING = (
+    "a torch profiler is already running (nested %gpuprof or an open "
+    "torch.profiler.profile); stop it first"
+)
 
 
 class _Startable(Protocol):
@@ -119,10 +123,7 @@ class Capture:
         self._used = True
         torch = self._torch
         if _profiler_active(torch):
-            raise NbprofError(
-                "a torch profiler is already running (nested %gpuprof or an open "
-                "torch.profiler.profile); stop it first"
-            )
+            raise NbprofError(ALREADY_RUNNING)
         self._cuda = bool(torch.cuda.is_available())
         if not self._cuda:
             self._notes.append(NO_GPU_NOTE)

@@ -193,7 +193,7 @@ class GpuprofMagics(Magics):
         __tracebackhide__ = True
         from IPython.display import display
 
-        from nbprof.capture import _profiler_active, profile
+        from nbprof.capture import ALREADY_RUNNING, _profiler_active, profile
 
         widget, reason = (None, "") if args.no_gauge else _make_gauge()
         try:
@@ -211,10 +211,7 @@ class GpuprofMagics(Magics):
                 raise UsageError(str(e)) from None
             if _profiler_active(cap._torch):
                 # Refused before anything is shown (e.g. %gpuprof inside a %%gpuprof cell).
-                raise UsageError(
-                    "a torch profiler is already running (nested %gpuprof or an open "
-                    "torch.profiler.profile); stop it first"
-                )
+                raise UsageError(ALREADY_RUNNING)
             handle = None
             if widget is not None:
                 handle = display(widget, display_id=True)
