@@ -237,12 +237,16 @@ class _Acc:
         self.parts.setdefault(table, []).append(cols)
 
     def get(self, table: str) -> tb.Columns:
-        parts = self.parts.get(table, [])
-        if not parts:
-            return {}
-        if len(parts) == 1:
-            return parts[0]
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return _concat(self.parts.get(table, []))
+
+
+def _concat(parts: list[tb.Columns]) -> tb.Columns:
+    """Chunks' columns joined into one set ({} for none; a single chunk is not copied)."""
+    if not parts:
+        return {}
+    if len(parts) == 1:
+        return parts[0]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def _abs_ns(ts: np.ndarray, base_ns: int | None, path: str) -> np.ndarray:
@@ -260,7 +264,6 @@ def _chunk(
     abs_ns: np.ndarray,
     offset: int,
     ids: tb.Ids,
-    flow_ids: tb.Ids,
     path: str,
 ) -> None:
     s = tb.sort_events(events)
@@ -302,12 +305,12 @@ def _chunk(
 
 def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
     acc = _Acc()
-    ids, flow_ids = tb.Ids(), tb.Ids()
+    ids = tb.Ids()
     n_events = len(d.raw_events)
     mode = dec.TsMode()
     for offset in range(0, n_events, CHUNK):
         events, ts = dec.decode_chunk(d.raw_events[offset : offset + CHUNK], offset, path, mode)
-        _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, flow_ids, path)
+        _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, path)
         del events
         step("decoding")
     flow_start: tb.Columns = {}
@@ -375,17 +378,11 @@ def _flow_columns(
                     "id": flow_ids.column([-1 if e.id is None else e.id for e in evs]),
                 }
             )
-
-    def joined(ps: list[tb.Columns]) -> tb.Columns:
-        return {k: np.concatenate([p[k] for p in ps]) for k in ps[0]} if ps else {}
-
-    return joined(parts["start"]), joined(parts["end"])
+    return _concat(parts["start"]), _concat(parts["end"])
 
 
 def _correlate_by_flows(cols: dict[str, tb.Columns], starts: tb.Columns, ends: tb.Columns) -> int:
-    tables = [cols[t] for t in (*_GPU, "runtime")]
-    if not any((c["correlation"] < 0).any() for c in tables):
-        return 0
+    # Flow columns are built only when some correlation id is missing (see _build_rank).
     if not starts and not ends:
         return 0
     empty = {k: np.zeros(0, np.int64) for k in ("pid", "tid", "ts_ns", "id")}
