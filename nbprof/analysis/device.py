@@ -72,21 +72,21 @@ def _props(trace: Trace, rank: int, device: str) -> dict[str, object]:
     return m.iloc[0].to_dict() if not m.empty else {}
 
 
-def _vendor(props: dict[str, object], runtime: pd.DataFrame) -> str:
-    """The device's vendor: from its properties or name, else from the launch API the trace
-    used (``cuda*``/``cu*`` calls vs ``hip*``), else unknown."""
+def _vendor(props: dict[str, object], runtime: pd.DataFrame) -> tuple[str, Basis]:
+    """The device's vendor and its basis: from its properties or name, else from the launch
+    API the trace used (``cuda*``/``cu*`` calls vs ``hip*``), else unknown."""
     v = str(props.get("vendor") or "")
     if v not in ("nvidia", "amd"):
         v = vendor_of(str(props.get("name") or ""))
     if v != "unknown":
-        return v
+        return v, Basis("trace", "the device name in the trace's device properties")
     if not runtime.empty:
         names = runtime["name"].astype(str)
         if matches(names, r"^hip").any():
-            return "amd"
+            return "amd", Basis("estimated", "the trace's launch calls are HIP (hip*)")
         if matches(names, r"^cu(?:da)?[A-Z]").any():
-            return "nvidia"
-    return "unknown"
+            return "nvidia", Basis("estimated", "the trace's launch calls are CUDA (cu*)")
+    return "unknown", Basis("unknown", "no known device name and no CUDA or HIP calls")
 
 
 def analyze_device(
@@ -98,13 +98,25 @@ def analyze_device(
     ms = _sel(trace.memset, rank, device)
     props = _props(trace, rank, device)
     rt = trace.runtime[trace.runtime["rank"] == rank] if not trace.runtime.empty else trace.runtime
-    vendor = _vendor(props, rt)
+    vendor, vendor_basis = _vendor(props, rt)
     name = str(props.get("name") or "")
     sm = int(props.get("sm_count", -1) or -1) if props else -1
     sm_count = sm if sm > 0 else None
     cc = str(props.get("compute_capability") or "") or None
     total_mem = int(props.get("total_memory", -1) or -1) if props else -1
-    basis: dict[str, Basis] = {}
+    no_props = "the trace's device properties do not give it"
+    basis: dict[str, Basis] = {
+        "vendor": vendor_basis,
+        "sm_count": Basis("trace", "the trace's device properties (numSms)")
+        if sm_count is not None
+        else Basis("unknown", no_props),
+        "compute_capability": Basis("trace", "the trace's device properties")
+        if cc is not None
+        else Basis("unknown", no_props),
+        "kernel_count": Basis("trace", "kernel events on this device"),
+        "memcpy_count": Basis("trace", "memcpy events on this device"),
+        "memset_count": Basis("trace", "memset events on this device"),
+    }
 
     ev = idle.gpu_events(k, mc, ms)
     s_all = ev["ts"].to_numpy(dtype="float64")
