@@ -12,7 +12,7 @@ import functools
 import logging
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -72,39 +72,40 @@ class Ids:
     codes: dict[str, int] = field(default_factory=dict)
 
     def column(self, values: Sequence[int | str]) -> np.ndarray:
-        try:
-            return np.asarray(values, dtype=np.int64)
-        except (ValueError, TypeError, OverflowError):
-            return np.fromiter((self.one(v) for v in values), np.int64, len(values))
+        return self._column(values, self.one)
 
     def one(self, v: int | str) -> int:
-        if isinstance(v, int):
-            return v if -(2**63) <= v < 2**63 else self._code(str(v))
-        t = v.strip()
-        if t.lstrip("-").isdigit() and len(t) < 19:
-            return int(t)
-        return self._code(t)
+        return _id_of(v, self._code)
 
     def known_column(self, values: Sequence[int | str]) -> np.ndarray:
         """As :meth:`column`, but text not seen yet gets ``UNSEEN`` instead of a new code."""
+        return self._column(values, self.known)
+
+    def known(self, v: int | str) -> int:
+        return _id_of(v, lambda t: self.codes.get(t, UNSEEN))
+
+    @staticmethod
+    def _column(values: Sequence[int | str], each: Callable[[int | str], int]) -> np.ndarray:
         try:
             return np.asarray(values, dtype=np.int64)
         except (ValueError, TypeError, OverflowError):
-            return np.fromiter((self.known(v) for v in values), np.int64, len(values))
-
-    def known(self, v: int | str) -> int:
-        if isinstance(v, int):
-            return v if -(2**63) <= v < 2**63 else self.codes.get(str(v), UNSEEN)
-        t = v.strip()
-        if t.lstrip("-").isdigit() and len(t) < 19:
-            return int(t)
-        return self.codes.get(t, UNSEEN)
+            return np.fromiter(map(each, values), np.int64, len(values))
 
     def _code(self, text: str) -> int:
         got = self.codes.get(text)
         if got is None:
             got = self.codes[text] = -2 - len(self.codes)
         return got
+
+
+def _id_of(v: int | str, code: Callable[[str], int]) -> int:
+    """An id's number: itself, or its numeric text's value, or ``code`` of its text."""
+    if isinstance(v, int):
+        return v if -(2**63) <= v < 2**63 else code(str(v))
+    t = v.strip()
+    if t.lstrip("-").isdigit() and len(t) < 19:
+        return int(t)
+    return code(t)
 
 
 FLOW = 9
@@ -282,6 +283,11 @@ def _stream_col(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> n
             got = None
         if got is not None and ((got > -(2**62)) & (got < 2**62)).all():
             return got
+    return _stream_each(streams, tid, ids)
+
+
+def _stream_each(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> np.ndarray:
+    """:func:`_stream_col` one value at a time: ints, numeric text (any base), other text."""
     out = tid.copy()
     for i, s in enumerate(streams):
         if s is None:
