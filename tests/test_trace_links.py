@@ -50,7 +50,7 @@ def test_nest_and_innermost_match_the_reference(
     th = np.array([v[0] for v in ivs], np.int64)
     s = np.array([v[1] for v in ivs], np.float64)
     e = np.array([v[2] for v in ivs], np.float64)
-    depth, parent, _ = nest(np.zeros_like(th), th, s, e)
+    depth, parent = nest(np.zeros_like(th), th, s, e)
     want_depth, want_parent = reference(ivs)
     assert depth.tolist() == want_depth
     assert parent.tolist() == want_parent

@@ -30,21 +30,20 @@ def _thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
 
 def nest(
     pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Nesting of intervals per thread: (depth, parent, order).
+) -> tuple[np.ndarray, np.ndarray]:
+    """Nesting of intervals per thread: (depth, parent).
 
     Rows must already be sorted by start ascending, end descending (a parent before its
     children). ``depth`` is the number of intervals on the same thread that started earlier
     and are still open when the row starts (0 = top level); an interval ending exactly when
     another starts does not enclose it. ``parent`` is the row of the innermost enclosing
-    interval (-1 at top level). ``order`` groups rows by thread (stable), for
-    :func:`innermost_ops`.
+    interval (-1 at top level).
     """
     n = len(s)
     depth = np.zeros(n, np.int64)
     parent = np.full(n, -1, np.int64)
     if n == 0:
-        return depth.astype(np.int32), parent, np.zeros(0, np.int64)
+        return depth.astype(np.int32), parent
     codes = _thread_codes(pid, tid)
     order = np.argsort(codes, kind="stable")
     gc = codes[order]
@@ -79,7 +78,7 @@ def nest(
         gparent[here] = np.where(same, cand, -1)
     depth[order] = gdepth
     parent[order] = np.where(gparent >= 0, order[np.maximum(gparent, 0)], -1)
-    return depth.astype(np.int32), parent, order
+    return depth.astype(np.int32), parent
 
 
 def innermost_ops(

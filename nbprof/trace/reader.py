@@ -413,7 +413,7 @@ def _link(
     for k in list(ops):
         ops[k] = ops[k][order]
     op_end = ops["ts"] + ops["dur"]
-    depth, parent, _ = links.nest(ops["pid"], ops["tid"], ops["ts"], op_end)
+    depth, parent = links.nest(ops["pid"], ops["tid"], ops["ts"], op_end)
     ops["depth"] = depth
     rt_op = links.innermost_ops(
         ops["pid"], ops["tid"], ops["ts"], op_end, parent, rt["pid"], rt["tid"], rt["ts"]
