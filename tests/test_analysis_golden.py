@@ -362,6 +362,15 @@ def test_unknown_device_has_unknown_peaks(tmp_path: Path) -> None:
     assert d.tables["ops_roofline"]["bound"].iloc[0] == "unknown"
 
 
+def test_known_device_without_flops_says_why_its_peak_tflops_is_unknown(tmp_path: Path) -> None:
+    b = KinetoBuilder()
+    b.kernel(SGEMM, 10, 40)
+    m = diagnose(b, tmp_path).devices[0]
+    assert m.peak_gbps == 3350.0 and m.peak_tflops is None
+    assert m.basis["peak_tflops"].kind == "unknown"
+    assert "no ops with FLOP counts" in m.basis["peak_tflops"].how
+
+
 def test_amd_gets_no_nvidia_claims(tmp_path: Path) -> None:
     b = KinetoBuilder(device_name="AMD Instinct MI250X", major=9, minor=0, sm_count=110)
     b.kernel("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN", 0, 50)

@@ -274,17 +274,25 @@ def analyze_device(
         basis["achieved_gbps"] = Basis(
             "estimated", "bytes of the FLOP-counted ops from input shapes ÷ GPU span"
         )
-        dom = roof.groupby("dtype")["total_us"].sum().idxmax()
-        key = str(dom)
+        key = str(roof.groupby("dtype")["total_us"].sum().idxmax())
         peak_tf = peaks.peak_tflops(peak, key) if key else None
         if peak_tf is not None and peak is not None:
             basis["peak_tflops"] = Basis(
                 "trace", f"device name {name!r} matched to the {peak.source}: {key} dense peak"
             )
+        elif peak is not None:
+            why = (
+                f"the {peak.source} has no {key} peak for {name!r}"
+                if key
+                else "the dtype of the FLOP-counted ops is unknown"
+            )
+            basis["peak_tflops"] = Basis("unknown", why)
     else:
         why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
         basis["achieved_tflops"] = Basis("unknown", why)
         basis["achieved_gbps"] = Basis("unknown", why)
+        if peak is not None:
+            basis["peak_tflops"] = Basis("unknown", why)
     if peak is not None:
         peak_gb = peak.mem_gbps
         basis["peak_gbps"] = Basis(
@@ -297,10 +305,7 @@ def analyze_device(
             else f"no peak table for vendor {vendor!r}"
         )
         basis["peak_gbps"] = Basis("unknown", why)
-    if "peak_tflops" not in basis:
-        basis["peak_tflops"] = Basis(
-            "unknown", basis["peak_gbps"].how if peak is None else "no dtype"
-        )
+        basis["peak_tflops"] = Basis("unknown", why)
 
     m = DeviceMetrics(
         rank=rank,
