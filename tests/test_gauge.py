@@ -205,6 +205,15 @@ def test_everything_rendered_is_escaped(tmp_path: Path) -> None:
     src.close()
 
 
+def test_the_charted_window_is_the_one_stated(tmp_path: Path) -> None:
+    src = ReplaySource(recorded(tmp_path), autostart=False)
+    src.advance(math.inf)
+    html = render_html(src.samples(), history_s=30.0)
+    assert "Last 30 s." in html and "last 30 seconds" in html
+    assert "Last 60 s" not in html and "last 60 seconds" not in html
+    src.close()
+
+
 def test_unavailable_and_empty_renderings() -> None:
     none = Samples.empty(unavailable="NVML library not found <here>")
     assert "No GPU telemetry: NVML library not found &lt;here&gt;" in render_html(none)

@@ -17,7 +17,6 @@ This module only lays out numbers the sampler measured; it computes no metrics.
 
 from __future__ import annotations
 
-import html
 import logging
 import math
 import threading
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from nbprof.telemetry.model import METRICS, Samples
+from nbprof.views._style import esc as _esc
 
 logger = logging.getLogger(__name__)
 
@@ -260,10 +260,6 @@ def _make_widget(value: str) -> Any:
 # -- rendering (pure: Samples in, markup out) ------------------------------------------------
 
 
-def _esc(x: object) -> str:
-    return html.escape(str(x), quote=True)
-
-
 def _pct(v: float) -> str:
     if v != v:
         return "—"
@@ -340,7 +336,7 @@ def _chart(part: Any, metric: str, color: str, t0: int, span_ns: float) -> str:
     label = _esc(METRICS[metric][0])
     return (
         f'<svg width="{_W}" height="{_H}" viewBox="0 0 {_W} {_H}" role="img" '
-        f'aria-label="{label}, last 60 seconds">{"".join(body)}</svg>'
+        f'aria-label="{label}, last {span_ns / 1e9:g} seconds">{"".join(body)}</svg>'
     )
 
 
@@ -408,7 +404,8 @@ def render_html(samples: Samples, *, state: str = "live", history_s: float = 60.
             '<div style="font-size:11px;color:#b45309">A recording played back, not this '
             "machine's GPU.</div>"
         )
-    gpus = sorted(set(samples.gpus) | set(_per_gpu(samples)))
+    parts = _per_gpu(samples)
+    gpus = sorted(set(samples.gpus) | set(parts))
     if samples.unavailable and len(samples):
         out.append(
             f'<div style="color:#b91c1c">Sampling stopped: {_esc(samples.unavailable)}</div>'
@@ -423,7 +420,6 @@ def render_html(samples: Samples, *, state: str = "live", history_s: float = 60.
         msg = "no samples" if "stopped" in state else "waiting for the first sample…"
         out.append(f'<div style="color:#6b7280">{_esc(msg)}</div></div>')
         return "".join(out)
-    parts = _per_gpu(samples)
     end = int(samples.frame["time_ns"].max()) if len(samples) else 0
     span = history_s * 1e9
     t0 = end - int(span)
@@ -465,7 +461,7 @@ def render_html(samples: Samples, *, state: str = "live", history_s: float = 60.
             + "</div></div>"
         )
     out.append(
-        '<div style="font-size:10px;color:#6b7280">Last 60 s. Dashed line: nvidia-smi '
+        f'<div style="font-size:10px;color:#6b7280">Last {history_s:g} s. Dashed line: nvidia-smi '
         "utilization (a kernel was running). Solid area: what the hardware counters measured."
         f' <span style="background:{_GAP_FILL}">Red</span>: time nvidia-smi calls busy while '
         "the counter says idle. Numbers from NVML; hover for each one's source.</div></div>"
