@@ -440,6 +440,14 @@ def test_multi_device_keys(tmp_path: Path) -> None:
     assert [m.gpu_span_us for m in d.devices] == [pytest.approx(10), pytest.approx(30)]
 
 
+def test_a_finding_every_device_shares_names_the_busiest(tmp_path: Path) -> None:
+    b = KinetoBuilder(device_name="NVIDIA Mystery GPU 9000")
+    b.kernel(SGEMM, 0, 10, device=0)
+    b.kernel(SGEMM, 0, 30, device=1)  # as busy, over a longer span
+    found = [f for f in diagnose(b, tmp_path).findings if f.id == "unknown_peaks"]
+    assert [f.device for f in found] == ["1"]
+
+
 def test_one_block_kernel_is_busy_but_uses_one_sm(tmp_path: Path) -> None:
     # torch.cuda._sleep: one block spinning; nvidia-smi reads 100%.
     b = KinetoBuilder(sm_count=132)

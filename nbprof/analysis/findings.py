@@ -1,7 +1,8 @@
 """Findings: what is wrong, the numbers that show it, why it matters, and the fix.
 
 Each rule is a small function of one device's :class:`Signals` returning a Finding or
-None; ``build`` runs them all on every device and orders the results by severity.
+None; ``build`` runs them all on every device, tells each finding which device it is
+about, and orders the results by severity.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ def input_pipeline(s: Signals) -> Finding | None:
             "                                     pin_memory=True, persistent_workers=True,\n"
             "                                     prefetch_factor=4)"
         ),
-        device=m.device,
     )
 
 
@@ -89,7 +89,6 @@ def launch_overhead(s: Signals) -> Finding | None:
             "torch.compile fuse the small ops; larger batches also amortize launches."
         ),
         code='model = torch.compile(model, mode="reduce-overhead")  # fuses ops, uses CUDA graphs',
-        device=m.device,
     )
 
 
@@ -137,7 +136,6 @@ def tensor_cores(s: Signals) -> Finding | None:
         },
         fix=fix,
         code=code,
-        device=m.device,
     )
 
 
@@ -164,12 +162,10 @@ def pageable_copies(s: Signals) -> Finding | None:
         },
         fix="Pin host tensors (pin_memory=True in the DataLoader) and copy with non_blocking=True.",
         code="x = x.pin_memory().to('cuda', non_blocking=True)",
-        device=m.device,
     )
 
 
 def sync_stalls(s: Signals) -> Finding | None:
-    m = s.metrics
     gap = gap_share(s, "after ", ".item()")
     calls = s.sync_calls
     n_item = int((calls["name"] == "aten::item").sum()) if not calls.empty else 0
@@ -200,12 +196,10 @@ def sync_stalls(s: Signals) -> Finding | None:
             "    if step % 100 == 0:\n"
             "        print(running.item() / 100); running.zero_()"
         ),
-        device=m.device,
     )
 
 
 def communication(s: Signals) -> Finding | None:
-    m = s.metrics
     comm = s.class_pct.get("communication", 0.0)
     if comm < 30.0:
         return None
@@ -226,7 +220,6 @@ def communication(s: Signals) -> Finding | None:
             "model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=50,\n"
             "                                                  gradient_as_bucket_view=True)"
         ),
-        device=m.device,
     )
 
 
@@ -247,13 +240,11 @@ def memory_bound_kernels(s: Signals) -> Finding | None:
         evidence={"memory_kernel_pct": _r(mem)},
         fix="Fuse chains of elementwise ops so each tensor is read and written once.",
         code="model = torch.compile(model)  # fuses elementwise chains into few kernels",
-        device=m.device,
     )
 
 
 def unclassified_kernels(s: Signals) -> Finding | None:
     """Say when kernel classes cannot carry the compute-vs-memory call (see verdict.py)."""
-    m = s.metrics
     other = other_pct(s)
     if round(100.0 - other, 9) >= CLASS_COVER_PCT:
         return None
@@ -273,7 +264,6 @@ def unclassified_kernels(s: Signals) -> Finding | None:
             "them, or sample hardware counters (NVML GPM) during the run."
         ),
         code="torch.profiler.profile(..., record_shapes=True, with_flops=True)",
-        device=m.device,
     )
 
 
@@ -293,7 +283,6 @@ def low_sm_efficiency(s: Signals) -> Finding | None:
         ),
         evidence={"kernel_busy_pct": _r(busy), "sm_efficiency_pct": _r(eff)},
         fix="Give each kernel more parallel work: larger batches, fused ops, fewer tiny tensors.",
-        device=m.device,
     )
 
 
@@ -323,7 +312,6 @@ def mostly_idle(s: Signals) -> Finding | None:
             "Find the host work in the largest gaps (timeline) and move it off the critical "
             "path: prefetch inputs, avoid per-step synchronization, batch small requests."
         ),
-        device=m.device,
     )
 
 
@@ -339,7 +327,6 @@ def unknown_peaks(s: Signals) -> Finding | None:
         detail=f"{why}; achieved rates are shown without a roofline verdict.",
         evidence={"device_name": m.name, "vendor": m.vendor},
         fix="None needed; the verdict falls back to kernel classes.",
-        device=m.device,
     )
 
 
@@ -381,13 +368,11 @@ def build(trace: Trace, signals: list[Signals]) -> list[Finding]:
     for s in ordered:
         for rule in RULES:
             f = rule(s)
-            if f is None:
-                continue
             # Multi-rank runs repeat the same finding per rank: keep the first.
-            key = f.id
-            if key in seen:
+            if f is None or f.id in seen:
                 continue
-            seen.add(key)
+            seen.add(f.id)
+            f.device = s.metrics.device
             out.append(f)
     out.sort(key=lambda f: _ORDER[f.severity])
     return out
