@@ -397,3 +397,19 @@ def test_latest_looks_back_one_minute_only() -> None:
     row_ = sub.latest().frame.iloc[0]
     assert math.isnan(row_["power_w"]) and row_["util_gpu"] == 100.0
     assert "timed out" in sub.latest().reasons[(0, "power_w")]
+
+
+def test_a_failing_first_gpm_sample_is_reused_not_leaked() -> None:
+    gpu = FakeGpu()
+    gpu.errors["nvmlGpmSampleGet"] = pynvml.NVML_ERROR_TIMEOUT
+    s, fake, clock = make([gpu])
+    s.open()
+    run_passes(s, clock, 5)
+    assert "timed out" in s.samples().reasons[(0, "sm_util")]
+    del gpu.errors["nvmlGpmSampleGet"]
+    run_passes(s, clock, 2)
+    assert row(s)["sm_util"] == 35.0
+    # One sample kept for the next try, not one allocated (and dropped) per failing pass.
+    assert len(fake.state.gpm_samples) == 2
+    s.close_backend()
+    assert set(fake.state.gpm_samples) == fake.state.gpm_freed

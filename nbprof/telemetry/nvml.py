@@ -488,25 +488,24 @@ class NvmlBackend:
 
     def _read_gpm(self, dev: _Device, row: np.ndarray, mono_ns: int) -> None:
         nv = self._nvml
+        prev = dev.gpm_prev
         try:
-            if dev.gpm_prev is None:
-                sample = nv.nvmlGpmSampleAlloc()
-                nv.nvmlGpmSampleGet(dev.handle, sample)
-                dev.gpm_prev, dev.gpm_prev_ns = sample, mono_ns
-                return
-            if mono_ns - dev.gpm_prev_ns >= GPM_MIN_INTERVAL_NS:
+            if prev is None or mono_ns - dev.gpm_prev_ns >= GPM_MIN_INTERVAL_NS:
                 sample = dev.gpm_spare if dev.gpm_spare is not None else nv.nvmlGpmSampleAlloc()
                 dev.gpm_spare = None
                 try:
                     nv.nvmlGpmSampleGet(dev.handle, sample)
                 except nv.NVMLError:
+                    # Kept for the next try (and freed with the rest), not leaked per pass.
                     dev.gpm_spare = sample
                     raise
-                request = dev.gpm_request
-                request.sample1 = dev.gpm_prev
-                request.sample2 = sample
-                dev.gpm_spare = dev.gpm_prev
                 dev.gpm_prev, dev.gpm_prev_ns = sample, mono_ns
+                if prev is None:
+                    return  # the first sample only opens a window
+                request = dev.gpm_request
+                request.sample1 = prev
+                request.sample2 = sample
+                dev.gpm_spare = prev
                 nv.nvmlGpmMetricsGet(request)
                 self._take_gpm(dev, request)
         except nv.NVMLError as err:
