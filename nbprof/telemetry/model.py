@@ -18,7 +18,8 @@ import pandas as pd
 
 #: metric column -> (label, unit, basis). Basis says what kind of number it is.
 METRICS: dict[str, tuple[str, str, str]] = {
-    "util_gpu": ("nvidia-smi utilization", "%", "NVML utilization.gpu: share of time >=1 kernel ran"),
+    "util_gpu": ("nvidia-smi utilization", "%",
+                 "NVML utilization.gpu: share of time >=1 kernel ran"),
     "util_mem": ("memory controller busy", "%", "NVML utilization.memory"),
     "mem_used": ("memory used", "B", "NVML memory info"),
     "mem_total": ("memory total", "B", "NVML memory info"),
@@ -55,7 +56,12 @@ class Samples:
 
     @classmethod
     def empty(cls, unavailable: str = "", source: str = "live") -> Samples:
-        frame = pd.DataFrame({c: pd.Series(dtype="int64" if c in ("time_ns", "gpu") else "float64") for c in SAMPLE_COLUMNS})
+        frame = pd.DataFrame(
+            {
+                c: pd.Series(dtype="int64" if c in ("time_ns", "gpu") else "float64")
+                for c in SAMPLE_COLUMNS
+            }
+        )
         return cls(frame=frame, source=source, unavailable=unavailable)
 
     def __len__(self) -> int:
