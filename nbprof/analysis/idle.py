@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis._text import matches
-from nbprof.analysis.inputs import _DATALOADER
+from nbprof.analysis.inputs import dataloader_ops
 from nbprof.analysis.syncs import SYNC_OPS, SYNC_RUNTIME
 from nbprof.analysis.utilization import union_length
 
@@ -122,7 +122,7 @@ def name_cpu_work(
     cats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if not ops.empty:
         names = ops["name"].astype(str)
-        cats["DataLoader __next__"] = _intervals(ops[matches(names, _DATALOADER)])
+        cats["DataLoader __next__"] = _intervals(dataloader_ops(ops))
         cats[".item() (aten::item)"] = _intervals(ops[names.isin(SYNC_OPS)])
         cats["optimizer"] = _intervals(ops[matches(names, _OPTIMIZER)])
         top_level = ops[ops["depth"] == 0]
