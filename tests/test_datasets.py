@@ -203,15 +203,24 @@ def server() -> Iterator[_Server]:
         s.thread.join(timeout=5)
 
 
-def _register(monkeypatch: pytest.MonkeyPatch, data: bytes, url: str) -> Dataset:
+def _tiny_dataset(
+    monkeypatch: pytest.MonkeyPatch, name: str, data: bytes, *, bundled: bool = False
+) -> Dataset:
+    """A registered dataset (a real entry renamed) whose pinned hash and size are ``data``'s."""
     ds = dataclasses.replace(
         datasets.info("alexnet-a100-sync"),
-        name="tiny-local",
-        file_name="tiny-local.json.gz",
+        name=name,
+        file_name=f"{name}.json.gz",
         sha256=hashlib.sha256(data).hexdigest(),
         size=len(data),
+        bundled=bundled,
     )
     monkeypatch.setitem(datasets._BY_NAME, ds.name, ds)
+    return ds
+
+
+def _register(monkeypatch: pytest.MonkeyPatch, data: bytes, url: str) -> Dataset:
+    ds = _tiny_dataset(monkeypatch, "tiny-local", data)
     # Only the URL moves, to the local server; everything else is the real code path.
     monkeypatch.setattr(Dataset, "url", property(lambda self: url))
     return ds
@@ -291,15 +300,7 @@ def test_loading_a_downloaded_trace(server: _Server, monkeypatch: pytest.MonkeyP
 
 
 def _bundle(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data: bytes) -> Dataset:
-    ds = dataclasses.replace(
-        datasets.info("alexnet-a100-sync"),
-        name="tiny-bundled",
-        file_name="tiny-bundled.json.gz",
-        sha256=hashlib.sha256(data).hexdigest(),
-        size=len(data),
-        bundled=True,
-    )
-    monkeypatch.setitem(datasets._BY_NAME, ds.name, ds)
+    ds = _tiny_dataset(monkeypatch, "tiny-bundled", data, bundled=True)
     monkeypatch.setattr(datasets, "_DATA_DIR", tmp_path / "data")
     (tmp_path / "data").mkdir()
     # Unreachable on purpose: a bundled file must never be fetched.
