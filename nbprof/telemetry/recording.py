@@ -69,12 +69,15 @@ VERSION = 1
 REPLAY_THREAD_NAME = "nbprof-replay"
 
 
-def _reasons_list(reasons: dict[tuple[int, str], str]) -> list[list[Any]]:
-    return [[g, m, r] for (g, m), r in sorted(reasons.items())]
-
-
-def _gpus_json(gpus: dict[int, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {str(k): v for k, v in sorted(gpus.items())}
+def _state_json(
+    gpus: dict[int, dict[str, Any]], reasons: dict[tuple[int, str], str], unavailable: str
+) -> dict[str, Any]:
+    """The ``gpus``/``reasons``/``unavailable`` keys, as the header and state lines write them."""
+    return {
+        "gpus": {str(k): v for k, v in sorted(gpus.items())},
+        "reasons": [[g, m, r] for (g, m), r in sorted(reasons.items())],
+        "unavailable": unavailable,
+    }
 
 
 def _header(
@@ -92,9 +95,7 @@ def _header(
             "source": source,
             "period_s": period_s,
             "metrics": list(METRIC_NAMES),
-            "gpus": _gpus_json(gpus),
-            "reasons": _reasons_list(reasons),
-            "unavailable": unavailable,
+            **_state_json(gpus, reasons, unavailable),
         },
         default=str,
     )
@@ -292,12 +293,7 @@ class Recorder:
             if not self._header_written:
                 self._write_header()
             elif tick.state_changed:
-                gpus, reasons, unavailable = self._sampler.state()
-                state = {
-                    "gpus": _gpus_json(gpus),
-                    "reasons": _reasons_list(reasons),
-                    "unavailable": unavailable,
-                }
+                state = _state_json(*self._sampler.state())
                 self._fh.write(orjson.dumps({"t": tick.time_ns, "state": state}, default=str))
                 self._fh.write(b"\n")
             b = tick.block
