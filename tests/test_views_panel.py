@@ -180,10 +180,11 @@ def test_long_unbroken_strings_wrap_inside_cards_and_tables() -> None:
 def test_verdict_confidence_and_basis_are_shown_when_analysis_gives_them() -> None:
     p = small_profile()
     p.diagnosis.verdict = Verdict(
-        "memory_bound", "64% of kernel time is in kernels nbprof cannot classify."
+        "memory_bound",
+        "64% of kernel time is in kernels nbprof cannot classify.",
+        confidence="low",
+        basis="kernel_classes",
     )
-    object.__setattr__(p.diagnosis.verdict, "confidence", "low")
-    object.__setattr__(p.diagnosis.verdict, "basis", "kernel_classes")
     html = panel.render(p)
     assert '<div class="nbp-conf"><b>low confidence</b> · decided by: kernel classes' in html
     out = text.render(p)
