@@ -255,7 +255,7 @@ class Sampler:
         version = (id(backend), backend.version)
         if version == self._state_version:
             return False
-        gpus = {k: dict(v) for k, v in backend.gpus.items()}
+        gpus = _copy_gpus(backend.gpus)
         reasons = dict(backend.reasons)
         with self._lock:
             self._gpus, self._reasons = gpus, reasons
@@ -305,8 +305,11 @@ class Sampler:
     def state(self) -> tuple[dict[int, dict[str, Any]], dict[tuple[int, str], str], str]:
         """Copies of (gpus, reasons, unavailable) as of the last pass."""
         with self._lock:
-            gpus = {k: dict(v) for k, v in self._gpus.items()}
-            return gpus, dict(self._reasons), self._unavailable
+            return self._copy_state()
+
+    def _copy_state(self) -> tuple[dict[int, dict[str, Any]], dict[tuple[int, str], str], str]:
+        # Callers hold the lock: the copies must agree with each other (and the ring).
+        return _copy_gpus(self._gpus), dict(self._reasons), self._unavailable
 
     def newest_ns(self) -> int | None:
         """Time of the newest sample in the ring, or None when it is empty."""
@@ -321,11 +324,14 @@ class Sampler:
                 if since_ns is not None and len(block) and block.time_ns[-1] < since_ns:
                     break
                 picked.append(block)
-            gpus = {k: dict(v) for k, v in self._gpus.items()}
-            reasons = dict(self._reasons)
-            unavailable = self._unavailable
+            gpus, reasons, unavailable = self._copy_state()
         picked.reverse()
         return _to_samples(picked, gpus, reasons, unavailable, "live", since_ns)
+
+
+def _copy_gpus(gpus: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """A copy deep enough that the sampler thread's later changes do not show through."""
+    return {k: dict(v) for k, v in gpus.items()}
 
 
 def _to_samples(
@@ -364,7 +370,7 @@ def _since(samples: Samples, since_ns: int) -> Samples:
     return Samples(
         frame=frame,
         reasons=dict(samples.reasons),
-        gpus={k: dict(v) for k, v in samples.gpus.items()},
+        gpus=_copy_gpus(samples.gpus),
         source=samples.source,
         unavailable=samples.unavailable,
     )
@@ -400,7 +406,7 @@ def latest_of(samples: Samples) -> Samples:
         last = last.reset_index()[list(SAMPLE_COLUMNS)]
         out = Samples(frame=pd.DataFrame(last), source=samples.source)
         out.unavailable = samples.unavailable
-    out.gpus = {k: dict(v) for k, v in samples.gpus.items()}
+    out.gpus = _copy_gpus(samples.gpus)
     out.reasons = dict(samples.reasons)
     return out
 
