@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pandas as pd
 
 from nbprof.analysis import explain, findings, verdict
@@ -114,5 +113,5 @@ def _tables(
         ),
         "ops_roofline": pd.concat(roofs, ignore_index=True) if roofs else _empty(ROOFLINE_COLUMNS),
         "copies": copies_table(trace.memcpy),
-        "syncs": syncs_table(calls, span) if span > 0 else syncs_table(calls, np.nan),
+        "syncs": syncs_table(calls, span),  # pct is NaN over an empty span
     }
