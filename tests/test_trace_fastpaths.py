@@ -195,6 +195,14 @@ def test_stream_column_matches_the_reference(streams: list[Any], ints_only: bool
     )
 
 
+def test_stream_values_one_at_a_time() -> None:
+    # What the reference itself gives: numeric text in any base is its number, other text
+    # and ints beyond the safe range get stable negative codes, absent keeps the thread id.
+    ids = tb.Ids()
+    got = tb._stream_each(["7", "0x10", "s 1", None, 2**70, "s 1"], np.arange(6) + 100, ids)
+    assert got.tolist() == [7, 16, -2, 103, -3, -2]
+
+
 def test_raw_texts_match_one_by_one_decoding() -> None:
     raws = [r for r in raws_of(["[[8, 16], []]", '"c10::Half"', '["\\u00e9", "ß"]'])]
     raws.insert(1, dec._EMPTY)
