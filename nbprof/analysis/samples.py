@@ -22,7 +22,6 @@ class Measured:
     sm_util: float | None
     tensor_util: float | None
     dram_bw_util: float | None
-    sm_occupancy: float | None
 
 
 def measured_for(
@@ -60,5 +59,4 @@ def measured_for(
         sm_util=mean("sm_util"),
         tensor_util=mean("tensor_util"),
         dram_bw_util=mean("dram_bw_util"),
-        sm_occupancy=mean("sm_occupancy"),
     )
