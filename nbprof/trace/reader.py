@@ -19,8 +19,9 @@ Input that cannot be a profiler trace, or that is damaged, raises
 
 Things a valid trace may simply not have are not errors: unknown categories and phases are
 ignored (counted in ``event_count``), absent ``args`` keys become "unknown" (-1, NaN, ""),
-a malformed ``deviceProperties`` list is ignored with a note, ``B``/``E`` pairs are ignored
-with a note, and a trace with no kernel events loads with a note saying so.
+a malformed ``deviceProperties`` list or an unreadable top-level value (invalid UTF-8 in a
+string) is ignored with a note, ``B``/``E`` pairs are ignored with a note, and a trace with
+no kernel events loads with a note saying so.
 """
 
 from __future__ import annotations
