@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Finding
-from nbprof.analysis.verdict import CLASS_COVER_PCT, gap_share, other_pct
+from nbprof.analysis.verdict import CLASS_COVER_PCT, gap_share, kernel_busy_us, other_pct
 from nbprof.trace.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -362,10 +362,7 @@ def build(trace: Trace, signals: list[Signals]) -> list[Finding]:
     seen: set[str] = set()
     # The busiest device first, so a finding shared by every rank is told from the one
     # that matters most.
-    ordered = sorted(
-        signals, key=lambda s: -(s.metrics.kernel_busy_pct or 0.0) * s.metrics.gpu_span_us
-    )
-    for s in ordered:
+    for s in sorted(signals, key=kernel_busy_us, reverse=True):
         for rule in RULES:
             f = rule(s)
             # Multi-rank runs repeat the same finding per rank: keep the first.

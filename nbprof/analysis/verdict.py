@@ -64,12 +64,14 @@ CLASS_COVER_PCT = 70.0
 _KNOWN = ("tensor_core", "compute", "memory", "communication")
 
 
+def kernel_busy_us(s: Signals) -> float:
+    """Time (µs) at least one kernel ran on the device: what "busiest device" means."""
+    return s.metrics.gpu_span_us * (s.metrics.kernel_busy_pct or 0.0) / 100.0
+
+
 def primary(signals: list[Signals]) -> Signals:
     """The device that ran the most kernel time (first on ties)."""
-    return max(
-        signals,
-        key=lambda s: (s.metrics.kernel_busy_pct or 0.0) * s.metrics.gpu_span_us,
-    )
+    return max(signals, key=kernel_busy_us)
 
 
 def gap_share(s: Signals, *prefixes: str) -> float:
@@ -123,7 +125,7 @@ def compute_vs_memory(s: Signals) -> Decision:
                 "hardware_counters",
             )
     roof = s.roofline
-    ktime = s.metrics.gpu_span_us * (s.metrics.kernel_busy_pct or 0.0) / 100.0
+    ktime = kernel_busy_us(s)
     roof_comp = roof_mem = cover = 0.0
     if not roof.empty and ktime > 0:
         known = roof[roof["bound"] != "unknown"]
