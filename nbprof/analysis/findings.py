@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Finding
+from nbprof.analysis.tensorcores import _cc
 from nbprof.analysis.verdict import CLASS_COVER_PCT, gap_share, kernel_busy_us, other_pct
 from nbprof.trace.model import Trace
 
@@ -100,8 +101,7 @@ def tensor_cores(s: Signals) -> Finding | None:
     tc = m.tensor_core_pct
     if gemm < 20.0 or tc >= 0.5 * gemm:
         return None
-    cc = float(m.compute_capability or 0)
-    ampere = cc >= 8.0
+    ampere = (_cc(m.compute_capability) or 0.0) >= 8.0
     fix = (
         "Run matrix math on Tensor Cores: allow TF32 for FP32 matmuls and convolutions, and "
         "use bfloat16 autocast for the forward pass."
