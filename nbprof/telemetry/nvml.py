@@ -395,8 +395,7 @@ class NvmlBackend:
                 return
             for m, v in zip(metrics, values, strict=True):
                 row[_COL[m]] = v
-                if (dev.index, m) in self.reasons:
-                    self._clear_reason(dev.index, m)
+                self._clear_reason(dev.index, m)
 
         def util() -> tuple[float, float]:
             u = nv.nvmlDeviceGetUtilizationRates(h)
