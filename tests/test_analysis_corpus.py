@@ -122,12 +122,8 @@ def reference(path: str) -> dict[tuple[int, str], dict[str, Any]]:
     return out
 
 
-def _files(corpus: Path) -> list[Path]:
-    return corpus_files(corpus)
-
-
 def test_every_trace_matches_the_definitions(corpus: Path) -> None:
-    for f in _files(corpus):
+    for f in corpus_files(corpus):
         d = diagnosis(str(f))
         ref = reference(str(f))
         got = {(m.rank, m.device): m for m in d.devices}
@@ -151,7 +147,7 @@ def test_every_trace_matches_the_definitions(corpus: Path) -> None:
 
 
 def test_every_trace_gives_a_sane_diagnosis(corpus: Path) -> None:
-    for f in _files(corpus):
+    for f in corpus_files(corpus):
         d = diagnosis(str(f))
         assert d.verdict.summary, f.name
         assert d.explanation, f.name
@@ -169,7 +165,7 @@ def test_every_trace_gives_a_sane_diagnosis(corpus: Path) -> None:
 
 
 def _one(corpus: Path, prefix: str) -> Diagnosis:
-    (f,) = [p for p in _files(corpus) if p.name.startswith(prefix)]
+    (f,) = [p for p in corpus_files(corpus) if p.name.startswith(prefix)]
     return diagnosis(str(f))
 
 
@@ -247,7 +243,7 @@ def test_amd_makes_no_nvidia_claims(corpus: Path) -> None:
 
 
 def test_dlrm_ranks_are_communication_bound(corpus: Path) -> None:
-    files = [p for p in _files(corpus) if "dlrm" in p.name]
+    files = [p for p in corpus_files(corpus) if "dlrm" in p.name]
     if not files:
         pytest.skip("no DLRM rank files")
     for f in files:
@@ -273,7 +269,7 @@ def test_corpus_kernels_are_classified_and_verdicts_firm(corpus: Path) -> None:
     # Every corpus trace is PyTorch, cuDNN, cuBLAS, NCCL or Triton: the class rules must
     # know nearly all their kernel time (measured: at most 1.8%, the nameless
     # ``triton__0d1d…`` kernels of the negative-queue trace), and no verdict is a guess.
-    for f in _files(corpus):
+    for f in corpus_files(corpus):
         d = diagnosis(str(f))
         k = trace(str(f)).kernels
         if k.empty:
