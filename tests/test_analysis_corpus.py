@@ -232,6 +232,7 @@ def test_cupti_profiler_trace_has_no_kernels(corpus: Path) -> None:
 
 def test_amd_makes_no_nvidia_claims(corpus: Path) -> None:
     d = _one(corpus, "hta__amd_trace")
+    assert d.devices  # else the loop below checks nothing
     for m in d.devices:
         assert m.vendor == "amd"
         assert m.peak_tflops is None and m.peak_gbps is None
