@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from nbprof.analysis import analyze
 from nbprof.analysis.model import BOTTLENECKS, Diagnosis
 from nbprof.telemetry.model import METRICS, Samples
+from nbprof.trace.model import Trace
 
 SGEMM = "ampere_sgemm_128x64_nn"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>"
@@ -40,6 +41,17 @@ def basic(tmp_path: Path) -> tuple[Diagnosis, KinetoBuilder]:
     b.memcpy(60, 10, 1_000_000, src="Pageable")
     b.memset(80, 5, 4096)
     return diagnose(b, tmp_path), b
+
+
+def sample_frame(trace: Trace, n: int, every_us: int, **cols: float | np.ndarray) -> pd.DataFrame:
+    """``n`` NVML samples of GPU 0, one every ``every_us`` from the first kernel's start;
+    every metric NaN (not sampled) but ``cols``."""
+    assert trace.origin_ns is not None
+    t0 = trace.origin_ns + int(trace.kernels["ts"].iloc[0] * 1000)
+    rows = {c: np.full(n, np.nan) for c in METRICS}
+    rows.update({c: np.broadcast_to(np.asarray(v, dtype="float64"), n) for c, v in cols.items()})
+    times = t0 + every_us * 1000 * np.arange(n, dtype="int64")
+    return pd.DataFrame({"time_ns": times, "gpu": 0, **rows})
 
 
 def test_busy_span_and_counts(tmp_path: Path) -> None:
@@ -389,13 +401,10 @@ def test_samples_measured_basis(tmp_path: Path) -> None:
     b = KinetoBuilder()
     b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 0, 1000)
     trace = read_trace(b.write(tmp_path))
-    assert trace.origin_ns is not None
-    t0 = trace.origin_ns + int(trace.kernels["ts"].iloc[0] * 1000)
-    times = [t0 + 100_000 * i for i in range(11)]  # every 100 µs across the 1 ms kernel
-    rows = {c: np.full(len(times), np.nan) for c in METRICS}
-    rows.update(util_gpu=np.full(11, 100.0), sm_util=np.arange(11) * 10.0)
-    rows.update(tensor_util=np.full(11, 40.0), dram_bw_util=np.full(11, 5.0))
-    frame = pd.DataFrame({"time_ns": np.array(times, dtype="int64"), "gpu": 0, **rows})
+    frame = sample_frame(  # every 100 µs across the 1 ms kernel
+        trace, 11, 100, util_gpu=100.0, sm_util=np.arange(11) * 10.0, tensor_util=40.0,
+        dram_bw_util=5.0,
+    )  # fmt: skip
     outside = frame.assign(time_ns=frame["time_ns"] + 10**12)  # hours later: ignored
     samples = Samples(frame=pd.concat([frame, outside], ignore_index=True), source="replay")
     m = analyze(trace, samples).devices[0]
@@ -464,13 +473,7 @@ def test_measured_dram_bandwidth_decides_memory_bound(tmp_path: Path) -> None:
     b = KinetoBuilder()
     b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 0, 1000)
     trace = read_trace(b.write(tmp_path))
-    assert trace.origin_ns is not None
-    t0 = trace.origin_ns + int(trace.kernels["ts"].iloc[0] * 1000)
-    rows = {c: np.full(5, np.nan) for c in METRICS}
-    rows.update(dram_bw_util=np.full(5, 80.0), sm_util=np.full(5, 30.0))
-    frame = pd.DataFrame(
-        {"time_ns": np.array([t0 + 200_000 * i for i in range(5)], dtype="int64"), "gpu": 0, **rows}
-    )
+    frame = sample_frame(trace, 5, 200, dram_bw_util=80.0, sm_util=30.0)
     d = analyze(trace, Samples(frame=frame))
     # Names alone say compute-bound; the counters say the DRAM was the limit.
     assert analyze(trace).verdict.bottleneck == "compute_bound"
@@ -553,11 +556,7 @@ def test_measured_tensor_activity_exposes_unknown_names(tmp_path: Path) -> None:
     b = KinetoBuilder()
     b.kernel("brand_new_gemm_kernel_2031", 0, 1000)
     trace = read_trace(b.write(tmp_path))
-    assert trace.origin_ns is not None
-    t0 = trace.origin_ns + int(trace.kernels["ts"].iloc[0] * 1000)
-    rows = {c: np.full(3, np.nan) for c in METRICS}
-    rows.update(tensor_util=np.full(3, 60.0))
-    times = np.array([t0 + 300_000 * i for i in range(3)], dtype="int64")
-    m = analyze(trace, Samples(frame=pd.DataFrame({"time_ns": times, "gpu": 0, **rows}))).devices[0]
+    frame = sample_frame(trace, 3, 300, tensor_util=60.0)
+    m = analyze(trace, Samples(frame=frame)).devices[0]
     assert m.tensor_active_pct == pytest.approx(60.0)
     assert "do not recognise" in m.basis["tensor_core_pct"].how
