@@ -6,18 +6,15 @@ from the machine's user settings leaks in, and it is always shut down (kernels i
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from lab_harness import CHROMIUM, Lab, LabServer, PageErrors, missing_requirements
+from lab_harness import CHROMIUM, Lab, LabServer, browsing, missing_requirements, serving
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
-
-logger = logging.getLogger(__name__)
 
 
 @pytest.fixture(scope="session")
@@ -42,17 +39,8 @@ def lab_server(
     tmp_path_factory: pytest.TempPathFactory,
     corpus_or_none: Path | None,
 ) -> Iterator[LabServer]:
-    base = tmp_path_factory.mktemp("jupyterlab")
-    # The kernels see no GPU (the tests assert the CPU-only dashboard), read traces only
-    # from the corpus, and cache nothing outside the temporary folder.
-    env = {"CUDA_VISIBLE_DEVICES": "", "NBPROF_CACHE_DIR": str(base / "nbprof-cache")}
-    if corpus_or_none is not None:
-        env["NBPROF_TRACE_CORPUS"] = str(corpus_or_none)
-    server = LabServer.start(base, env)
-    try:
+    with serving(tmp_path_factory.mktemp("jupyterlab"), corpus_or_none) as server:
         yield server
-    finally:
-        server.stop()
 
 
 # Module scope, not session: a sync Playwright keeps its event loop installed while it
@@ -76,14 +64,5 @@ def chromium(browser_requirements: None) -> Iterator[Browser]:
 
 @pytest.fixture
 def lab(lab_server: LabServer, chromium: Browser) -> Iterator[Lab]:
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors = PageErrors()
-    errors.attach(page)
-    try:
-        yield Lab(lab_server, page, errors)
-    finally:
-        context.close()
-        lab_server.shutdown_kernels()
-        if errors.allowed:
-            logger.info("benign console errors: %s", errors.allowed)
+    with browsing(lab_server, chromium) as lab:
+        yield lab

@@ -17,14 +17,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from playwright.sync_api import ConsoleMessage, Locator, Page
+    from playwright.sync_api import Browser, ConsoleMessage, Locator, Page
 
 logger = logging.getLogger(__name__)
 
@@ -613,3 +614,40 @@ class Lab:
 
     def open(self, name: str) -> NotebookUI:
         return NotebookUI(self.page, self.server, name).open()
+
+
+def kernel_env(base: Path, corpus: Path | None = None) -> dict[str, str]:
+    """The environment of the tests' kernels: no GPU (the tests assert the CPU-only
+    dashboard), traces only from ``corpus``, and no cache outside ``base``."""
+    env = {"CUDA_VISIBLE_DEVICES": "", "NBPROF_CACHE_DIR": str(base / "nbprof-cache")}
+    if corpus is not None:
+        env["NBPROF_TRACE_CORPUS"] = str(corpus)
+    return env
+
+
+@contextmanager
+def serving(base: Path, corpus: Path | None, app: str = JUPYTERLAB) -> Iterator[LabServer]:
+    """A server of ``app`` in ``base`` with :func:`kernel_env`, always stopped."""
+    server = LabServer.start(base, kernel_env(base, corpus), app=app)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def browsing(
+    server: LabServer, browser: Browser, benign: tuple[tuple[str, str], ...] = ()
+) -> Iterator[Lab]:
+    """A fresh page on ``server`` recording its errors; closed, kernels shut down, after."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors = PageErrors(benign=benign)
+    errors.attach(page)
+    try:
+        yield Lab(server, page, errors)
+    finally:
+        context.close()
+        server.shutdown_kernels()
+        if errors.allowed:
+            logger.info("console errors excused: %s", errors.allowed)

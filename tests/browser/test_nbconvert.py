@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from lab_harness import artifact, missing_requirements, write_notebook
+from lab_harness import artifact, kernel_env, missing_requirements, write_notebook
 from test_jupyterlab import CORPUS_TRACE
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Iterator
         base / "export.ipynb", [f"import nbprof\nnbprof.load({str(trace)!r}).show()"]
     )
     nb = nbformat.read(src, as_version=4)
-    env = {"CUDA_VISIBLE_DEVICES": "", "NBPROF_CACHE_DIR": str(base / "nbprof-cache")}
+    env = kernel_env(base)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits this process's environment
     try:

@@ -7,7 +7,6 @@ checks on the dashboard are the JupyterLab tests' own. Screenshots go to tests/a
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,8 +17,9 @@ from lab_harness import (
     Lab,
     LabServer,
     NotebookUI,
-    PageErrors,
+    browsing,
     missing_requirements,
+    serving,
     wait_for,
     write_notebook,
 )
@@ -36,8 +36,6 @@ from test_jupyterlab import (
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
-
-logger = logging.getLogger(__name__)
 
 pytestmark = [
     pytest.mark.browser,
@@ -95,30 +93,14 @@ def notebook7_server(
     corpus_or_none: Path | None,
 ) -> Iterator[LabServer]:
     pytest.importorskip("notebook", minversion="7", reason="needs the notebook 7 package")
-    base = tmp_path_factory.mktemp("notebook7")
-    env = {"CUDA_VISIBLE_DEVICES": "", "NBPROF_CACHE_DIR": str(base / "nbprof-cache")}
-    if corpus_or_none is not None:
-        env["NBPROF_TRACE_CORPUS"] = str(corpus_or_none)
-    server = LabServer.start(base, env, app=NOTEBOOK7)
-    try:
+    with serving(tmp_path_factory.mktemp("notebook7"), corpus_or_none, NOTEBOOK7) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
 def notebook7(notebook7_server: LabServer, chromium: Browser) -> Iterator[Lab]:
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors = PageErrors(benign=NOTEBOOK7_KNOWN_ERRORS)
-    errors.attach(page)
-    try:
-        yield Lab(notebook7_server, page, errors)
-    finally:
-        context.close()
-        notebook7_server.shutdown_kernels()
-        if errors.allowed:
-            logger.info("known Notebook 7 errors, excused: %s", errors.allowed)
+    with browsing(notebook7_server, chromium, NOTEBOOK7_KNOWN_ERRORS) as lab:
+        yield lab
 
 
 @pytest.mark.corpus
