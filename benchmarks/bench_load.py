@@ -1,6 +1,6 @@
 """Trace load + analysis speed and memory, side by side with orjson and HolisticTraceAnalysis.
 
-On ``hta__df_index_resolver`` (216k events, 54 MB of JSON) from the trace corpus, and on
+On ``hta__df_index_resolver`` (216k events, 51 MiB of JSON) from the trace corpus, and on
 bigger traces made by replicating its events with shifted times (and shifted correlation,
 flow and external ids, so every link stays unique), written to ``benchmarks/out/``:
 
