@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from test_views_data import HOSTILE, small_profile, synthetic_profile
 
 from nbprof.views import dashboard, report, timeline
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -36,7 +41,7 @@ _COUNTS = """() => {
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser() -> Iterator[Browser]:
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -50,7 +55,7 @@ def _artifacts(tmp_path: Path) -> Path:
     return d
 
 
-def _open(browser, path: Path):
+def _open(browser: Browser, path: Path) -> tuple[Page, list[str], list[str]]:
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     errors: list[str] = []
     dialogs: list[str] = []
@@ -61,7 +66,7 @@ def _open(browser, path: Path):
     return page, errors, dialogs
 
 
-def test_zoom_swaps_the_aggregate_for_exact_events(browser, tmp_path: Path) -> None:
+def test_zoom_swaps_the_aggregate_for_exact_events(browser: Browser, tmp_path: Path) -> None:
     path = tmp_path / "large.html"
     path.write_text(report.render(synthetic_profile(30_000)), encoding="utf-8")
     page, errors, _ = _open(browser, path)
@@ -88,7 +93,9 @@ def test_zoom_swaps_the_aggregate_for_exact_events(browser, tmp_path: Path) -> N
     page.close()
 
 
-def test_two_dashboards_in_one_page_and_hostile_names_run_nothing(browser, tmp_path: Path) -> None:
+def test_two_dashboards_in_one_page_and_hostile_names_run_nothing(
+    browser: Browser, tmp_path: Path
+) -> None:
     # Two display outputs as a notebook would place them, each with its own Bokeh copy.
     a = dashboard.mimebundle(small_profile(hostile=True, samples=True))["text/html"]
     b = dashboard.mimebundle(small_profile())["text/html"]
@@ -113,7 +120,7 @@ def test_two_dashboards_in_one_page_and_hostile_names_run_nothing(browser, tmp_p
         shutil.copy(path, _artifacts(tmp_path) / "two.html")
 
 
-def test_nbconvert_html_export_keeps_the_dashboard(browser, tmp_path: Path) -> None:
+def test_nbconvert_html_export_keeps_the_dashboard(browser: Browser, tmp_path: Path) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbconvert = pytest.importorskip("nbconvert")
     nb = nbformat.v4.new_notebook()
@@ -161,7 +168,7 @@ _WALK = """(test) => { const out = [];
   walk(document); return out; }"""
 
 
-def test_hover_shows_hostile_kernel_names_as_text(browser, tmp_path: Path) -> None:
+def test_hover_shows_hostile_kernel_names_as_text(browser: Browser, tmp_path: Path) -> None:
     path = tmp_path / "hostile.html"
     path.write_text(report.render(small_profile(hostile=True)), encoding="utf-8")
     page, errors, dialogs = _open(browser, path)
@@ -214,7 +221,9 @@ def _hover(page, name: str, lane: str) -> list[list]:
     return page.evaluate(_VISIBLE_TIPS)
 
 
-def test_one_narrow_tooltip_per_point_with_the_fields_of_its_row(browser, tmp_path: Path) -> None:
+def test_one_narrow_tooltip_per_point_with_the_fields_of_its_row(
+    browser: Browser, tmp_path: Path
+) -> None:
     p = small_profile()
     long = "void ns::kernel<" + ", ".join(f"ns::Functor{i}<float>" for i in range(40)) + ">(int)"
     p.trace.kernels.loc[0, "name"] = long
