@@ -373,7 +373,7 @@ def analyze_device(
         memcpy_time_pct=memcpy_time_pct,
         gap_work_us={str(a): float(b) for a, b in gap_work.items()},
         largest_gaps=dev_gaps.nlargest(5, "dur") if not dev_gaps.empty else dev_gaps,
-        roofline=roof,
+        roofline=roof.assign(rank=rank, device=device) if not roof.empty else roof,
         simt_gemm_pct=simt_gemm,
         tc_capable=vendor == "nvidia" and ccv is not None and ccv >= 7.0,
         launch_call_us=launch_call,
@@ -388,8 +388,6 @@ def analyze_device(
         copy_us=copy_us,
         sync_calls=calls,
     )
-    roof_dev = roof.assign(rank=rank, device=device) if not roof.empty else roof
-    sig.roofline = roof_dev
     return sig, cls, gaps
 
 
