@@ -269,6 +269,8 @@ def test_missing_torch_gives_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
 def test_import_nbprof_does_not_import_torch() -> None:
     code = (
         "import sys, nbprof\n"
+        "heavy = ('torch', 'bokeh', 'ipywidgets', 'IPython', 'pandas')\n"
+        "assert not [m for m in heavy if m in sys.modules], 'import nbprof'\n"
         "from nbprof.capture import profile\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
         "assert callable(nbprof.profile)\n"
