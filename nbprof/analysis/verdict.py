@@ -94,10 +94,6 @@ def other_pct(s: Signals) -> float:
     return max(0.0, 100.0 - sum(c.get(k, 0.0) for k in _KNOWN))
 
 
-def _decision(kind: str, why: str, confidence: str, basis: str) -> Decision:
-    return Decision(kind, why, confidence, basis)  # type: ignore[arg-type]
-
-
 def compute_vs_memory(s: Signals) -> Decision:
     """Compute- or memory-bound, the reason with numbers, the confidence and the basis.
 
@@ -109,7 +105,7 @@ def compute_vs_memory(s: Signals) -> Decision:
     if meas is not None and meas.dram_bw_util is not None:
         compute_act = max(meas.tensor_util or 0.0, meas.sm_util or 0.0)
         if meas.dram_bw_util >= 50.0:
-            return _decision(
+            return Decision(
                 "memory_bound",
                 f"measured DRAM bandwidth utilization {meas.dram_bw_util:.0f}% "
                 f"(NVML GPM, {meas.count} samples)",
@@ -117,7 +113,7 @@ def compute_vs_memory(s: Signals) -> Decision:
                 "hardware_counters",
             )
         if compute_act >= 50.0:
-            return _decision(
+            return Decision(
                 "compute_bound",
                 f"measured SM/tensor activity {compute_act:.0f}% with DRAM bandwidth "
                 f"{meas.dram_bw_util:.0f}% (NVML GPM, {meas.count} samples)",
@@ -150,7 +146,7 @@ def compute_vs_memory(s: Signals) -> Decision:
         return _roofline_call(roof_comp, roof_mem, "low", f"{unknown}: ")
     if comp + mem > 0:
         return _class_call(comp, mem, tc, "low", f"{unknown}: ")
-    return _decision(
+    return Decision(
         "compute_bound",
         f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
         f"unfamiliar names), and no hardware counter or FLOP count says whether they wait "
@@ -161,17 +157,17 @@ def compute_vs_memory(s: Signals) -> Decision:
     )
 
 
-def _roofline_call(comp: float, mem: float, confidence: str, lead: str) -> Decision:
+def _roofline_call(comp: float, mem: float, confidence: Confidence, lead: str) -> Decision:
     tot = comp + mem
     if comp >= mem:
-        return _decision(
+        return Decision(
             "compute_bound",
             f"{lead}ops above the roofline ridge point take {comp / tot * 100:.0f}% of the "
             f"FLOP-counted GPU time",
             confidence,
             "roofline",
         )
-    return _decision(
+    return Decision(
         "memory_bound",
         f"{lead}ops below the roofline ridge point take {mem / tot * 100:.0f}% of the "
         f"FLOP-counted GPU time",
@@ -180,9 +176,9 @@ def _roofline_call(comp: float, mem: float, confidence: str, lead: str) -> Decis
     )
 
 
-def _class_call(comp: float, mem: float, tc: float, confidence: str, lead: str) -> Decision:
+def _class_call(comp: float, mem: float, tc: float, confidence: Confidence, lead: str) -> Decision:
     if comp >= mem:
-        return _decision(
+        return Decision(
             "compute_bound",
             f"{lead}GEMM/convolution kernels take {comp:.0f}% of kernel time "
             f"({tc:.0f}% on Tensor Cores) against {mem:.0f}% in elementwise, reduction and "
@@ -190,7 +186,7 @@ def _class_call(comp: float, mem: float, tc: float, confidence: str, lead: str) 
             confidence,
             "kernel_classes",
         )
-    return _decision(
+    return Decision(
         "memory_bound",
         f"{lead}elementwise, reduction and copy kernels take {mem:.0f}% of kernel time "
         f"against {comp:.0f}% in GEMM/convolution kernels",
