@@ -34,7 +34,7 @@ import logging
 from typing import NamedTuple
 
 from nbprof.analysis.device import Signals
-from nbprof.analysis.model import Confidence, Verdict
+from nbprof.analysis.model import Bottleneck, Confidence, Verdict
 from nbprof.trace.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 class Decision(NamedTuple):
     """What ``compute_vs_memory`` concluded, before the device and busy share are added."""
 
-    kind: str
+    kind: Bottleneck
     why: str
     confidence: Confidence
     basis: str
@@ -265,7 +265,7 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
         )
     d = compute_vs_memory(s)
     return Verdict(
-        d.kind,  # type: ignore[arg-type]
+        d.kind,
         f"{where}: {d.why}, with kernels busy {busy:.0f}% of the span.",
         d.confidence,
         d.basis,
