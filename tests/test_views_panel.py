@@ -239,6 +239,8 @@ def test_dict_evidence_reads_as_a_list_not_as_python() -> None:
         "aten::linear (74.4); &lt;b&gt;x&lt;/b&gt; (4.5)" in html
         and "{" not in html.split("idle_cpu_work")[1].split("</div>")[0]
     )
+    # The text report (nbprof analyze) reads it the same way.
+    assert "idle_cpu_work=aten::linear (74.4); <b>x</b> (4.5)" in text.render(p)
 
 
 def test_words_stay_apart_when_a_sanitiser_strips_the_styles() -> None:

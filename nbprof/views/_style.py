@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from typing import Any
 
 #: Event class key -> (label, colour). The order fixes the class ids the timeline embeds.
 #: Colours stay distinguishable for the common forms of colour blindness (after ColorBrewer
@@ -125,6 +126,15 @@ def fmt_tflops(v: float) -> str:
     if abs(v) < 0.1:
         return f"{v:.2g}"
     return f"{v:,.2f}".rstrip("0").rstrip(".")
+
+
+def fmt_evidence(v: Any) -> str:
+    """A finding's evidence value: floats to 4 significant digits, mappings as a list."""
+    if isinstance(v, float):
+        return f"{v:,.4g}"
+    if isinstance(v, dict):  # e.g. {op name: share}: read as a list, not as Python
+        return "; ".join(f"{k} ({fmt_evidence(x)})" for k, x in v.items())
+    return str(v)
 
 
 def fmt_num(v: float | None, digits: int = 1) -> str:

@@ -8,7 +8,7 @@ printed next to the basis analysis gave for it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
@@ -17,6 +17,7 @@ from nbprof.views._style import (
     SEVERITY_ORDER,
     esc,
     fmt_bytes,
+    fmt_evidence,
     fmt_num,
     fmt_pct,
     fmt_tflops,
@@ -404,7 +405,7 @@ def _findings_html(findings: list[Finding]) -> str:
     items: list[str] = []
     for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 9)):
         ev = ", ".join(
-            f"<code>{esc(k)}</code> = {esc(_fmt_evidence(v))}" for k, v in f.evidence.items()
+            f"<code>{esc(k)}</code> = {esc(fmt_evidence(v))}" for k, v in f.evidence.items()
         )
         where = f' <span class="nbp-muted">(GPU {esc(f.device)})</span>' if f.device else ""
         code = f"<pre><code>{esc(f.code)}</code></pre>" if f.code else ""
@@ -416,14 +417,6 @@ def _findings_html(findings: list[Finding]) -> str:
             f"<p><b>Fix:</b> {esc(f.fix)}</p>{code}</div>"
         )
     return f'<div class="nbp-findings"><h3>Findings</h3>{"".join(items)}</div>'
-
-
-def _fmt_evidence(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:,.4g}"
-    if isinstance(v, dict):  # e.g. {op name: share}: read as a list, not as Python
-        return "; ".join(f"{k} ({_fmt_evidence(x)})" for k, x in v.items())
-    return str(v)
 
 
 def _top_kernels_html(diag: Diagnosis, n: int) -> str:

@@ -14,6 +14,7 @@ from nbprof.views._style import (
     BOTTLENECK_LABELS,
     SEVERITY_ORDER,
     fmt_bytes,
+    fmt_evidence,
     fmt_num,
     fmt_pct,
     fmt_tflops,
@@ -148,16 +149,12 @@ def _findings(diag: Diagnosis, width: int) -> list[str]:
         pad = " " * len(head)
         out += _wrap(f.detail, width, first=pad, indent=pad)
         if f.evidence:
-            ev = ", ".join(f"{k}={_num(v)}" for k, v in f.evidence.items())
+            ev = ", ".join(f"{k}={fmt_evidence(v)}" for k, v in f.evidence.items())
             out += _wrap(f"evidence: {ev}", width, first=pad, indent=pad)
         out += _wrap(f"fix: {f.fix}", width, first=pad, indent=pad)
         if f.code:
             out += [_clip(pad + "    " + plain(line), width) for line in f.code.splitlines()]
     return out
-
-
-def _num(v: object) -> str:
-    return f"{v:,.4g}" if isinstance(v, float) else str(v)
 
 
 def _top_kernels(diag: Diagnosis, width: int) -> list[str]:
