@@ -228,8 +228,6 @@ def confidence_text(verdict: object) -> tuple[str, str]:
     """
     conf = getattr(verdict, "confidence", None)
     basis = getattr(verdict, "basis", None)
-    if basis is not None and hasattr(basis, "label"):
-        basis = basis.label()
     basis = "" if not basis or basis == "none" else str(basis)
     return (str(conf) if conf else "", VERDICT_BASIS_WORDS.get(basis, basis.replace("_", " ")))
 
