@@ -228,6 +228,8 @@ def test_cupti_profiler_trace_has_no_kernels(corpus: Path) -> None:
     assert d.devices == []
     assert d.verdict.bottleneck == "cpu_only"
     assert d.findings and d.findings[0].id == "no_gpu_activity"
+    # Kernels did run (the range profiler counted them): nothing claims they did not.
+    assert "0%" not in d.explanation
 
 
 def test_amd_makes_no_nvidia_claims(corpus: Path) -> None:
@@ -241,6 +243,9 @@ def test_amd_makes_no_nvidia_claims(corpus: Path) -> None:
     assert "low_tensor_core_share" not in {x.id for x in d.findings}
     assert "Tensor Cores, which deliver" not in d.explanation
     assert d.verdict.bottleneck == "idle"
+    # Its utilization is read with rocm-smi, not NVIDIA's tool.
+    assert "nvidia-smi" not in d.explanation and "rocm-smi" in d.explanation
+    assert all("nvidia-smi" not in b.how for m in d.devices for b in m.basis.values())
 
 
 def test_dlrm_ranks_are_communication_bound(corpus: Path) -> None:

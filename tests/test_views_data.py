@@ -56,7 +56,7 @@ def metrics(device: str = "0", rank: int = 0, **kw: object) -> DeviceMetrics:
         "gpu_busy_pct": Basis("trace", "kernels, memcpys and memsets"),
         "sm_efficiency_pct": Basis("estimated", "grid size ÷ SM count per kernel"),
         "tensor_core_pct": Basis("estimated", "kernel names"),
-        "achieved_tflops": Basis("estimated", "FLOPs of ops ÷ their kernels' time"),
+        "achieved_tflops": Basis("estimated", "matmul FLOPs from input shapes ÷ GPU span"),
         "peak_tflops": Basis("estimated", "datasheet peak for the device"),
     }
     d: dict[str, object] = dict(

@@ -26,7 +26,7 @@ def test_four_cards_each_with_its_basis() -> None:
         ("nvidia-smi would report", "91.5", "read from the trace (union of kernel intervals"),
         ("SMs actually busy", "47.2", "estimated (grid size"),
         ("Tensor Cores working", "36.6", "estimated (kernel names)"),
-        ("Achieved TFLOP/s", "123.25", "estimated (FLOPs of ops"),
+        ("Achieved TFLOP/s", "123.25", "estimated (matmul FLOPs from input shapes"),
     ]
     for card, (q, v, basis) in zip(cards, expect, strict=True):
         assert q in card and f">{v}<" in card
@@ -251,3 +251,12 @@ def test_words_stay_apart_when_a_sanitiser_strips_the_styles() -> None:
     lines = [ln.strip() for ln in re.sub(r"<[^>]+>", "", html).splitlines() if ln.strip()]
     assert any(re.fullmatch(r"GPU span \S+ \S+ · from trace", ln) for ln in lines), lines
     assert not any(re.search(r"[a-z](other compute|memory-bound|idle:)", ln) for ln in lines)
+
+
+def test_an_amd_device_is_read_with_rocm_smi_not_nvidia_smi() -> None:
+    p = small_profile()
+    d = p.diagnosis
+    d.devices = [metrics(vendor="amd", name="AMD Instinct MI250X")]
+    html, out = panel.render(p), text.render(p)
+    assert "rocm-smi would report" in html and "rocm-smi would report" in out
+    assert "nvidia-smi would report" not in html + out

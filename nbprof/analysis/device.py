@@ -12,7 +12,7 @@ import pandas as pd
 from nbprof.analysis import idle, inputs, launches, peaks, roofline, syncs, tensorcores
 from nbprof.analysis._text import matches
 from nbprof.analysis.classes import class_shares, kernel_classes, roofline_memory_evidence
-from nbprof.analysis.model import Basis, DeviceMetrics, IdleBreakdown
+from nbprof.analysis.model import Basis, DeviceMetrics, IdleBreakdown, utilization_tool
 from nbprof.analysis.samples import Measured, measured_for
 from nbprof.analysis.transfers import is_pageable
 from nbprof.analysis.utilization import (
@@ -129,7 +129,9 @@ def analyze_device(
     gpu_busy = busy_pct(s_all, e_all, span_us)
     basis["gpu_span_us"] = Basis("trace", "last GPU event end − first GPU event start")
     basis["kernel_busy_pct"] = Basis(
-        "trace", "union of kernel intervals ÷ GPU span: what nvidia-smi's utilization averages to"
+        "trace",
+        f"union of kernel intervals ÷ GPU span: what {utilization_tool(vendor)}'s "
+        "utilization averages to",
     )
     basis["gpu_busy_pct"] = Basis("trace", "union of kernel, memcpy and memset intervals ÷ span")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from nbprof.analysis.device import Signals
+from nbprof.analysis.model import utilization_tool
 from nbprof.analysis.verdict import primary
 from nbprof.trace.model import Trace
 
@@ -15,13 +16,14 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
     if not signals:
         return (
             "This trace holds no GPU kernel, memcpy or memset events, so there is no GPU "
-            "utilization to explain: nvidia-smi would have shown 0% for this capture."
+            "utilization to explain: nbprof can only describe the CPU side of this capture."
         )
     s = primary(signals)
     m = s.metrics
     busy = m.kernel_busy_pct or 0.0
+    tool = utilization_tool(m.vendor)
     parts = [
-        f"nvidia-smi's utilization counts the time during which at least one kernel was "
+        f"{tool}'s utilization counts the time during which at least one kernel was "
         f"running, however little of the GPU it used: here kernels ran {busy:.1f}% of the "
         f"{m.gpu_span_us / 1e3:.1f} ms GPU span"
         + (
@@ -85,17 +87,16 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
     tc = m.tensor_core_pct if m.vendor == "nvidia" else None
     if busy < 50.0:
         parts.append(
-            f"Here even nvidia-smi's number is low ({busy:.0f}%): the GPU spent most of the "
+            f"Here even {tool}'s number is low ({busy:.0f}%): the GPU spent most of the "
             "span waiting for work, and the verdict and findings say on what."
         )
     elif eff is not None and eff < 0.8 * busy:
         parts.append(
-            f"So nvidia-smi can read {busy:.0f}% while only {eff:.0f}% of the SM capacity "
-            "was in use."
+            f"So {tool} can read {busy:.0f}% while only {eff:.0f}% of the SM capacity was in use."
         )
     elif tc is not None and tc < 50.0:
         parts.append(
-            f"So nvidia-smi can read {busy:.0f}% and the SMs can be well filled while the "
+            f"So {tool} can read {busy:.0f}% and the SMs can be well filled while the "
             f"Tensor Cores work only {tc:.0f}% of kernel time: busy is not the same as fast."
         )
     else:

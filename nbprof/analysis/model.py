@@ -23,6 +23,11 @@ Confidence = Literal["high", "low"]
 BOTTLENECKS: tuple[str, ...] = Bottleneck.__args__  # type: ignore[attr-defined]
 
 
+def utilization_tool(vendor: str) -> str:
+    """The tool whose "GPU utilization" a device's users read (never NVIDIA's on AMD)."""
+    return "rocm-smi" if vendor == "amd" else "nvidia-smi"
+
+
 @dataclass(frozen=True)
 class Basis:
     """Where a number came from.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from nbprof.analysis.model import utilization_tool
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
     CLASSES,
@@ -281,7 +282,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     v, bar = _pct_value(dm.kernel_busy_pct)
     cards.append(
         _card(
-            "nvidia-smi would report", v, " %" if bar is not None else "",
+            f"{utilization_tool(dm.vendor)} would report", v, " %" if bar is not None else "",
             basis_label(dm, "kernel_busy_pct"), bar,
             _measured(dm, "nvml_util_pct", "NVML sampled during the run"),
         )

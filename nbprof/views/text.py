@@ -10,6 +10,7 @@ import logging
 import textwrap
 from typing import TYPE_CHECKING
 
+from nbprof.analysis.model import utilization_tool
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
     SEVERITY_ORDER,
@@ -94,7 +95,7 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
         )
     rows = [
         (
-            "nvidia-smi would report",
+            f"{utilization_tool(dm.vendor)} would report",
             fmt_pct(dm.kernel_busy_pct),
             basis_label(dm, "kernel_busy_pct"),
         ),
