@@ -130,14 +130,14 @@ def test_text_report_content_and_width() -> None:
     assert re.search(r"nvidia-smi would report\s+91\.5 %", out)
     assert "basis: read from the trace (union of kernel intervals ÷ GPU span)" in out
     assert re.search(r"Tensor Cores working\s+36\.6 %", out)
-    assert re.search(r"TFLOP/s achieved\s+123\.25 / 989 peak", out)
+    assert re.search(r"FLOP/s achieved\s+123\.25 TFLOP/s of 989 TFLOP/s peak", out)
     assert "[HIGH] Copies from pageable memory" in out and "fix: Pin the host tensors" in out
     assert "loader = DataLoader(ds, pin_memory=True)" in out
     assert "Top kernels" in out and "ncclDevKernel_AllReduce_Sum_f32_RING_LL" in out
     # every key number line is followed by its basis
     for i, line in enumerate(lines):
         if re.match(
-            r"  (nvidia-smi would report|SMs actually busy|Tensor Cores working|TFLOP/s achieved) ",
+            r"  (nvidia-smi would report|SMs actually busy|Tensor Cores working|FLOP/s achieved) ",
             line,
         ):
             assert lines[i + 1].strip().startswith("basis: ")
@@ -260,3 +260,12 @@ def test_an_amd_device_is_read_with_rocm_smi_not_nvidia_smi() -> None:
     html, out = panel.render(p), text.render(p)
     assert "rocm-smi would report" in html and "rocm-smi would report" in out
     assert "nvidia-smi would report" not in html + out
+
+
+def test_tiny_flop_rates_read_in_gflops_in_panel_and_text() -> None:
+    p = small_profile()
+    p.diagnosis.devices = [metrics(achieved_tflops=3.7e-05)]
+    html, out = panel.render(p), text.render(p)
+    assert ">0.037<" in html and "GFLOP/s" in html
+    assert re.search(r"FLOP/s achieved\s+0\.037 GFLOP/s of 989 TFLOP/s peak", out)
+    assert "e-05" not in html + out

@@ -128,6 +128,13 @@ def fmt_tflops(v: float) -> str:
     return f"{v:,.2f}".rstrip("0").rstrip(".")
 
 
+def fmt_flops_rate(tflops: float) -> tuple[str, str]:
+    """(number, unit): GFLOP/s under 0.1 TFLOP/s, where "3.7e-05 TFLOP/s" would not read."""
+    if abs(tflops) < 0.1:
+        return f"{tflops * 1000:.2g}", "GFLOP/s"
+    return fmt_tflops(tflops), "TFLOP/s"
+
+
 def fmt_evidence(v: Any) -> str:
     """A finding's evidence value: floats to 4 significant digits, mappings as a list."""
     if isinstance(v, float):

@@ -19,6 +19,7 @@ from nbprof.views._style import (
     esc,
     fmt_bytes,
     fmt_evidence,
+    fmt_flops_rate,
     fmt_num,
     fmt_pct,
     fmt_tflops,
@@ -311,9 +312,10 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         )
     )  # fmt: skip
     if dm.achieved_tflops is not None:
-        # Tiny rates read as "3.7e-05 TFLOP/s"; the same number in GFLOP/s reads plainly,
-        # and then the peak names its own unit so the two are not read as one.
-        tiny = dm.achieved_tflops < 0.1
+        # A tiny rate is shown in GFLOP/s; then the peak names its own unit so the two are
+        # not read as one.
+        value, unit = fmt_flops_rate(dm.achieved_tflops)
+        tiny = unit != "TFLOP/s"
         peak_unit = " TFLOP/s" if tiny else ""
         peak = (
             f" of {fmt_tflops(dm.peak_tflops)}{peak_unit} peak"
@@ -326,8 +328,8 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         cards.append(
             _card(
                 "Achieved TFLOP/s",
-                f"{dm.achieved_tflops * 1000:.2g}" if tiny else fmt_tflops(dm.achieved_tflops),
-                (" GFLOP/s" if tiny else "") + peak,
+                value,
+                (f" {unit}" if tiny else "") + peak,
                 basis_label(dm, "achieved_tflops"),
                 bar_f,
                 also,

@@ -16,6 +16,7 @@ from nbprof.views._style import (
     SEVERITY_ORDER,
     fmt_bytes,
     fmt_evidence,
+    fmt_flops_rate,
     fmt_num,
     fmt_pct,
     fmt_tflops,
@@ -88,10 +89,11 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
     ]
     # Sampled (NVML/GPM) readings, when analysis has them, beat the trace's estimate.
     sm_act = dm.sm_active_pct
-    tflops = "n/a"
+    flops = "n/a"
     if dm.achieved_tflops is not None:
-        tflops = fmt_tflops(dm.achieved_tflops) + (
-            f" / {fmt_tflops(dm.peak_tflops)} peak" if dm.peak_tflops else ""
+        value, unit = fmt_flops_rate(dm.achieved_tflops)
+        flops = f"{value} {unit}" + (
+            f" of {fmt_tflops(dm.peak_tflops)} TFLOP/s peak" if dm.peak_tflops else ""
         )
     rows = [
         (
@@ -114,7 +116,7 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
             )
             if getattr(dm, attr) is not None
         ],
-        ("TFLOP/s achieved", tflops, basis_label(dm, "achieved_tflops")),
+        ("FLOP/s achieved", flops, basis_label(dm, "achieved_tflops")),
         ("GPU busy incl. copies", fmt_pct(dm.gpu_busy_pct), basis_label(dm, "gpu_busy_pct")),
         ("kernels < 10 µs", fmt_pct(dm.short_kernel_pct), basis_label(dm, "short_kernel_pct")),
         (
