@@ -310,9 +310,8 @@ def rel_us(ts_ns: np.ndarray, origin_ns: int) -> np.ndarray:
 Columns = dict[str, np.ndarray]
 
 
-def kernels(c: Common, idx: np.ndarray, ids: Ids, path: str) -> Columns:
-    """Kernel columns (``ts_ns`` absolute; ``rank`` and ``ts`` are added by the reader)."""
-    args = dec.decode_args(c.args, dec.KernelArgs, path, idx)
+def _gpu_event_columns(c: Common, args: list[Any], ids: Ids) -> Columns:
+    """The columns every GPU event table starts with (kernels, memcpys, memsets)."""
     return {
         "_pid": c.pid,
         "_tid": c.tid,
@@ -322,6 +321,14 @@ def kernels(c: Common, idx: np.ndarray, ids: Ids, path: str) -> Columns:
         "ts_ns": c.ts_ns,
         "dur": c.dur,
         "correlation": _num([a.correlation for a in args], np.int64, -1),
+    }
+
+
+def kernels(c: Common, idx: np.ndarray, ids: Ids, path: str) -> Columns:
+    """Kernel columns (``ts_ns`` absolute; ``rank`` and ``ts`` are added by the reader)."""
+    args = dec.decode_args(c.args, dec.KernelArgs, path, idx)
+    return {
+        **_gpu_event_columns(c, args, ids),
         "grid": _dims(args, "grid"),
         "block": _dims(args, "block"),
         "registers": _num([a.registers for a in args], np.int64, -1),
@@ -347,14 +354,7 @@ def copies(c: Common, idx: np.ndarray, ids: Ids, path: str, *, memcpy: bool) -> 
     args = dec.decode_args(c.args, dec.CopyArgs, path, idx)
     n = len(args)
     cols: Columns = {
-        "_pid": c.pid,
-        "_tid": c.tid,
-        "device": _device_col([a.device for a in args], c.pid),
-        "stream": _stream_col([a.stream for a in args], c.tid, ids),
-        "name": c.name,
-        "ts_ns": c.ts_ns,
-        "dur": c.dur,
-        "correlation": _num([a.correlation for a in args], np.int64, -1),
+        **_gpu_event_columns(c, args, ids),
         "bytes": _num([a.bytes for a in args], np.int64, -1),
     }
     if memcpy:
