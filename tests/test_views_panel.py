@@ -253,13 +253,15 @@ def test_words_stay_apart_when_a_sanitiser_strips_the_styles() -> None:
     assert not any(re.search(r"[a-z](other compute|memory-bound|idle:)", ln) for ln in lines)
 
 
-def test_an_amd_device_is_read_with_rocm_smi_not_nvidia_smi() -> None:
+def test_an_amd_device_is_read_with_rocm_smi_and_matrix_cores() -> None:
     p = small_profile()
     d = p.diagnosis
     d.devices = [metrics(vendor="amd", name="AMD Instinct MI250X")]
     html, out = panel.render(p), text.render(p)
     assert "rocm-smi would report" in html and "rocm-smi would report" in out
     assert "nvidia-smi would report" not in html + out
+    assert "Matrix cores working" in html and "Matrix cores working" in out
+    assert "Tensor Cores working" not in html + out
 
 
 def test_tiny_flop_rates_read_in_gflops_in_panel_and_text() -> None:

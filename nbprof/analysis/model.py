@@ -28,6 +28,11 @@ def utilization_tool(vendor: str) -> str:
     return "rocm-smi" if vendor == "amd" else "nvidia-smi"
 
 
+def matrix_units(vendor: str) -> str:
+    """What a device's matrix-multiply units are called: AMD has matrix cores, not Tensor Cores."""
+    return "Matrix cores" if vendor == "amd" else "Tensor Cores"
+
+
 @dataclass(frozen=True)
 class Basis:
     """Where a number came from.

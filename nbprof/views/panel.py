@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from nbprof.analysis.model import utilization_tool
+from nbprof.analysis.model import matrix_units, utilization_tool
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
     CLASSES,
@@ -303,7 +303,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     )
     v, bar = _pct_value(dm.tensor_core_pct)
     # AMD's equivalent units are matrix cores (MFMA kernels): same question, their name.
-    tc_q = "Matrix cores working" if dm.vendor == "amd" else "Tensor Cores working"
+    tc_q = f"{matrix_units(dm.vendor)} working"
     cards.append(
         _card(
             tc_q, v, " % of kernel time" if bar is not None else "",

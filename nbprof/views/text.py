@@ -10,7 +10,7 @@ import logging
 import textwrap
 from typing import TYPE_CHECKING
 
-from nbprof.analysis.model import utilization_tool
+from nbprof.analysis.model import matrix_units, utilization_tool
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
     SEVERITY_ORDER,
@@ -106,7 +106,11 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
             fmt_pct(sm_act if sm_act is not None else dm.sm_efficiency_pct),
             basis_label(dm, "sm_active_pct" if sm_act is not None else "sm_efficiency_pct"),
         ),
-        ("Tensor Cores working", fmt_pct(dm.tensor_core_pct), basis_label(dm, "tensor_core_pct")),
+        (
+            f"{matrix_units(dm.vendor)} working",
+            fmt_pct(dm.tensor_core_pct),
+            basis_label(dm, "tensor_core_pct"),
+        ),
         *[
             (label, fmt_pct(getattr(dm, attr)), basis_label(dm, attr))
             for label, attr in (
