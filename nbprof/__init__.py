@@ -1,8 +1,9 @@
 """nbprof: what your GPU was really doing, inside a Jupyter notebook.
 
-Public names are few: :func:`load`, :func:`profile`, :func:`gauge`, :class:`Profile`,
-:class:`TraceError`. Importing nbprof never imports torch, IPython, bokeh or ipywidgets:
-those load inside the functions that need them, so trace analysis works anywhere.
+Public names are few: :func:`load`, :func:`profile`, :func:`compare`, :func:`gauge`,
+:class:`Profile`, :class:`Comparison`, :class:`TraceError`. Importing nbprof never imports
+torch, IPython, bokeh or ipywidgets: those load inside the functions that need them, so
+trace analysis works anywhere.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from typing import TYPE_CHECKING, Any
 from nbprof.errors import NbprofError, TraceError
 
 __version__ = "0.1.0"
-__all__ = ["NbprofError", "Profile", "TraceError", "gauge", "load", "profile"]
+__all__ = [
+    "Comparison", "NbprofError", "Profile", "TraceError", "compare", "gauge", "load", "profile",
+]  # fmt: skip
 
 if TYPE_CHECKING:
     from nbprof.capture import profile
+    from nbprof.comparison import Comparison, compare
     from nbprof.result import Profile, load
     from nbprof.views.gauge import gauge
 
@@ -26,6 +30,10 @@ def __getattr__(name: str) -> Any:
         from nbprof import result as _p
 
         return getattr(_p, name)
+    if name in ("Comparison", "compare"):
+        from nbprof import comparison as _c
+
+        return getattr(_c, name)
     if name == "profile":
         from nbprof.capture import profile
 
