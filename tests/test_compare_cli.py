@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_compare import ADD, NEW, SGEMM_A100, SGEMM_V100, run
+from test_compare_golden import ADD, NEW, SGEMM_A100, SGEMM_V100, run
 
 from nbprof.analysis.compare import METRICS
 from nbprof.cli import main
