@@ -74,7 +74,7 @@ def test_the_dataloader_is_named_with_its_numbers(
     assert dl.better is True
     summary = dataloader_pair.summary
     assert summary.startswith("The DataLoader took 39.6% of step time before and 1.0% after")
-    assert "the mean step went from 174.8 to 139.7 ms, 1.25x faster" in summary
+    assert "the mean step went from 174.8 ms to 139.7 ms, 1.25x faster" in summary
     assert "the GPU is now compute-bound (it was starved by the input pipeline)" in summary
     # The biggest mover among the CPU ops is the DataLoader's __next__, matched across the
     # single-process and the multiprocessing iterator: 415.8 ms / 6 steps -> 8.5 ms / 6.

@@ -167,7 +167,7 @@ def test_step_time_ratio_and_metric_deltas(tmp_path: Path) -> None:
     assert d.warnings == []
     assert cmp.summary == (
         f"Kernels ran {busy_b:.1f}% of the GPU span before and {busy_a:.1f}% after; the mean "
-        "step went from 1.0 to 0.8 ms, 1.25x faster; the GPU is still "
+        "step went from 1.0 ms to 800.0 µs, 1.25x faster; the GPU is still "
         f"{nbprof.analysis.compare.state(d.after.verdict.bottleneck)}."
     )
 
@@ -237,7 +237,7 @@ def test_without_steps_the_gpu_span_is_compared(tmp_path: Path) -> None:
     assert (st.statistic, st.before_ms, st.after_ms) == ("gpu_span", 0.41, 0.21)
     assert st.ratio == pytest.approx(410 / 210)
     assert cmp.diff.per == "run"
-    assert "the GPU span went from 0.4 to 0.2 ms, 1.95x faster" in cmp.summary
+    assert "the GPU span went from 410.0 µs to 210.0 µs, 1.95x faster" in cmp.summary
     sgemm = cmp.kernels.iloc[0]
     assert (sgemm.before_us, sgemm.after_us) == (300.0, 100.0)
 
@@ -323,7 +323,7 @@ def test_every_metric_reads_a_real_device_metric() -> None:
 def test_text_view(tmp_path: Path) -> None:
     out = pair(tmp_path).text()
     assert "What changed: Kernels ran" in out
-    assert "Mean step: 1.0 ms -> 0.8 ms, 1.25x faster" in out
+    assert "Mean step: 1.00 ms -> 800.0 µs, 1.25x faster" in out
     assert re.search(r"kernels busy \(nvidia-smi\)\s+61\.2 %\s+63\.3 %\s+\+2\.1 pts\s+better", out)
     assert "new: triton_red_fused_sum_N" in out and "gone: triton_poi_fused_mul_N" in out
     assert all(len(line) <= 88 for line in out.splitlines())
@@ -410,3 +410,19 @@ def test_import_nbprof_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_cpu_only_runs_compare_their_cpu_time(tmp_path: Path) -> None:
+    # No kernels and no steps: op 1 at [0, 100], op 2 right after it (200 or 50 µs).
+    before = run(tmp_path, "b", [], step_us=0, steps=1, ops=[("aten::mm", 100), ("aten::add", 200)])
+    after = run(tmp_path, "a", [], step_us=0, steps=1, ops=[("aten::mm", 100), ("aten::add", 50)])
+    cmp = nbprof.compare(before, after)
+    st = cmp.step_time
+    assert (st.statistic, st.before_ms, st.after_ms) == ("cpu_span", 0.3, 0.15)
+    assert st.ratio == 2.0 and st.change == "faster"
+    assert cmp.warnings == ["Neither run recorded GPU activity: only their CPU sides compare."]
+    assert cmp.summary.startswith("The traced CPU time went from 300.0 µs to 150.0 µs, 2.00x")
+    assert "Traced CPU time: 300.0 µs -> 150.0 µs, 2.00x faster" in cmp.text()
+    assert "none: neither run recorded GPU activity." in cmp.text()
+    add = cmp.ops[cmp.ops["name"] == "aten::add"].iloc[0]
+    assert (add.before_us, add.after_us, add.change) == (200, 50, "decreased")

@@ -46,8 +46,12 @@ def test_compare_shows_the_comparison_and_stores_the_profile(shell: InteractiveS
     assert data["text/plain"] == nbprof.compare(before, after).text()
     assert data["text/plain"].startswith("nbprof compare\n")
     assert 'class="nbprof nbp-compare"' in data["text/html"]
-    # On the CPU the kernels table is empty; the CPU ops compare: one more matmul after.
-    ops = nbprof.compare(before, after).ops
+    # On the CPU the kernels table is empty; the CPU ops compare: one more matmul after,
+    # and the runs' traced CPU time stands in for the step time.
+    cmp = nbprof.compare(before, after)
+    assert cmp.step_time.statistic == "cpu_span" and cmp.step_time.before_ms > 0
+    assert cmp.warnings == ["Neither run recorded GPU activity: only their CPU sides compare."]
+    ops = cmp.ops
     mm = ops[ops["name"] == "aten::matmul"]
     assert len(mm) == 1 and (mm["before_count"].iloc[0], mm["after_count"].iloc[0]) == (1, 2)
 

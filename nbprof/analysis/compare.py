@@ -168,12 +168,13 @@ class Side:
 
 @dataclass
 class StepTime:
-    """Mean step time (ms) of each run and before ÷ after; the GPU span without steps."""
+    """Mean step time (ms) of each run and before ÷ after; without steps the GPU span, or
+    the CPU span when a run has no GPU activity."""
 
     before_ms: float | None
     after_ms: float | None
     ratio: float | None
-    statistic: Literal["mean_step", "gpu_span"]
+    statistic: Literal["mean_step", "gpu_span", "cpu_span"]
     basis: str
     median_before_ms: float | None = None
     median_after_ms: float | None = None
@@ -405,15 +406,37 @@ def _step_numbers(before: Trace, b: Side, after: Trace, a: Side) -> StepTime:
             float(np.median(sa)),
             noise,
         )
-    span_b = b.device.gpu_span_us / 1e3 if b.device is not None else None
-    span_a = a.device.gpu_span_us / 1e3 if a.device is not None else None
+    if b.device is not None and a.device is not None:
+        span_b, span_a = b.device.gpu_span_us / 1e3, a.device.gpu_span_us / 1e3
+        return StepTime(
+            span_b,
+            span_a,
+            _ratio(span_b, span_a),
+            "gpu_span",
+            "GPU span of each whole run (not both runs have ProfilerSteps)",
+        )
+    # A run without GPU activity has no GPU span: the time its top-level CPU ops cover is
+    # what both runs still share.
+    cpu_b, cpu_a = _cpu_span_ms(before, b), _cpu_span_ms(after, a)
     return StepTime(
-        span_b,
-        span_a,
-        _ratio(span_b, span_a),
-        "gpu_span",
-        "GPU span of each whole run (not both runs have ProfilerSteps)",
+        cpu_b,
+        cpu_a,
+        _ratio(cpu_b, cpu_a),
+        "cpu_span",
+        "first top-level CPU op start to last end, of each whole run (no ProfilerSteps, "
+        "and not both runs have GPU activity)",
     )
+
+
+def _cpu_span_ms(trace: Trace, side: Side) -> float | None:
+    rank = side.device.rank if side.device is not None else (trace.ranks or [0])[0]
+    ops = _rank_rows(trace.cpu_ops, rank)
+    ops = ops[ops["depth"].to_numpy() == 0] if not ops.empty else ops
+    if ops.empty:
+        return None
+    ts = ops["ts"].to_numpy(dtype="float64")
+    end = ts + ops["dur"].to_numpy(dtype="float64")
+    return float(end.max() - ts.min()) / 1e3
 
 
 def _ratio(b: float | None, a: float | None) -> float | None:
@@ -548,9 +571,12 @@ def _warnings(b: Side, a: Side, step: StepTime) -> list[str]:
             "difference below includes the hardware change; none of it measures the code "
             "change alone."
         )
-    for side, s in (("before", b), ("after", a)):
-        if s.device is None:
-            out.append(f"The {side} run recorded no GPU activity: only its CPU side compares.")
+    if b.device is None and a.device is None:
+        out.append("Neither run recorded GPU activity: only their CPU sides compare.")
+    else:
+        for side, s in (("before", b), ("after", a)):
+            if s.device is None:
+                out.append(f"The {side} run recorded no GPU activity: only its CPU side compares.")
     if b.steps and a.steps and b.steps != a.steps:
         out.append(
             f"Different numbers of steps ({b.steps} before, {a.steps} after): times and "
@@ -584,6 +610,13 @@ def _fmt(unit: str, v: float) -> str:
     return f"{v:.3g} {unit}"
 
 
+def _ms(v: float) -> str:
+    """A time given in ms, in the unit it reads best in (0.15 ms is "150.0 µs")."""
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.2f} s"
+    return f"{v:.1f} ms" if abs(v) >= 1.0 else f"{v * 1e3:.1f} µs"
+
+
 def state(bottleneck: str) -> str:
     """A bottleneck in words ("starved by the input pipeline"), unknown ones spelled out."""
     return _STATES.get(bottleneck, bottleneck.replace("_", " "))
@@ -613,17 +646,24 @@ def _driver_clause(d: Diff) -> str:
 
 def _step_clause(d: Diff, hardware: bool) -> str:
     st = d.step_time
-    what = "the mean step" if st.statistic == "mean_step" else "the GPU span"
+    what = _STATISTIC_WORDS[st.statistic]
     if st.before_ms is None or st.after_ms is None or st.ratio is None:
         return ""
     b, a, r = st.before_ms, st.after_ms, st.ratio
     if st.change == "same":
-        return f"{what} is the same, {a:.1f} ms"
-    moved = f"{what} went from {b:.1f} to {a:.1f} ms"
+        return f"{what} is the same, {_ms(a)}"
+    moved = f"{what} went from {_ms(b)} to {_ms(a)}"
     if st.change == "within_noise":
         return f"{moved} ({r:.2f}x), within the step-to-step variation"
     speed = f"{r:.2f}x faster" if st.change == "faster" else f"{1.0 / r:.2f}x slower"
     return f"{moved}, {speed}" + (" (with the hardware change)" if hardware else "")
+
+
+_STATISTIC_WORDS = {
+    "mean_step": "the mean step",
+    "gpu_span": "the GPU span",
+    "cpu_span": "the traced CPU time",
+}
 
 
 def _summary(d: Diff) -> str:

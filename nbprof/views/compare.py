@@ -140,10 +140,12 @@ def _devices_words(d: Diff) -> str:
 
 def _step_line(d: Diff) -> str:
     st = d.step_time
-    what = "Mean step" if st.statistic == "mean_step" else "GPU span"
+    what = {"mean_step": "Mean step", "gpu_span": "GPU span", "cpu_span": "Traced CPU time"}[
+        st.statistic
+    ]
     if st.before_ms is None or st.after_ms is None:
-        return f"{what}: n/a (a run has no GPU span to compare)"
-    line = f"{what}: {st.before_ms:,.1f} ms -> {st.after_ms:,.1f} ms"
+        return f"{what}: n/a (a run has nothing to measure it by)"
+    line = f"{what}: {fmt_us(st.before_ms * 1e3)} -> {fmt_us(st.after_ms * 1e3)}"
     r = st.ratio
     if st.change == "same":
         line += ", the same"
@@ -160,8 +162,10 @@ def _step_basis(d: Diff) -> str:
     st = d.step_time
     text = st.basis
     if st.median_before_ms is not None and st.median_after_ms is not None:
-        text += f"; medians {st.median_before_ms:,.1f} and {st.median_after_ms:,.1f} ms" + (
-            f" ({st.median_ratio:.2f}x)" if st.median_ratio else ""
+        text += (
+            f"; medians {fmt_us(st.median_before_ms * 1e3)} and "
+            f"{fmt_us(st.median_after_ms * 1e3)}"
+            + (f" ({st.median_ratio:.2f}x)" if st.median_ratio else "")
         )
     return text
 
@@ -205,10 +209,11 @@ def text(cmp: Comparison, *, width: int = WIDTH) -> str:
 
 def _metrics_text(d: Diff, width: int) -> list[str]:
     out = _wrap(f"Metrics ({_devices_words(d)}; amounts {_per_words(d)}):", width, indent="  ")
+    shown = [m for m in d.metrics if _shown(m)]
+    if not shown:
+        return [*out, "  none: neither run recorded GPU activity."]
     out.append(f"  {'metric':<30} {'before':>11} {'after':>11} {'change':>13}         basis")
-    for m in d.metrics:
-        if not _shown(m):
-            continue
+    for m in shown:
         row = (
             f"  {m.label:<30} {fmt_value(m.unit, m.before):>11} {fmt_value(m.unit, m.after):>11}"
             f" {fmt_delta(m.unit, m.delta):>13}  {judgement(m):<6} {_kind(m)}"
