@@ -183,11 +183,6 @@ class KinetoBuilder:
     def step(self, n: int, ts: float, dur: float) -> None:
         self.cpu_op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
 
-    def annotation(self, name: str, ts: float, dur: float) -> None:
-        """A CPU-side ``user_annotation`` (``record_function``), as newer PyTorch writes
-        the DataLoader's ``__next__``."""
-        self.cpu_op(name, ts, dur, cat="user_annotation")
-
     def document(self) -> dict[str, Any]:
         if not self.with_devices:
             return {"schemaVersion": 1, "traceEvents": self.events}

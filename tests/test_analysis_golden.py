@@ -162,20 +162,22 @@ DATALOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 STEPS, BURST, KERNEL_US = 4, 10, 30.0
 
 
-def dataloader_run(load: float, *, as_annotation: bool = False) -> KinetoBuilder:
+def dataloader_run(load: float, *, recorded_as: str = "cpu_op") -> KinetoBuilder:
     """``STEPS`` steps: a ``load`` µs batch fetch on the main thread, then ``BURST``
     back-to-back kernels of ``KERNEL_US``, all launched at once (the GPU never waits
-    inside a burst). Newer PyTorch writes the fetch as a user annotation."""
+    inside a burst). Older PyTorch writes the fetch as a ``cpu_op``, newer as a
+    ``user_annotation``, and ``with_stack=True`` adds its ``python_function`` frame."""
     b = KinetoBuilder()
     t = 0.0
     busy = BURST * KERNEL_US
     for step in range(STEPS):
         step_len = load + 5 + busy
         b.step(step, t, step_len)
-        if as_annotation:
-            b.annotation(DATALOADER, t, load)
+        if recorded_as == "python_function":
+            b.cpu_op("torch/utils/data/dataloader.py(733): __next__", t, load, cat=recorded_as)
+            b.cpu_op("torch/nn/modules/module.py(1743): _call_impl", t + load, 2, cat=recorded_as)
         else:
-            b.cpu_op(DATALOADER, t, load)
+            b.cpu_op(DATALOADER, t, load, cat=recorded_as)
         for j in range(BURST):
             launch = t + load + 1 + 0.1 * j
             b.kernel(SGEMM, t + load + 5 + KERNEL_US * j, KERNEL_US, launch_ts=launch,
@@ -193,9 +195,9 @@ def dataloader_shares(load: float) -> tuple[float, float]:
     return (STEPS - 1) * load / span * 100, load / (load + 5 + busy) * 100
 
 
-@pytest.mark.parametrize("as_annotation", [False, True], ids=["cpu_op", "user_annotation"])
-def test_dataloader_share_and_input_bound_verdict(tmp_path: Path, as_annotation: bool) -> None:
-    d = diagnose(dataloader_run(600.0, as_annotation=as_annotation), tmp_path)
+@pytest.mark.parametrize("recorded_as", ["cpu_op", "user_annotation", "python_function"])
+def test_dataloader_share_and_input_bound_verdict(tmp_path: Path, recorded_as: str) -> None:
+    d = diagnose(dataloader_run(600.0, recorded_as=recorded_as), tmp_path)
     m = d.devices[0]
     idle_share, step_share = dataloader_shares(600.0)
     assert m.dataloader_pct == pytest.approx(step_share)
@@ -213,6 +215,13 @@ def test_dataloader_share_and_input_bound_verdict(tmp_path: Path, as_annotation:
     assert "num_workers" in (f.code or "") and "pin_memory=True" in (f.code or "")
     assert f.severity == "high"
     assert f.evidence["idle_in_dataloader_pct"] == pytest.approx(idle_share, abs=0.05)
+
+
+def test_only_the_dataloader_frame_of_a_python_stack_is_read(tmp_path: Path) -> None:
+    trace = read_trace(dataloader_run(600.0, recorded_as="python_function").write(tmp_path))
+    names = set(trace.annotations["name"])
+    assert "torch/utils/data/dataloader.py(733): __next__" in names
+    assert not any("module.py" in n for n in names)
 
 
 def test_dataloader_after_fix_is_not_input_bound(tmp_path: Path) -> None:
