@@ -966,3 +966,34 @@ def test_a_gemm_kernel_of_a_memory_bound_op_counts_as_memory(tmp_path: Path) -> 
     d = diagnose(b, tmp_path)
     assert d.verdict.bottleneck == "memory_bound"
     assert "FLOP-counted ops below the roofline ridge point take 70%" in d.verdict.summary
+
+
+def test_measured_counters_that_disagree_lower_the_confidence(tmp_path: Path) -> None:
+    # Kernel names say memory-bound (90% elementwise); DRAM bandwidth was sampled at 20%
+    # and SM activity at 30%: neither limit was reached, so the call is made, but low.
+    b = KinetoBuilder()
+    b.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 0, 100)
+    b.kernel(ELEMENTWISE, 100, 900, launch_ts=5)
+    trace = read_trace(b.write(tmp_path))
+    frame = sample_frame(trace, 5, 200, dram_bw_util=20.0, sm_util=30.0)
+    v = analyze(trace, Samples(frame=frame)).verdict
+    assert analyze(trace).verdict.confidence == "high"
+    assert (v.bottleneck, v.confidence) == ("memory_bound", "low")
+    assert "measured DRAM bandwidth is only 20%" in v.summary
+
+
+def test_memory_bound_ops_far_below_the_bandwidth_peak_lower_the_confidence(
+    tmp_path: Path,
+) -> None:
+    b = KinetoBuilder()  # H100 SXM: 3350 GB/s
+    small = [[64, 8], [8, 64]]  # intensity < 1 FLOP/B, and only ~20 kB per 700 µs call
+    for i in range(10):
+        t = 1000.0 * i
+        b.cpu_op("aten::mm", t, 30, flops=2.0 * 64 * 8 * 64, dims=small, types=["float"] * 2)
+        b.kernel(SGEMM, t + 10, 700, launch_ts=t + 5)
+        b.kernel(SGEMM, t + 710, 300, launch_ts=t + 40)
+    v = diagnose(b, tmp_path).verdict
+    nbytes = (64 * 8 + 8 * 64 + 64 * 64) * 4
+    rate = nbytes / 700 / 1e3  # GB/s while the op's kernels ran
+    assert (v.bottleneck, v.confidence) == ("memory_bound", "low")
+    assert f"move only {rate:.0f} GB/s" in v.summary

@@ -67,6 +67,9 @@ IDLE_PCT = 50.0
 CLASS_COVER_PCT = 70.0
 #: Measured DRAM bandwidth (or SM/tensor activity) at or above this share is the limit.
 MEASURED_BOUND_PCT = 50.0
+#: FLOP-counted ops on one side of the ridge that reach under this share of that side's
+#: peak (bandwidth or FLOP/s) are not limited by it either: the call is made, but low.
+LOW_RATE_PCT = 10.0
 
 # -- thresholds of the findings (named here, beside the verdict's) ----------------------
 #: A stall worth a finding of its own (% of the span); high severity at STALL_PCT.
@@ -374,14 +377,16 @@ def compute_vs_memory(s: Signals) -> Decision:
         side = "above" if roof_comp >= roof_mem else "below"
         parts.append(
             f"FLOP-counted ops {side} the roofline ridge point take "
-            f"{max(roof_comp, roof_mem):.0f}% of kernel time"
+            f"{max(roof_comp, roof_mem):.0f}% of kernel time{_roof_rate(s, side)}"
         )
     class_comp, class_mem = comp - roof_comp, mem - roof_mem
     if class_comp + class_mem > 0:
         parts.append(
-            f"GEMM/convolution kernels take {class_comp:.0f}% ({tc:.0f}% on Tensor Cores) "
-            f"and elementwise, reduction and copy kernels {class_mem:.0f}% by name"
+            f"GEMM/convolution kernels take {class_comp:.0f}% and elementwise, reduction "
+            f"and copy kernels {class_mem:.0f}% by name"
         )
+    if tc > 0:
+        parts.append(f"Tensor Core kernels {tc:.0f}% of kernel time")
     kind: Bottleneck = "compute_bound" if comp >= mem else "memory_bound"
     why = (
         f"{lead}{kind.replace('_', '-')} kernels take "
@@ -389,7 +394,68 @@ def compute_vs_memory(s: Signals) -> Decision:
         + "; ".join(parts)
         + ")"
     )
+    doubt = _contradiction(s, kind)
+    if doubt:
+        return Decision(kind, f"{why}; but {doubt}", "low", basis)
     return Decision(kind, why, "high" if firm else "low", basis)
+
+
+def _roof_rate(s: Signals, side: str) -> str:
+    """ ", at 623 TFLOP/s (63% of the 989.5 TFLOP/s peak)" for the roofline's side, when
+    its peak is known: how close those ops came to the limit that names them."""
+    roof, m = s.roofline, s.metrics
+    rows = roof[roof["bound"] == ("compute" if side == "above" else "memory")]
+    us = float(rows["total_us"].sum()) if not rows.empty else 0.0
+    if us <= 0:
+        return ""
+    if side == "above" and m.peak_tflops:
+        rate = float(rows["flops"].sum()) / us / 1e6
+        return f", at {rate:.0f} TFLOP/s ({rate / m.peak_tflops * 100:.0f}% of the peak)"
+    if side == "below" and m.peak_gbps:
+        rate = float(rows["bytes"].sum()) / us / 1e3
+        return f", at {rate:.0f} GB/s ({rate / m.peak_gbps * 100:.0f}% of the peak)"
+    return ""
+
+
+def _contradiction(s: Signals, kind: Bottleneck) -> str:
+    """Why another basis disagrees with ``kind`` (measured counters well below the limit
+    the call names, or FLOP-counted ops far from the peak on their side), or ""."""
+    meas = s.measured
+    if meas is not None:
+        if kind == "memory_bound" and meas.dram_bw_util is not None:
+            return (
+                f"measured DRAM bandwidth is only {meas.dram_bw_util:.0f}% (NVML GPM): the "
+                f"memory-bound kernels do not saturate memory"
+            )
+        act = max(meas.tensor_util or 0.0, meas.sm_util or 0.0)
+        if kind == "compute_bound" and (meas.sm_util is not None or meas.tensor_util is not None):
+            return f"measured SM/tensor activity is only {act:.0f}% (NVML GPM)"
+    roof, m = s.roofline, s.metrics
+    if roof.empty:
+        return ""
+    side = "memory" if kind == "memory_bound" else "compute"
+    rows = roof[roof["bound"] == side]
+    us = float(rows["total_us"].sum())
+    if us <= 0 or s.bound_evidence[f"roof_{side}"] < 0.5 * max(
+        s.bound_evidence["compute"], s.bound_evidence["memory"]
+    ):
+        return ""  # the roofline's ops are not what the call rests on
+    if side == "memory" and m.peak_gbps:
+        rate = float(rows["bytes"].sum()) / us / 1e3
+        if rate < LOW_RATE_PCT / 100 * m.peak_gbps:
+            return (
+                f"the memory-bound FLOP-counted ops move only {rate:.0f} GB/s, "
+                f"{rate / m.peak_gbps * 100:.0f}% of the {m.peak_gbps:.0f} GB/s peak: "
+                f"latency or launches, not bandwidth, hold them back"
+            )
+    if side == "compute" and m.peak_tflops:
+        rate = float(rows["flops"].sum()) / us / 1e6
+        if rate < LOW_RATE_PCT / 100 * m.peak_tflops:
+            return (
+                f"the compute-bound FLOP-counted ops reach only {rate:.1f} TFLOP/s, "
+                f"{rate / m.peak_tflops * 100:.0f}% of the {m.peak_tflops:g} TFLOP/s peak"
+            )
+    return ""
 
 
 def decide(trace: Trace, signals: list[Signals]) -> Verdict:
