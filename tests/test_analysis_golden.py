@@ -930,6 +930,9 @@ def test_window_beyond_the_gpu_span_and_work_before_the_first_gpu_event(tmp_path
     m = d.devices[0]
     assert m.window_us == pytest.approx(5000)
     assert m.gpu_span_us == pytest.approx(4000 + 150)
+    # Each step's first kernel starts 810 µs into its 1000 µs.
+    assert m.pre_gpu_step_pct == pytest.approx(81.0)
+    assert m.step_us == pytest.approx(1000)
     f = {x.id: x for x in d.findings}["gpu_span_vs_window"]
     assert f.evidence["pre_gpu_step_pct"] == pytest.approx(81.0)
     assert f.evidence["before_first_gpu_us"] == pytest.approx(810)
@@ -997,3 +1000,17 @@ def test_memory_bound_ops_far_below_the_bandwidth_peak_lower_the_confidence(
     rate = nbytes / 700 / 1e3  # GB/s while the op's kernels ran
     assert (v.bottleneck, v.confidence) == ("memory_bound", "low")
     assert f"move only {rate:.0f} GB/s" in v.summary
+
+
+def test_collectives_do_not_drive_the_low_sm_efficiency_finding(tmp_path: Path) -> None:
+    # A one-block all-reduce beside GEMMs that fill all 132 SMs: the SM-weighted
+    # efficiency of all kernels is low, of the compute kernels full.
+    b = KinetoBuilder(sm_count=132)
+    for i in range(10):
+        t = 1000.0 * i
+        b.kernel(SGEMM, t, 400, grid=(264, 1, 1), launch_ts=t - 10, stream=7)
+        b.kernel(NCCL, t + 400, 600, grid=(1, 1, 1), launch_ts=t - 9, stream=9)
+    d = diagnose(b, tmp_path)
+    m = d.devices[0]
+    assert m.sm_efficiency_pct == pytest.approx((400 + 600 / 132) / 1000 * 100)
+    assert "low_sm_efficiency" not in {f.id for f in d.findings}

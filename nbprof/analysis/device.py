@@ -497,6 +497,41 @@ def _window(d: Device) -> Measure:
     return hi - lo, Basis("trace", how)
 
 
+def _step_frame(d: Device) -> pd.DataFrame:
+    """Each ProfilerStep of the rank: ts, dur, and the time from its start to its first GPU
+    event on this device (NaN when none started inside it)."""
+    st = d.steps
+    if st.empty:
+        return pd.DataFrame({"ts": [], "dur": [], "pre_gpu_us": []})
+    ev = np.sort(d.events["ts"].to_numpy(dtype="float64"))
+    s = st["ts"].to_numpy(dtype="float64")
+    e = s + st["dur"].to_numpy(dtype="float64")
+    j = np.searchsorted(ev, s, side="left")
+    first = np.where(j < len(ev), ev[np.clip(j, 0, max(len(ev) - 1, 0))], np.nan)
+    pre = np.where(first < e, first - s, np.nan)
+    return pd.DataFrame({"ts": s, "dur": e - s, "pre_gpu_us": pre})
+
+
+def _step(d: Device) -> Measure:
+    st = d.steps
+    if st.empty:
+        return None, Basis("unknown", "no ProfilerStep annotations in the trace")
+    how = f"median of {len(st)} ProfilerStep durations"
+    return float(np.median(st["dur"].to_numpy(dtype="float64"))), Basis("trace", how)
+
+
+def _pre_gpu_step(d: Device) -> Measure:
+    st = _step_frame(d)
+    frac = (st["pre_gpu_us"] / st["dur"]).dropna() if len(st) else st
+    if not len(frac):
+        return None, Basis("unknown", "no ProfilerStep with GPU work on this device")
+    how = (
+        f"median over {len(frac)} ProfilerSteps of (first GPU event's start − step start) ÷ "
+        "step duration"
+    )
+    return float(frac.median() * 100.0), Basis("trace", how)
+
+
 def _host_per_kernel(d: Device) -> Measure:
     v = host.host_us_per_kernel(d.launches)
     if v is None:
@@ -656,6 +691,8 @@ METRICS: tuple[tuple[str, Callable[[Device], Measure]], ...] = (
     ("exposed_comm_pct", _exposed_comm),
     ("comm_overlap_pct", _comm_overlap),
     ("window_us", _window),
+    ("step_us", _step),
+    ("pre_gpu_step_pct", _pre_gpu_step),
     ("host_us_per_kernel", _host_per_kernel),
     ("launch_us_per_kernel", _launch_per_kernel),
     ("launch_to_start_us", _launch_to_start),
@@ -820,19 +857,8 @@ class Signals:
 
     @cached_property
     def steps(self) -> pd.DataFrame:
-        """Each ProfilerStep of the rank: ts, dur, and the time from its start to its
-        first GPU event on this device (NaN when none started inside it)."""
-        st = self.view.steps
-        if st.empty:
-            return pd.DataFrame({"ts": [], "dur": [], "pre_gpu_us": []})
-        ev = self.view.events["ts"].to_numpy(dtype="float64")
-        ev = np.sort(ev)
-        s = st["ts"].to_numpy(dtype="float64")
-        e = s + st["dur"].to_numpy(dtype="float64")
-        j = np.searchsorted(ev, s, side="left")
-        first = np.where(j < len(ev), ev[np.clip(j, 0, max(len(ev) - 1, 0))], np.nan)
-        pre = np.where(first < e, first - s, np.nan)
-        return pd.DataFrame({"ts": s, "dur": e - s, "pre_gpu_us": pre})
+        """Each ProfilerStep of the rank: ts, dur, pre_gpu_us (to its first GPU event)."""
+        return _step_frame(self.view)
 
     @cached_property
     def pre_gpu(self) -> tuple[float, float]:

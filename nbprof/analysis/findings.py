@@ -477,11 +477,7 @@ def window_beyond_span(s: Signals) -> Finding | None:
     m = s.metrics
     window = m.window_us or 0.0
     pre, pre_setup = s.pre_gpu
-    steps = s.steps
-    pre_step = None
-    if len(steps):
-        frac = (steps["pre_gpu_us"] / steps["dur"]).dropna()
-        pre_step = float(frac.median() * 100.0) if len(frac) else None
+    pre_step = m.pre_gpu_step_pct
     span_share = m.gpu_span_us / window * 100.0 if window > 0 else 100.0
     mostly_before = pre_step is not None and pre_step >= PRE_GPU_STEP_PCT
     if span_share >= SPAN_OF_WINDOW_PCT and not mostly_before:

@@ -104,8 +104,11 @@ class DeviceMetrics:
     comm_pct: float | None = None
     exposed_comm_pct: float | None = None
     comm_overlap_pct: float | None = None
-    #: First to last event of any kind on this device's rank (host and GPU), µs.
+    #: First to last event of any kind on this device's rank (host and GPU), µs; the
+    #: median ProfilerStep, and the median share of a step before its first GPU event.
     window_us: float | None = None
+    step_us: float | None = None
+    pre_gpu_step_pct: float | None = None
     #: Median host time between consecutive launches, median launch-call duration, and
     #: median launch-to-start delay of kernels, µs.
     host_us_per_kernel: float | None = None

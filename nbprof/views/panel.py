@@ -370,6 +370,8 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     optional = [
         ("achieved bandwidth", dm.achieved_gbps, "GB/s", "achieved_gbps"),
         ("peak bandwidth", dm.peak_gbps, "GB/s", "peak_gbps"),
+        ("ProfilerStep (median)", dm.step_us, "µs", "step_us"),
+        ("of a step before its first GPU event", dm.pre_gpu_step_pct, "%", "pre_gpu_step_pct"),
         ("host time per kernel (median)", dm.host_us_per_kernel, "µs", "host_us_per_kernel"),
         ("launch call per kernel (median)", dm.launch_us_per_kernel, "µs", "launch_us_per_kernel"),
         ("launch-to-start delay (median)", dm.launch_to_start_us, "µs", "launch_to_start_us"),
@@ -381,7 +383,9 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         ("DRAM bandwidth (sampled)", dm.dram_bw_pct, "%", "dram_bw_pct"),
     ]
     kv += [
-        (label, f"{fmt_num(v)} {unit}", key) for label, v, unit, key in optional if v is not None
+        (label, fmt_us(v) if unit == "µs" else f"{fmt_num(v)} {unit}", key)
+        for label, v, unit, key in optional
+        if v is not None
     ]
     # Copies per direction and host memory: a rate only means something per kind.
     kv += [(f"copies {c['kind']}", fmt_copy(c), "copies") for c in dm.copies]

@@ -148,6 +148,8 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
             )
             for label, attr, unit in (
                 ("profiled window", "window_us", "µs"),
+                ("ProfilerStep (median)", "step_us", "µs"),
+                ("step before first GPU event", "pre_gpu_step_pct", "%"),
                 ("host time per kernel", "host_us_per_kernel", "µs"),
                 ("launch call per kernel", "launch_us_per_kernel", "µs"),
                 ("launch-to-start (median)", "launch_to_start_us", "µs"),
