@@ -90,6 +90,11 @@ NOT_COMPUTE = {
     "void cub::DeviceReduceByKeyKernel<cub::DispatchReduceByKey<long*, long*>::Policy, "
     "long*, int*>(long*)": "memory",
     "void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024, 1, 16>(float*)": "other",
+    # Decode attention reads the whole KV cache for a few FLOPs a byte: memory-bound.
+    "void flashinfer::BatchDecodeWithPagedKVCacheKernel<true, 128, 4>(flashinfer::Params)": (
+        "memory"
+    ),
+    "void vllm::paged_attention_v1_kernel<__nv_bfloat16, 128, 16>(__nv_bfloat16*)": "memory",
 }
 # And names that are compute only through their words or their wrapper's argument.
 COMPUTE_BY_WORDS = [
@@ -98,7 +103,6 @@ COMPUTE_BY_WORDS = [
     "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align1>(Params)",
     "void cudnn::cnn::conv2d_grouped_direct_kernel<float, float, 3>(cudnnTensorStruct)",
     "gemv2T_kernel_val<int, int, float, float, float, 128, 16, 4, 4, false>(float)",
-    "void vllm::paged_attention_v1_kernel<__nv_bfloat16, 128, 16>(__nv_bfloat16*)",
 ]
 
 

@@ -368,6 +368,22 @@ def test_host_bound_when_the_host_spends_far_more_than_the_launch_per_kernel(
     assert "launch_overhead" not in {x.id for x in d.findings}
 
 
+def test_launch_bound_when_queued_kernels_are_shorter_than_the_gaps_between_them(
+    tmp_path: Path,
+) -> None:
+    # A graph replay: 100 kernels of 2 µs all queued up front, 3 µs apart on the GPU (its
+    # own per-kernel delay): the host is not involved, the kernels are just too small.
+    b = KinetoBuilder()
+    for i in range(100):
+        b.kernel(ELEMENTWISE, 5.0 * i, 2, launch_ts=-20 + 0.1 * i, launch_dur=0.05)
+    d = diagnose(b, tmp_path)
+    m = d.devices[0]
+    span = 99 * 5 + 2.0
+    assert m.span_breakdown["kernel_wait"] == pytest.approx(99 * 3 / span * 100)
+    assert m.span_breakdown["host"] == 0.0
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("launch_bound", "kernel_gaps")
+
+
 def test_launch_bound_when_the_launch_calls_take_the_host_time(tmp_path: Path) -> None:
     # 2 µs kernels, an 8 µs launch call every 10 µs, each kernel starting 1 µs after its
     # call returns: the next call is still running when a kernel ends, so nothing is

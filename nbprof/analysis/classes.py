@@ -4,12 +4,12 @@ A class is a claim about what limited a kernel, so each needs evidence:
 
 - ``communication``: collectives (NCCL/RCCL, symmetric-memory and custom all-reduce);
 - ``tensor_core``: the Tensor Core evidence of :mod:`nbprof.analysis.tensorcores`;
-- ``compute``: GEMM, convolution, attention and FFT kernel families;
+- ``compute``: GEMM, convolution, attention (prefill, forward/backward) and FFT families;
 - ``memory``: kernel families that are bandwidth-bound by construction (PyTorch's
   elementwise/reduce/copy/fill/cat/index/softmax/norm/pool kernels, Triton pointwise and
   reduction kernels, cuDNN/MIOpen layout and batch-norm helpers, CUB scans and sorts,
-  optimizer multi-tensor kernels), or a kernel launched by an op the roofline placed below
-  the ridge point (``memory_evidence``);
+  optimizer multi-tensor kernels, decode attention over a KV cache), or a kernel launched
+  by an op the roofline placed below the ridge point (``memory_evidence``);
 - ``other``: everything else. Custom extensions and unfamiliar names land here rather
   than in ``memory``: nothing about an unknown name says what bounds it.
 
@@ -53,7 +53,7 @@ _COMPUTE_WORDS = frozenset({
 })  # fmt: skip
 _COMPUTE_PAIRS = frozenset({("triton", "tem"), ("mat", "mul"), ("flash", "fwd"),
                             ("flash", "bwd"), ("flash", "attn"), ("flash", "attention"),
-                            ("flash", "decoding"), ("paged", "attention")})  # fmt: skip
+                            ("flash", "decoding")})  # fmt: skip
 #: Wrapper kernels whose first template argument names the real kernel
 #: (``cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>``).
 _WRAPPERS = frozenset({"kernel", "kernel2", "device_kernel", "kernelwrapper"})
@@ -90,7 +90,20 @@ def kernel_identity(name: str) -> str:
     return head
 
 
+def _is_decode_attention(tokens: tuple[str, ...]) -> bool:
+    """Attention over a KV cache for one new token per sequence (decode, vLLM's paged
+    attention): it reads the whole cache for a few FLOPs per byte, so it is memory-bound,
+    unlike prefill attention."""
+    if "prefill" in tokens:
+        return False
+    if "decode" in tokens and bool({"attention", "attn", "kv", "mha", "mqa", "gqa"} & set(tokens)):
+        return True
+    return has_bigram(tokens, frozenset({("paged", "attention")}))
+
+
 def _is_compute(tokens: tuple[str, ...]) -> bool:
+    if _is_decode_attention(tokens):
+        return False
     for t in tokens:
         if t in _COMPUTE_WORDS or t.endswith(("gemm", "gemv")) or t.startswith(("gemm", "gemv")):
             return True
@@ -109,6 +122,10 @@ def _is_comm(tokens: tuple[str, ...]) -> bool:
         return True
     # vLLM's custom all-reduce: cross_device_reduce_1stage / _2stage.
     return any(tokens[i : i + 3] == ("cross", "device", "reduce") for i in range(len(tokens)))
+
+
+def _is_memory_by_words(tokens: tuple[str, ...]) -> bool:
+    return _is_moe_helper(tokens) or _is_decode_attention(tokens)
 
 
 def _is_moe_helper(tokens: tuple[str, ...]) -> bool:
@@ -247,7 +264,7 @@ def kernel_classes(
     is_comm = token_matches(ident, _is_comm)
     mem_first = matches(names, _MEMORY_FIRST)
     is_comp = token_matches(ident, _is_compute) & ~mem_first
-    is_mem = mem_first | matches(names, _MEMORY) | token_matches(ident, _is_moe_helper)
+    is_mem = mem_first | matches(names, _MEMORY) | token_matches(ident, _is_memory_by_words)
     if memory_evidence is not None:
         is_mem = is_mem | np.asarray(memory_evidence, dtype=bool)
     # Tensor Core evidence names GEMM families; a kernel whose own name says it moves

@@ -168,9 +168,9 @@ class Verdict:
     cannot classify), or when two bases disagree; the summary then says so with the
     numbers. ``basis`` names what decided: ``no_gpu_events``, ``little_gpu_work``,
     ``graph_capture``, ``exposed_communication``, ``dataloader_gaps``, ``sync_gaps``,
-    ``copy_time``, ``host_gaps``, ``launch_gaps``, ``one_time_setup``, ``queued_idle``,
-    ``kernel_busy``, ``hardware_counters``, ``roofline``, ``kernel_classes`` or ``none``
-    (no evidence either way; a default).
+    ``copy_time``, ``host_gaps``, ``launch_gaps``, ``kernel_gaps``, ``one_time_setup``,
+    ``queued_idle``, ``kernel_busy``, ``hardware_counters``, ``roofline``,
+    ``kernel_classes`` or ``none`` (no evidence either way; a default).
     """
 
     bottleneck: Bottleneck

@@ -43,11 +43,13 @@ from nbprof.analysis.syncs import SYNC_OPS
 
 logger = logging.getLogger(__name__)
 
-#: Idle gaps with work queued that are shorter than this (µs) are the normal delay between
-#: back-to-back kernels (1-4 µs on current GPUs), not a wait on anything.
-#: (HolisticTraceAnalysis documents its ``consecutive_kernel_delay`` default of 30 as
-#: nanoseconds, but compares it with its traces' microsecond times: it acts as 30 µs.)
-KERNEL_WAIT_US = 5.0
+#: Idle gaps with work queued that are shorter than this (µs) are the GPU's own delay
+#: between back-to-back queued work (1-4 µs between kernels of one stream on current
+#: NVIDIA GPUs, more between graph nodes and on AMD GPUs), not a wait on another stream
+#: or a peer, which takes from tens of µs to milliseconds. HolisticTraceAnalysis uses the
+#: same 30: it documents its ``consecutive_kernel_delay`` default as 30 ns, but compares
+#: it with its traces' microsecond times, so it acts as 30 µs.
+KERNEL_WAIT_US = 30.0
 #: How many of the largest idle gaps get the host's work during them named.
 NAMED_GAPS = 50
 #: A top-level op names a gap's host work when it covers at least this share of the gap.

@@ -18,6 +18,8 @@ idled (sync, dependency, input, set-up, host...). Rules, in order:
    input          ``input_bound`` (idle while the DataLoader fetched)
    sync           ``sync_bound`` (idle while the host was blocked, or after)
    copy_only      ``transfer_bound`` (only copies ran)
+   kernel_wait    ``launch_bound`` (queued kernels shorter than the GPU's own
+                  delay between them: tiny kernels, even in a CUDA graph)
    host           ``launch_bound`` when the launch calls take at least
                   :data:`LAUNCH_SHARE` of the host's time per kernel, else
                   ``host_bound`` (Python/framework work between kernels)
@@ -44,6 +46,7 @@ from typing import NamedTuple
 
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Bottleneck, Confidence, Verdict
+from nbprof.analysis.stalls import KERNEL_WAIT_US
 from nbprof.trace.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -111,6 +114,11 @@ STALLS: dict[str, tuple[Bottleneck, str, str]] = {
         "the GPU sat idle while the host was blocked waiting on it, or had just returned",
     ),
     "copy_only": ("transfer_bound", "copy_time", "only copies ran"),
+    "kernel_wait": (
+        "launch_bound", "kernel_gaps",
+        "work was queued back to back but each kernel was too short to cover the GPU's own "
+        "launch delay before the next",
+    ),
     "host": (
         "host_bound", "host_gaps",
         "nothing was queued while the host ran Python/framework code between kernels",
@@ -310,6 +318,16 @@ def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, str, str
         )
     if key == "copy_only":
         return kind, basis, f"for {share:.0f}% of the span only copies ran, no kernel"
+    if key == "kernel_wait":
+        med = s.median_kernel_us
+        return (
+            kind,
+            basis,
+            f"for {share:.0f}% of the span the GPU sat in the gaps between back-to-back "
+            f"queued kernels (each under {KERNEL_WAIT_US:g} µs)"
+            + (f" while the median kernel runs {med:.1f} µs" if med is not None else "")
+            + ": the kernels are too small to cover the GPU's own launch delay",
+        )
     if key == "setup":
         return (
             kind,
@@ -499,11 +517,22 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
         m.span_breakdown.get(k, 0.0) for k in ("compute", "exposed_comm", "copy_only")
     )
     if idle >= IDLE_PCT:
+        unknown = m.span_breakdown.get("unknown", 0.0)
+        if unknown >= STALL_PCT:
+            return Verdict(
+                "idle",
+                f"{where}: the GPU was idle {idle:.0f}% of the {span}; for {unknown:.0f}% of "
+                f"it the work that ended the gap has no launch record (the trace links no "
+                f"kernel to its launch call), so whether the host was late cannot be told; "
+                f"kernels busy {_pct(busy)}.",
+                "low",
+                "kernel_busy",
+            )
         top = ", ".join(f"{k.replace('_', ' ')} {v:.0f}%" for k, v in list(stalls.items())[:3])
         return Verdict(
             "idle",
             f"{where}: the GPU was idle {idle:.0f}% of the {span} and no one cause covers "
-            f"{STALL_PCT:.0f}% of it ({top}); kernels busy {busy:.1f}%.",
+            f"{STALL_PCT:.0f}% of it ({top}); kernels busy {_pct(busy)}.",
             "low",
             "kernel_busy",
         )

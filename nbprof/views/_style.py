@@ -71,7 +71,7 @@ SPAN_PARTS: dict[str, str] = {
     "copy_only": "copies alone",
     "sync": "idle: host blocked / just released",
     "dependency": "idle: work queued behind a dependency",
-    "kernel_wait": "idle: kernel-to-kernel",
+    "kernel_wait": "idle: between queued kernels",
     "capture": "idle: graph capture",
     "input": "idle: DataLoader",
     "setup": "idle: set-up calls",

@@ -223,6 +223,7 @@ VERDICT_BASIS_WORDS: dict[str, str] = {
     "copy_time": "time with only copies running",
     "host_gaps": "GPU idle with nothing queued while the host worked",
     "launch_gaps": "GPU idle with nothing queued while the host launched",
+    "kernel_gaps": "GPU idle between back-to-back queued kernels",
     "one_time_setup": "GPU idle during set-up calls",
     "queued_idle": "GPU idle with work queued behind a dependency",
     "kernel_busy": "how much of the span kernels ran",
