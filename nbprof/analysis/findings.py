@@ -18,6 +18,7 @@ from nbprof.analysis.verdict import (
     CLASS_COVER_PCT,
     DTOD_BUSY_PCT,
     FINDING_STALL_PCT,
+    IDLE_HIGH_PCT,
     IDLE_PCT,
     INPUT_STEP_HIGH_PCT,
     INPUT_STEP_PCT,
@@ -25,6 +26,7 @@ from nbprof.analysis.verdict import (
     MEMORY_KERNEL_PCT,
     PAGEABLE_TIME_PCT,
     PRE_GPU_STEP_PCT,
+    SETUP_OF_WINDOW_PCT,
     SM_BUSY_PCT,
     SM_FILL,
     SPAN_OF_WINDOW_PCT,
@@ -32,6 +34,8 @@ from nbprof.analysis.verdict import (
     TC_GEMM_HIGH_PCT,
     TC_GEMM_PCT,
     TC_LOW_PCT,
+    TC_SHARE_OF_GEMM,
+    TF32_CC,
     blocker_clause,
     is_launch_bound,
     kernel_busy_us,
@@ -61,6 +65,8 @@ def _size(n: int | None) -> str:
 
 
 def _ms(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.1f} s"
     return f"{us / 1e3:.1f} ms" if us >= 1000 else f"{us:.1f} µs"
 
 
@@ -214,9 +220,9 @@ def tensor_cores(s: Signals) -> Finding | None:
         return None
     gemm = s.class_pct.get("compute", 0.0) + s.class_pct.get("tensor_core", 0.0)
     tc = m.tensor_core_pct
-    if gemm < TC_GEMM_PCT or tc >= 0.5 * gemm:
+    if gemm < TC_GEMM_PCT or tc >= TC_SHARE_OF_GEMM * gemm:
         return None
-    ampere = (cc_value(m.compute_capability) or 0.0) >= 8.0
+    ampere = (cc_value(m.compute_capability) or 0.0) >= TF32_CC
     fix = (
         "Run matrix math on Tensor Cores: allow TF32 for FP32 matmuls and convolutions, and "
         "use bfloat16 autocast for the forward pass."
@@ -440,20 +446,29 @@ def one_time_setup(s: Signals) -> Finding | None:
     share = m.span_breakdown.get("setup", 0.0)
     _, pre_setup = s.pre_gpu
     window = m.window_us or 0.0
-    if share < FINDING_STALL_PCT and not (window > 0 and pre_setup >= 0.25 * window):
+    if share < FINDING_STALL_PCT and not (
+        window > 0 and pre_setup >= SETUP_OF_WINDOW_PCT / 100 * window
+    ):
         return None
     setup = s.view.setup
     by = setup.groupby("name")["dur"].sum().sort_values(ascending=False) if len(setup) else None
     top = ", ".join(f"{n} {_ms(float(v))}" for n, v in by.head(3).items()) if by is not None else ""
+    before = (
+        f"; {_ms(pre_setup)} of set-up calls ran before the first GPU event, "
+        f"{pre_setup / window * 100:.0f}% of the {_ms(window)} window"
+        if pre_setup > 0 and window > 0
+        else ""
+    )
+    runtime = "HIP" if m.vendor == "amd" else "CUDA"
     return Finding(
         id="one_time_setup",
         severity="high" if share >= STALL_PCT else "medium",
-        title="One-time set-up dominates the profile",
+        title="One-time set-up takes much of the profile",
         detail=(
-            f"The GPU waited {share:.1f}% of its span while the host was in set-up calls, "
-            f"and {_ms(pre_setup)} of set-up ran before the first GPU event ({top}): creating "
-            f"the CUDA context, allocating memory, and loading each kernel's code on its first "
-            f"launch. These costs are paid once; they are not the steady state."
+            f"The GPU waited {share:.1f}% of its span while the host was in set-up calls"
+            f"{before} (by time: {top}): creating the {runtime} context, allocating memory, "
+            f"and loading each kernel's code on its first launch. These costs are paid once; "
+            f"they are not the steady state."
         ),
         evidence={
             "idle_in_setup_pct": _r(share),
@@ -573,7 +588,7 @@ def mostly_idle(s: Signals) -> Finding | None:
     work = ", ".join(f"{k.replace('_', ' ')} {v:.1f}%" for k, v in top.items() if v)
     return Finding(
         id="gpu_idle",
-        severity="high" if idle >= 90.0 else "medium",
+        severity="high" if idle >= IDLE_HIGH_PCT else "medium",
         title="The GPU is idle most of the time",
         detail=(
             f"The GPU was idle {idle:.1f}% of the {m.gpu_span_us / 1e3:.1f} ms span (kernels "

@@ -85,9 +85,14 @@ INPUT_STEP_HIGH_PCT = 30.0
 TC_GEMM_PCT = 20.0
 TC_GEMM_HIGH_PCT = 40.0
 TC_LOW_PCT = 10.0
+#: GEMMs "miss" Tensor Cores when under this fraction of their time runs on them.
+TC_SHARE_OF_GEMM = 0.5
+#: Compute capability from which TF32 and BF16 exist (Ampere): the fix names them.
+TF32_CC = 8.0
 #: Copy time share of the span for a medium-severity pageable-copy finding.
 PAGEABLE_TIME_PCT = 5.0
-#: Device-to-device copy time as a share of GPU busy time worth a finding.
+#: Device-to-device copy time as a share of GPU busy time worth a finding (medium
+#: severity at twice it).
 DTOD_BUSY_PCT = 5.0
 #: Memory-bound kernels share of kernel time, with compute busy at least this share.
 MEMORY_KERNEL_PCT = 50.0
@@ -98,6 +103,11 @@ SM_BUSY_PCT = 30.0
 SM_FILL = 0.6
 #: GPU span under this share of the profiled window: most of the run is elsewhere.
 SPAN_OF_WINDOW_PCT = 50.0
+#: Set-up calls before the first GPU event covering this share of the window are worth a
+#: finding even when the GPU span itself holds little set-up.
+SETUP_OF_WINDOW_PCT = 25.0
+#: Idle share of the span from which "mostly idle" is high severity.
+IDLE_HIGH_PCT = 90.0
 #: Median share of a ProfilerStep before its first GPU event for "most of each step".
 PRE_GPU_STEP_PCT = 50.0
 
@@ -209,6 +219,8 @@ def too_little_work(s: Signals) -> str | None:
 
 
 def _us(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.1f} s"
     return f"{us / 1e3:.1f} ms" if us >= 1000 else f"{us:.1f} µs"
 
 
