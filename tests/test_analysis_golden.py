@@ -233,9 +233,10 @@ def test_dataloader_after_fix_is_not_input_bound(tmp_path: Path) -> None:
 
 
 def test_syncs_table_and_sync_pct(tmp_path: Path) -> None:
+    n = 25
     b = KinetoBuilder()
     t = 0.0
-    for _ in range(5):
+    for _ in range(n):
         b.kernel(SGEMM, t, 10, launch_ts=t - 3)
         b.cpu_op("aten::item", t - 2, 14)
         b.runtime("cudaStreamSynchronize", t - 1, 12)
@@ -243,19 +244,23 @@ def test_syncs_table_and_sync_pct(tmp_path: Path) -> None:
         t += 55
     d = diagnose(b, tmp_path)
     syncs = d.tables["syncs"].set_index("name")
-    assert syncs.loc["cudaStreamSynchronize", "count"] == 5
-    assert syncs.loc["cudaStreamSynchronize", "total_us"] == pytest.approx(60)
-    assert syncs.loc["aten::item", "count"] == 5
-    span = 4 * 55 + 10
-    assert syncs.loc["cudaStreamSynchronize", "pct"] == pytest.approx(60 / span * 100)
+    assert syncs.loc["cudaStreamSynchronize", "count"] == n
+    assert syncs.loc["cudaStreamSynchronize", "total_us"] == pytest.approx(12 * n)
+    assert syncs.loc["aten::item", "count"] == n
+    span = (n - 1) * 55 + 10
+    assert syncs.loc["cudaStreamSynchronize", "pct"] == pytest.approx(12 * n / span * 100)
     # Host sync time, counted once (.item() encloses the sync), clipped to the GPU span:
     # the first .item() starts 2 µs before the first kernel, the last ends 2 µs after the last.
-    assert d.devices[0].sync_pct == pytest.approx((12 + 3 * 14 + 12) / span * 100)
+    assert d.devices[0].sync_pct == pytest.approx((12 + (n - 2) * 14 + 12) / span * 100)
     # Each 45 µs gap: 2 µs still blocked, then the 14 µs .item() block's release window,
     # and the next .item() starts 2 µs before the next kernel: 18 µs of each gap are the
     # syncs'; the other 27 µs are the host's own work.
-    assert d.devices[0].span_breakdown["sync"] == pytest.approx(4 * 18 / span * 100)
-    assert d.devices[0].span_breakdown["host"] == pytest.approx(4 * 27 / span * 100)
+    sb = d.devices[0].span_breakdown
+    assert sb["sync"] == pytest.approx((n - 1) * 18 / span * 100)
+    assert sb["host"] == pytest.approx((n - 1) * 27 / span * 100)
+    # .item() holds the synchronize: each µs of idle time is charged to one of them only.
+    f = {x.id: x for x in d.findings}["sync_stalls"]
+    assert sum(f.evidence["blocking_calls"].values()) == pytest.approx(sb["sync"], abs=0.1)
 
 
 CYCLES, KERNEL_LONG, HOST_AFTER = 10, 1000.0, 1000.0

@@ -185,7 +185,7 @@ class Accounting:
     idle_us: float
     queued_idle_us: float  # idle time with work queued (launched, not started)
     causes: dict[str, float]  # idle µs per cause (every key of CAUSES)
-    blockers: dict[str, float]  # blocking-call name -> idle µs charged to it
+    blockers: dict[str, float]  # blocking-call name -> idle µs charged to it (disjoint)
     gaps: pd.DataFrame  # whole-device idle gaps, largest first (GAP_COLUMNS)
 
     def pct(self, us: float) -> float:
@@ -212,27 +212,35 @@ def _queued_at_open(ev: pd.DataFrame, gaps: iv.Set) -> tuple[np.ndarray, np.ndar
     return queued, closer_known
 
 
-def _charged(calls: pd.DataFrame, within: iv.Set, release: bool) -> dict[str, float]:
-    """Idle µs of ``within`` that each call name covers (its call, or its release window)."""
-    if calls.empty or not len(within[0]):
+def _charged(calls: pd.DataFrame, blocked: iv.Set, released: iv.Set) -> dict[str, float]:
+    """Idle µs charged to each blocking call name: the part of ``blocked`` its calls cover
+    and the part of ``released`` their release windows cover. Calls nest (``.item()``
+    holds a copy and a synchronize), so each piece of idle time goes to one name only: the
+    names that explain the most take their share first."""
+    if calls.empty:
         return {}
     s = calls["ts"].to_numpy(dtype="float64")
     e = s + calls["dur"].to_numpy(dtype="float64")
-    if release:
-        s, e = e, e + (e - s)
-    # Idle covered before time t: cumulative lengths of the sorted, disjoint ``within``.
-    ws, we = within
-    cum = np.concatenate(([0.0], np.cumsum(we - ws)))
-
-    def covered(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(ws, t, side="right")
-        part = np.clip(t - ws[np.clip(k - 1, 0, None)], 0, None)
-        part = np.minimum(part, (we - ws)[np.clip(k - 1, 0, None)])
-        return cum[np.clip(k - 1, 0, None)] + np.where(k > 0, part, 0.0)
-
-    ov = covered(e) - covered(s)
-    by = pd.Series(ov).groupby(calls["name"].astype(str).to_numpy()).sum()
-    return {str(k): float(v) for k, v in by.items() if v > 0}
+    names = calls["name"].astype(str).to_numpy()
+    own: dict[str, iv.Set] = {}
+    for n in dict.fromkeys(names):
+        m = names == n
+        during = iv.intersect(iv.merge(s[m], e[m]), blocked)
+        after = iv.intersect(iv.merge(e[m], e[m] + (e[m] - s[m])), released)
+        both = iv.merge(
+            np.concatenate((during[0], after[0])), np.concatenate((during[1], after[1]))
+        )
+        own[n] = both
+    out: dict[str, float] = {}
+    taken: iv.Set = iv.EMPTY
+    for n in sorted(own, key=lambda k: -iv.total(own[k])):
+        mine = iv.subtract(own[n], taken)
+        if iv.total(mine) > 0:
+            out[n] = iv.total(mine)
+            taken = iv.merge(
+                np.concatenate((taken[0], mine[0])), np.concatenate((taken[1], mine[1]))
+            )
+    return out
 
 
 def account(
@@ -301,9 +309,7 @@ def account(
     causes = {c: float(cause_us[c].sum()) for c in CAUSES}
     stacked = np.vstack([cause_us[c] for c in CAUSES]) if len(dur) else np.zeros((len(CAUSES), 0))
     main = np.array(CAUSES, dtype=object)[stacked.argmax(axis=0)] if len(dur) else []
-    blockers = _charged(host.blocking, idle, release=False)
-    for k, v in _charged(host.blocking, rest_n, release=True).items():
-        blockers[k] = blockers.get(k, 0.0) + v
+    blockers = _charged(host.blocking, blocked, after)
     gaps = pd.DataFrame(
         {
             "rank": np.full(len(dur), rank, dtype="int32"),

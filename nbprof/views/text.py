@@ -186,9 +186,11 @@ def _findings(diag: Diagnosis, width: int) -> list[str]:
         "",
         f"Findings ({len(fs)}{', top ' + str(TOP_FINDINGS) if len(fs) > TOP_FINDINGS else ''}):",
     ]
+    multi = len(diag.devices) > 1
     for f in fs[:TOP_FINDINGS]:
         head = f"  [{f.severity.upper()}] "
-        out += _wrap(f.title, width, first=head, indent=" " * len(head))
+        where = f" (GPU {f.device})" if multi and f.device else ""
+        out += _wrap(f.title + where, width, first=head, indent=" " * len(head))
         pad = " " * len(head)
         out += _wrap(f.detail, width, first=pad, indent=pad)
         if f.evidence:
