@@ -88,7 +88,7 @@ def input_pipeline(s: Signals) -> Finding | None:
         detail=(
             f"DataLoader __next__ took {(dl or 0.0):.1f}% of step time, and the whole GPU sat "
             f"idle with nothing queued while it ran for {gap:.1f}% of the "
-            f"{m.gpu_span_us / 1e3:.1f} ms span. Batches are prepared on the training "
+            f"{_ms(m.gpu_span_us)} span. Batches are prepared on the training "
             f"process's own thread between steps."
         ),
         evidence={"dataloader_pct": _r(dl), "idle_in_dataloader_pct": _r(gap)},
@@ -348,7 +348,7 @@ def communication(s: Signals) -> Finding | None:
         severity=_severity(exposed),
         title="Collective communication is exposed",
         detail=(
-            f"For {exposed:.1f}% of the {m.gpu_span_us / 1e3:.1f} ms span a collective ran "
+            f"For {exposed:.1f}% of the {_ms(m.gpu_span_us)} span a collective ran "
             f"with no compute kernel beside it; collectives take {m.comm_pct or 0:.0f}% of "
             f"kernel time and only {m.comm_overlap_pct or 0:.0f}% of their time overlapped "
             f"with compute. A collective's time includes waiting for the slowest rank to "
@@ -591,7 +591,7 @@ def mostly_idle(s: Signals) -> Finding | None:
         severity="high" if idle >= IDLE_HIGH_PCT else "medium",
         title="The GPU is idle most of the time",
         detail=(
-            f"The GPU was idle {idle:.1f}% of the {m.gpu_span_us / 1e3:.1f} ms span (kernels "
+            f"The GPU was idle {idle:.1f}% of the {_ms(m.gpu_span_us)} span (kernels "
             f"busy {m.kernel_busy_pct or 0:.1f}%); the idle time by cause: "
             f"{work or 'nothing recorded'}."
         ),

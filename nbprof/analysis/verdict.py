@@ -206,7 +206,7 @@ def too_little_work(s: Signals) -> str | None:
     if cap.recorded and span > 0 and cap.us >= CAPTURE_SPAN_PCT / 100.0 * span:
         return (
             f"the host recorded {cap.recorded} launches into a CUDA/HIP graph (stream "
-            f"capture, {cap.us / 1e3:.1f} ms of the {span / 1e3:.1f} ms GPU span): captured "
+            f"capture, {_us(cap.us)} of the {_us(span)} GPU span): captured "
             f"work is recorded, not run, and only {m.kernel_count} kernels ran "
             f"({_us(busy)} of GPU time)"
         )
@@ -248,7 +248,8 @@ def blocker_clause(s: Signals, name: str) -> str:
         return f"{name}: no call inside the GPU span"
     host_us = float(mine["dur"].sum())
     steps = len(s.steps)
-    per = f" ({_us(host_us / steps)} per ProfilerStep)" if steps else ""
+    # Per step only for calls made every step: one call at the end is no per-step cost.
+    per = f" ({_us(host_us / steps)} per ProfilerStep)" if steps and len(mine) >= steps else ""
     row = mine.iloc[int(mine["dur"].to_numpy().argmax())]
     nbytes, kind = int(row["bytes"]), _COPY_WORDS.get(str(row["kind"]), "")
     size = f" for a {_size(nbytes)} {kind} copy" if nbytes >= 0 and kind else ""
@@ -497,7 +498,7 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     busy = m.kernel_busy_pct or 0.0
     # Summaries open with the device, not the label: views print the label beside them.
     where = (m.name or f"device {m.device}") + (f" (rank {m.rank})" if len(signals) > 1 else "")
-    span = f"{m.gpu_span_us / 1e3:.1f} ms GPU span"
+    span = f"{_us(m.gpu_span_us)} GPU span"
     little = too_little_work(s)
     if little is not None:
         basis = "graph_capture" if "stream capture" in little else "little_gpu_work"
