@@ -83,12 +83,18 @@ def name_tokens(text: str) -> tuple[str, ...]:
     return tuple(t.lower() for t in _TOKEN.findall(text))
 
 
-def token_matches(values: pd.Series, test: Callable[[tuple[str, ...]], bool]) -> np.ndarray:
-    """Boolean array: does ``test`` hold for each value's :func:`name_tokens`."""
+def token_matches(
+    values: pd.Series,
+    test: Callable[[tuple[str, ...]], bool],
+    part: Callable[[str], str] | None = None,
+) -> np.ndarray:
+    """Boolean array: does ``test`` hold for the :func:`name_tokens` of each value (of
+    ``part(value)`` when given), worked out once per distinct value."""
     if len(values) == 0:
         return np.zeros(0, dtype=bool)
     codes, uniq = _factorize(values)
-    hit = np.fromiter((test(name_tokens(str(u))) for u in uniq), dtype=bool, count=len(uniq))
+    texts = (str(u) for u in uniq) if part is None else (part(str(u)) for u in uniq)
+    hit = np.fromiter((test(name_tokens(t)) for t in texts), dtype=bool, count=len(uniq))
     return hit[codes]
 
 

@@ -21,6 +21,7 @@ attention, and a MoE finalize templated on CUTLASS types is no GEMM.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 
@@ -60,6 +61,7 @@ _WRAPPERS = frozenset({"kernel", "kernel2", "device_kernel", "kernelwrapper"})
 _HEAD_END = re.compile(r"[<(]")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def kernel_identity(name: str) -> str:
     """The part of a kernel name that says what the kernel is: its qualified name without
     template arguments or parameters, or, for a generic wrapper (``cutlass::Kernel``), the
@@ -139,7 +141,7 @@ def is_collective(names: pd.Series) -> np.ndarray:
     """Collective-communication kernels: NCCL/RCCL and symmetric-memory / custom
     all-reduce kernels (``multimem_all_reduce``, ``one_shot_all_reduce``,
     ``cross_device_reduce``)."""
-    return token_matches(names.map(kernel_identity) if len(names) else names, _is_comm)
+    return token_matches(names, _is_comm, kernel_identity)
 
 
 # Families whose names could also hit the compute words (an Inductor pointwise kernel fused
@@ -260,11 +262,14 @@ def kernel_classes(
             {"cls": pd.Series(dtype="object"), "tensor_core": pd.Series(dtype=bool)},
             index=names.index,
         )
-    ident = names.map(kernel_identity)
-    is_comm = token_matches(ident, _is_comm)
+    is_comm = token_matches(names, _is_comm, kernel_identity)
     mem_first = matches(names, _MEMORY_FIRST)
-    is_comp = token_matches(ident, _is_compute) & ~mem_first
-    is_mem = mem_first | matches(names, _MEMORY) | token_matches(ident, _is_memory_by_words)
+    is_comp = token_matches(names, _is_compute, kernel_identity) & ~mem_first
+    is_mem = (
+        mem_first
+        | matches(names, _MEMORY)
+        | token_matches(names, _is_memory_by_words, kernel_identity)
+    )
     if memory_evidence is not None:
         is_mem = is_mem | np.asarray(memory_evidence, dtype=bool)
     # Tensor Core evidence names GEMM families; a kernel whose own name says it moves

@@ -93,3 +93,12 @@ def per_interval(pieces: Set, of: Set) -> np.ndarray:
     ok = idx >= 0
     np.add.at(out, idx[ok], (pieces[1] - pieces[0])[ok])
     return out
+
+
+def window(a: Set, lo: float, hi: float) -> Set:
+    """The intervals of a that overlap [lo, hi), unclipped: a cheap slice (a is sorted and
+    disjoint, so its starts and its ends are both sorted), for intersecting a large set
+    with a short window."""
+    i0 = int(np.searchsorted(a[1], lo, side="right"))
+    i1 = int(np.searchsorted(a[0], hi, side="left"))
+    return a[0][i0:i1], a[1][i0:i1]

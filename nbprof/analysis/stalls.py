@@ -75,12 +75,22 @@ class HostActivity:
     #: Stream-capture windows.
     capture: iv.Set = iv.EMPTY
     block_set: iv.Set = field(init=False)
+    _blocked: _Calls = field(init=False, repr=False)
+    _released: _Calls = field(init=False, repr=False)
+    _setup: _Calls = field(init=False, repr=False)
+    _ops: _Calls = field(init=False, repr=False)
     release_set: iv.Set = field(init=False)
     setup_set: iv.Set = field(init=False)
 
     def __post_init__(self) -> None:
         s = self.blocking["ts"].to_numpy(dtype="float64")
         e = s + self.blocking["dur"].to_numpy(dtype="float64")
+        names = self.blocking["name"].to_numpy(str)
+        object.__setattr__(self, "_blocked", _Calls(s, e, names))
+        # A block's release window: as long as the block, from its end.
+        object.__setattr__(self, "_released", _Calls(e, e + (e - s), names))
+        object.__setattr__(self, "_setup", _Calls.of(self.setup))
+        object.__setattr__(self, "_ops", _Calls.of(self.top_ops))
         object.__setattr__(self, "block_set", iv.merge(s, e))
         object.__setattr__(self, "release_set", iv.merge(e, e + (e - s)))
         ss = self.setup["ts"].to_numpy(dtype="float64")
@@ -97,59 +107,72 @@ class HostActivity:
         length = b - a
         if length <= 0:
             return ""
-        blocked = iv.total(iv.intersect(g, self.block_set))
-        rest = iv.subtract(g, self.block_set)
-        after = iv.total(iv.intersect(rest, self.release_set))
-        rest = iv.subtract(rest, self.release_set)
-        capture = iv.total(iv.intersect(rest, self.capture))
-        rest = iv.subtract(rest, self.capture)
-        fetch = iv.total(iv.intersect(rest, self.fetch))
-        rest = iv.subtract(rest, self.fetch)
-        setup = iv.total(iv.intersect(rest, self.setup_set))
-        rest = iv.subtract(rest, self.setup_set)
+        # The host's sets are long; only their intervals near the gap matter.
+        block, release, capture_set, fetch_set, setup_set = (
+            iv.window(x, a, b)
+            for x in (self.block_set, self.release_set, self.capture, self.fetch, self.setup_set)
+        )
+        blocked = iv.total(iv.intersect(g, block))
+        rest = iv.subtract(g, block)
+        after = iv.total(iv.intersect(rest, release))
+        rest = iv.subtract(rest, release)
+        capture = iv.total(iv.intersect(rest, capture_set))
+        rest = iv.subtract(rest, capture_set)
+        fetch = iv.total(iv.intersect(rest, fetch_set))
+        rest = iv.subtract(rest, fetch_set)
+        setup = iv.total(iv.intersect(rest, setup_set))
+        rest = iv.subtract(rest, setup_set)
         shares = {
             "blocked": blocked, "after": after, "capture": capture, "fetch": fetch,
             "setup": setup, "rest": iv.total(rest),
         }  # fmt: skip
         best = max(shares, key=lambda k: shares[k])
         if best == "blocked":
-            return f"blocked in {_covering(self.blocking, a, b)}"
+            return f"blocked in {self._blocked.covering(a, b)}"
         if best == "after":
-            return f"after {_ending_before(self.blocking, a, b)}"
+            return f"after {self._released.covering(a, b)}"
         if best == "capture":
             return "recording a CUDA graph (stream capture)"
         if best == "fetch":
             return "DataLoader __next__"
         if best == "setup":
-            return f"set-up: {_covering(self.setup, a, b)}"
+            return f"set-up: {self._setup.covering(a, b)}"
         # The rest: the top-level op covering the most of it, if enough to name it.
         op = ""
         if len(rest[0]):
             lo, hi = float(rest[0][0]), float(rest[1][-1])
-            op = _covering(self.top_ops, lo, hi, at_least=OP_COVER * length)
+            op = self._ops.covering(lo, hi, at_least=OP_COVER * length)
         return op or "python"
 
 
-def _covering(calls: pd.DataFrame, a: float, b: float, at_least: float = 0.0) -> str:
-    """The name whose calls cover the most of [a, b] (at least ``at_least`` µs), or ""."""
-    if calls.empty:
-        return ""
-    s = calls["ts"].to_numpy(dtype="float64")
-    e = s + calls["dur"].to_numpy(dtype="float64")
-    m = (s < b) & (e > a)
-    if not m.any():
-        return ""
-    ov = np.minimum(e[m], b) - np.maximum(s[m], a)
-    names = calls["name"].astype(str).to_numpy()[m]
-    by = pd.Series(ov).groupby(names).sum()
-    return str(by.idxmax()) if float(by.max()) >= at_least else ""
+class _Calls:
+    """Named intervals sorted by start, for asking which name covers most of a window."""
 
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, names: np.ndarray) -> None:
+        order = np.argsort(starts, kind="stable")
+        self.s, self.e = starts[order], ends[order]
+        self.names = names[order]
+        self.longest = float((self.e - self.s).max()) if len(self.s) else 0.0
 
-def _ending_before(calls: pd.DataFrame, a: float, b: float) -> str:
-    """The blocking call whose release window ([end, end + dur]) covers most of [a, b]."""
-    s = calls["ts"].to_numpy(dtype="float64")
-    e = s + calls["dur"].to_numpy(dtype="float64")
-    return _covering(pd.DataFrame({"ts": e, "dur": e - s, "name": calls["name"]}), a, b)
+    @classmethod
+    def of(cls, calls: pd.DataFrame) -> _Calls:
+        s = calls["ts"].to_numpy(dtype="float64")
+        return cls(s, s + calls["dur"].to_numpy(dtype="float64"), calls["name"].to_numpy(str))
+
+    def covering(self, a: float, b: float, at_least: float = 0.0) -> str:
+        """The name whose intervals cover the most of [a, b] (at least ``at_least``), or ""."""
+        # Only intervals starting after a - longest and before b can overlap [a, b].
+        lo = int(np.searchsorted(self.s, a - self.longest, side="left"))
+        hi = int(np.searchsorted(self.s, b, side="left"))
+        s, e = self.s[lo:hi], self.e[lo:hi]
+        m = e > a
+        if not m.any():
+            return ""
+        ov = np.minimum(e[m], b) - np.maximum(s[m], a)
+        names, codes = np.unique(self.names[lo:hi][m], return_inverse=True)
+        by = np.bincount(codes, weights=ov)
+        best = int(by.argmax())
+        return str(names[best]) if float(by[best]) >= at_least else ""
 
 
 def host_activity(
