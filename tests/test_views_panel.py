@@ -309,3 +309,17 @@ def test_new_numbers_are_shown_with_their_basis_in_both_views() -> None:
     assert re.sub(r"\s+", " ", out).count(where) == 1
     # No blended copy rate any more: each kind has its own.
     assert "host-device copy rate" not in html and "copy rate" not in out
+
+
+def test_every_verdict_basis_and_bottleneck_has_words() -> None:
+    from nbprof.analysis import verdict
+    from nbprof.analysis.model import BOTTLENECKS
+    from nbprof.views._style import BOTTLENECK_LABELS
+
+    codes = {basis for _, basis, _ in verdict.STALLS.values()}
+    codes |= {"no_gpu_events", "little_gpu_work", "graph_capture", "kernel_busy"}
+    codes |= {"hardware_counters", "roofline", "kernel_classes", "launch_gaps"}
+    assert codes <= set(panel.VERDICT_BASIS_WORDS)
+    assert set(BOTTLENECKS) <= set(BOTTLENECK_LABELS) and set(BOTTLENECKS) <= set(
+        panel._VERDICT_COLOURS
+    )
