@@ -1035,3 +1035,20 @@ def test_collectives_do_not_drive_the_low_sm_efficiency_finding(tmp_path: Path) 
     m = d.devices[0]
     assert m.sm_efficiency_pct == pytest.approx((400 + 600 / 132) / 1000 * 100)
     assert "low_sm_efficiency" not in {f.id for f in d.findings}
+
+
+def test_allocation_that_recurs_every_step_is_not_called_one_time(tmp_path: Path) -> None:
+    # Five steps, each: a 1 ms GEMM, then 3 ms in cudaMalloc (an empty_cache() habit).
+    b = KinetoBuilder()
+    for i in range(5):
+        t = 5000.0 * i
+        b.step(i, t, 5000)
+        for j in range(4):
+            b.kernel(SGEMM, t + 10 + 250 * j, 250, launch_ts=t + 5)
+        b.runtime("cudaMalloc", t + 1500, 3000)
+    d = diagnose(b, tmp_path)
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("idle", "one_time_setup")
+    # The last step's allocation comes after the last kernel, outside the GPU span: 4 of
+    # them fall in gaps, 3 after the first step.
+    assert d.devices[0].span_breakdown["setup"] == pytest.approx(4 * 3000 / (4 * 5000 + 1000) * 100)
+    assert "75% of it after the first ProfilerStep: they recur" in d.verdict.summary

@@ -207,6 +207,7 @@ class Accounting:
     copy_only_us: float
     idle_us: float
     queued_idle_us: float  # idle time with work queued (launched, not started)
+    setup_idle: iv.Set  # the idle time charged to set-up calls, as intervals
     causes: dict[str, float]  # idle µs per cause (every key of CAUSES)
     blockers: dict[str, float]  # blocking-call name -> idle µs charged to it (disjoint)
     gaps: pd.DataFrame  # whole-device idle gaps, largest first (GAP_COLUMNS)
@@ -359,6 +360,7 @@ def account(
         copy_only_us=iv.total(iv.subtract(every, kernels)),
         idle_us=float(dur.sum()),
         queued_idle_us=float(dur[queued].sum()),
+        setup_idle=setup,
         causes=causes,
         blockers=blockers,
         gaps=gaps[list(GAP_COLUMNS)],

@@ -44,6 +44,8 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
+import numpy as np
+
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Bottleneck, Confidence, Verdict
 from nbprof.analysis.stalls import KERNEL_WAIT_US
@@ -269,6 +271,19 @@ def blocker_summary(s: Signals) -> str:
     return f"{a.pct(idle_us):.0f}% of the span in {name}: {blocker_clause(s, name)}"
 
 
+def setup_after_first_step(s: Signals) -> float | None:
+    """Share of the set-up-charged idle time after the first ProfilerStep ended (None
+    without steps or set-up): high when allocation recurs step after step."""
+    steps = s.steps
+    setup = s.accounting.setup_idle
+    total = float(np.sum(setup[1] - setup[0]))
+    if steps.empty or total <= 0:
+        return None
+    first_end = float((steps["ts"] + steps["dur"]).min())
+    after = np.clip(setup[1], first_end, None) - np.clip(setup[0], first_end, None)
+    return float(after.sum()) / total
+
+
 def _host_why(s: Signals, share: float) -> tuple[Bottleneck, str, str]:
     m = s.metrics
     pace = ""
@@ -342,6 +357,16 @@ def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, str, str
             + ": the kernels are too small to cover the GPU's own launch delay",
         )
     if key == "setup":
+        later = setup_after_first_step(s)
+        if later is not None and later > 0.5:
+            return (
+                kind,
+                basis,
+                f"{share:.0f}% of the span the GPU waited while the host was in allocation "
+                f"and set-up calls, {later * 100:.0f}% of it after the first ProfilerStep: "
+                f"they recur (the caching allocator releasing and growing memory: "
+                f"empty_cache() calls, changing shapes)",
+            )
         return (
             kind,
             basis,
