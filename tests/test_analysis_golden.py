@@ -1052,3 +1052,5 @@ def test_allocation_that_recurs_every_step_is_not_called_one_time(tmp_path: Path
     # them fall in gaps, 3 after the first step.
     assert d.devices[0].span_breakdown["setup"] == pytest.approx(4 * 3000 / (4 * 5000 + 1000) * 100)
     assert "75% of it after the first ProfilerStep: they recur" in d.verdict.summary
+    ids = {f.id for f in d.findings}
+    assert "allocation_churn" in ids and "one_time_setup" not in ids

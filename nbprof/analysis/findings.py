@@ -41,6 +41,7 @@ from nbprof.analysis.verdict import (
     kernel_busy_us,
     other_pct,
     queue_depth,
+    setup_after_first_step,
     stall_shares,
     too_little_work,
 )
@@ -460,6 +461,25 @@ def one_time_setup(s: Signals) -> Finding | None:
         else ""
     )
     runtime = "HIP" if m.vendor == "amd" else "CUDA"
+    later = setup_after_first_step(s)
+    if later is not None and later > 0.5:
+        return Finding(
+            id="allocation_churn",
+            severity="high" if share >= STALL_PCT else "medium",
+            title="Memory allocation calls recur step after step",
+            detail=(
+                f"The GPU waited {share:.1f}% of its span while the host was in allocation "
+                f"and set-up calls (by time: {top}), {later * 100:.0f}% of it after the first "
+                f"ProfilerStep: the caching allocator keeps returning memory to the driver and "
+                f"asking for it again."
+            ),
+            evidence={"idle_in_setup_pct": _r(share), "after_first_step_pct": _r(later * 100)},
+            fix=(
+                "Do not call torch.cuda.empty_cache() in the loop; keep shapes steady (pad or "
+                "bucket them), or let the allocator grow segments in place."
+            ),
+            code="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py",
+        )
     return Finding(
         id="one_time_setup",
         severity="high" if share >= STALL_PCT else "medium",
