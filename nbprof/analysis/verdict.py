@@ -209,8 +209,8 @@ def too_little_work(s: Signals) -> str | None:
         return (
             f"the host recorded {cap.recorded} launches into a CUDA/HIP graph (stream "
             f"capture, {_us(cap.us)} of the {_us(span)} GPU span): captured "
-            f"work is recorded, not run, and only {m.kernel_count} kernels ran "
-            f"({_us(busy)} of GPU time)"
+            f"work is recorded, not run, and only {m.kernel_count} kernels ran, "
+            f"{_us(busy)} of GPU time"
         )
     if events < MIN_GPU_EVENTS and busy < MIN_GPU_BUSY_US:
         return (
