@@ -156,17 +156,22 @@ def test_a_gpu_that_disappears(code: int, caplog: pytest.LogCaptureFixture) -> N
     s, fake, clock = make(gpus)
     s.open()
     run_passes(s, clock, 2)
-    if code == pynvml.NVML_ERROR_GPU_IS_LOST:
-        gpus[1].lost = True
-    else:
-        gpus[1].errors["nvmlDeviceGetUtilizationRates"] = code
+    gpus[1].failing = code  # every call on GPU 1 answers this from now on
     with caplog.at_level(logging.WARNING, logger="nbprof.telemetry"):
-        run_passes(s, clock, 5)
+        run_passes(s, clock, 2)
+        # GPU_IS_LOST drops the GPU at once; UNKNOWN is retried until
+        # UNKNOWN_PASSES_TO_DROP (3) passes in a row answered nothing else.
+        assert (code == pynvml.NVML_ERROR_GPU_IS_LOST) == ("lost" in s.samples().gpus[1])
+        run_passes(s, clock, 3)
     f = s.samples().frame
     assert (f["gpu"] == 1).sum() == 2  # sampled before it went, never after
     assert (f["gpu"] == 0).sum() == 7
     reasons = s.samples().reasons
     assert "mid-run" in reasons[(1, "util_gpu")] and "mid-run" in reasons[(1, "sm_util")]
+    calls = fake.state.calls["nvmlDeviceGetUtilizationRates"]
+    run_passes(s, clock, 2)
+    # Two passes ask GPU 0 twice; the dropped GPU 1 is not asked again.
+    assert fake.state.calls["nvmlDeviceGetUtilizationRates"] == calls + 2
     assert "lost" in s.samples().gpus[1]
     # Logged once, not once per pass.
     assert sum("GPU 1" in r.getMessage() for r in caplog.records) <= 1
