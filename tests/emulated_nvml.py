@@ -22,6 +22,7 @@ an older driver's NVML lacks. A Python exception inside an emulated function is 
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 import time
 from collections import Counter
@@ -293,6 +294,19 @@ def a100(index: int = 0, **kw: Any) -> EmulatedGpu:
     )
 
 
+def moving(gpu: EmulatedGpu, t: float) -> None:
+    """A script for :attr:`EmulatedGpu.script`: readings that move every sample (a 3 s
+    wave), nvidia-smi's number high while the counters stay well below it."""
+    phase = t * 2 * math.pi / 3.0
+    gpu.util_gpu = round(55 + 40 * math.sin(phase))
+    gpu.util_mem = round(30 + 20 * math.sin(phase + 1))
+    gpu.power_mw = round(300_000 + 80_000 * math.sin(phase))
+    if gpu.gpm is not None:
+        gpu.gpm[GPM_SM_UTIL] = 30 + 25 * math.sin(phase * 1.7)
+        gpu.gpm[GPM_ANY_TENSOR_UTIL] = 12 + 10 * math.sin(phase * 2.3)
+        gpu.gpm[GPM_DRAM_BW_UTIL] = 45 + 30 * math.sin(phase * 0.9 + 2)
+
+
 #: Symbols an older driver's NVML lacks: GPM, memory info v2, the versioned temperature.
 OLD_DRIVER = frozenset(
     {
@@ -378,20 +392,30 @@ class Driver:
 
     # -- installing beneath pynvml -------------------------------------------------------
 
-    @contextmanager
-    def installed(self, pynvml: Any) -> Iterator[Any]:
-        """Make ``pynvml`` (nvidia-ml-py's module, or the old package) load this driver."""
+    def install(self, pynvml: Any) -> Callable[[], None]:
+        """Make ``pynvml`` (nvidia-ml-py's module, or the old package) load this driver;
+        returns the call that puts back what was there."""
         # The module whose globals _nvmlGetFunctionPointer reads (pynvml.nvml in the old
         # package, which re-exports its names with a star import).
         g = pynvml.nvmlInit.__globals__
         saved = g["nvmlLib"]
         g["nvmlLib"] = self.library
         g["_nvmlGetFunctionPointer_cache"].clear()
+
+        def uninstall() -> None:
+            g["nvmlLib"] = saved
+            g["_nvmlGetFunctionPointer_cache"].clear()
+
+        return uninstall
+
+    @contextmanager
+    def installed(self, pynvml: Any) -> Iterator[Any]:
+        """:meth:`install` for the duration of a ``with`` block."""
+        uninstall = self.install(pynvml)
         try:
             yield pynvml
         finally:
-            g["nvmlLib"] = saved
-            g["_nvmlGetFunctionPointer_cache"].clear()
+            uninstall()
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -785,4 +809,5 @@ __all__ = [
     "RealTime",
     "a100",
     "h100",
+    "moving",
 ]
