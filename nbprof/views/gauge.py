@@ -308,25 +308,42 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
-def _per_gpu(samples: Samples) -> dict[int, Any]:
+_Part = dict[str, np.ndarray]
+
+
+def _per_gpu(samples: Samples) -> dict[int, _Part]:
+    """Each GPU's columns as numpy arrays, split once (a render reads each many times, and
+    a pandas column lookup costs more than the arithmetic on it)."""
     f = samples.frame
-    return {int(g): part for g, part in f.groupby("gpu", sort=True)} if len(f) else {}
+    if not len(f):
+        return {}
+    gpu = f["gpu"].to_numpy()
+    cols = {c: f[c].to_numpy() for c in ("time_ns", *METRICS) if c in f}
+    out: dict[int, _Part] = {}
+    for g in np.unique(gpu):
+        rows = gpu == g
+        out[int(g)] = {c: v[rows] for c, v in cols.items()}
+    return out
 
 
-def _latest(part: Any, metric: str) -> float:
-    col = part[metric].to_numpy()
+def _latest(part: _Part, metric: str) -> float:
+    col = part.get(metric)
+    if col is None:
+        return math.nan
     ok = ~np.isnan(col)
     return float(col[ok][-1]) if ok.any() else math.nan
 
 
-def _points(part: Any, metric: str, t0: int) -> tuple[np.ndarray, np.ndarray]:
-    t = part["time_ns"].to_numpy()
-    v = part[metric].to_numpy()
+def _points(part: _Part, metric: str, t0: int) -> tuple[np.ndarray, np.ndarray]:
+    t = part["time_ns"]
+    v = part.get(metric)
+    if v is None:
+        return t[:0], t[:0].astype(np.float64)
     ok = ~np.isnan(v) & (t >= t0)
     return t[ok], v[ok]
 
 
-def _series(part: Any, metric: str, t0: int, span_ns: float) -> list[list[tuple[int, int]]]:
+def _series(part: _Part, metric: str, t0: int, span_ns: float) -> list[list[tuple[int, int]]]:
     """Chart coordinates of one metric, split where samples stop for more than 5 s.
 
     Points are averaged into :data:`_BIN_PX`-pixel columns: a 200 px chart cannot show more,
@@ -362,9 +379,12 @@ def _line(seg: list[tuple[int, int]], cls: str) -> str:
     return f'<polyline class="{cls}" points="{pts}"/>'
 
 
-def _chart(part: Any, metric: str, t0: int, span_ns: float) -> tuple[str, bool]:
-    """The chart's SVG, and whether it drew a counter over nvidia-smi's area (the gap)."""
-    smi = _series(part, "util_gpu", t0, span_ns)
+def _chart(
+    part: _Part, metric: str, t0: int, span_ns: float, smi: list[list[tuple[int, int]]]
+) -> tuple[str, bool]:
+    """The chart's SVG, and whether it drew a counter over nvidia-smi's area (the gap).
+
+    ``smi`` is nvidia-smi's series (drawn in every chart, computed once per GPU)."""
     body: list[str] = [f'<rect class="nbg-bg" x="0" y="0" width="{_W}" height="{_H}"/>']
     counter: list[list[tuple[int, int]]] = []
     if metric == "util_gpu":
@@ -387,13 +407,19 @@ def _chart(part: Any, metric: str, t0: int, span_ns: float) -> tuple[str, bool]:
 
 
 def _panel(
-    samples: Samples, gpu: int, part: Any, metric: str, t0: int, span: float
+    samples: Samples,
+    gpu: int,
+    part: _Part | None,
+    metric: str,
+    t0: int,
+    span: float,
+    smi: list[list[tuple[int, int]]],
 ) -> tuple[str, bool]:
     label, _unit, basis = METRICS[metric]
     reason = samples.reasons.get((gpu, metric))
     value = _latest(part, metric) if part is not None else math.nan
     number = _pct(value) if reason is None else "—"
-    chart, gap = _chart(part, metric, t0, span) if part is not None else ("", False)
+    chart, gap = _chart(part, metric, t0, span, smi) if part is not None else ("", False)
     if reason is not None:
         chart, gap = f'<div class="nbg-unavailable">unavailable: {_esc(reason)}</div>', False
     elif value != value:
@@ -498,8 +524,9 @@ def render_html(
         if trouble:
             out.append(f' <span class="nbg-trouble">({_esc(trouble)})</span>')
         out.append('</div><div class="nbg-panels">')
+        smi = _series(part, "util_gpu", t0, span) if part is not None else []
         for metric in CHARTS:
-            html_, gap = _panel(samples, gpu, part, metric, t0, span)
+            html_, gap = _panel(samples, gpu, part, metric, t0, span, smi)
             any_gap = any_gap or gap
             out.append(html_)
         out.append("</div>")
