@@ -169,6 +169,8 @@ class NvmlBackend:
         self._devices: list[_Device] = []
         self._initialized = False
         self._codes: dict[object, str] | None = None
+        #: The bindings' nvmlMemory_v2 (0: they cannot ask for version 2); None: not known yet.
+        self._memory_v2: int | None = None
 
     # -- errors -------------------------------------------------------------------------
 
@@ -581,9 +583,12 @@ class NvmlBackend:
         counts the memory the driver reserves for itself."""
         nv = self._nvml
         if dev.memory_v2:
-            version = getattr(nv, "nvmlMemory_v2", None)
+            if self._memory_v2 is None:  # once: inspecting a signature costs a pass's worth
+                v2 = getattr(nv, "nvmlMemory_v2", None)
+                self._memory_v2 = (v2 or 0) if _takes(nv.nvmlDeviceGetMemoryInfo, "version") else 0
+            version = self._memory_v2
             try:
-                if version is None or not _takes(nv.nvmlDeviceGetMemoryInfo, "version"):
+                if not version:
                     raise TypeError("nvmlDeviceGetMemoryInfo takes no version")
                 mem = nv.nvmlDeviceGetMemoryInfo(dev.handle, version=version)
                 return float(mem.used), float(mem.total), float(mem.reserved)
