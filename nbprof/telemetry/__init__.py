@@ -48,7 +48,8 @@ stamps trace events from the same clock: a trace's events sit at
 Error bound. A row stands for NVML's view at its stamp, within:
 
 - the time the pass takes to reach that GPU after the stamp: nbprof's share is the "CPU per
-  pass" in ``benchmarks/RESULTS.md`` (under a millisecond for 8 GPUs on the fake backend);
+  pass" in ``benchmarks/RESULTS.md`` (1.6-2.5 ms for 8 GPUs, on the fake backend and on
+  the real pynvml over an emulated driver);
   the driver's own time per call comes on top and is not measured there;
 - the averaging window of each number, which precedes the stamp: ``utilization.gpu`` and
   ``utilization.memory`` cover the driver's last sample period ("between 1 second and 1/6
