@@ -589,3 +589,24 @@ def test_emulated_return_codes_are_pynvmls() -> None:
     assert em.MEMORY_V2 == pynvml.nvmlMemory_v2
     assert em.TEMPERATURE_V1 == pynvml.nvmlTemperature_v1
     assert em.GPM_SM_UTIL == pynvml.NVML_GPM_METRIC_SM_UTIL
+
+
+@pytest.mark.gpu
+def test_on_a_real_gpu_every_cuda_device_matches_an_nvml_gpu() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from nbprof.telemetry.devices import cuda_devices_of
+
+    s = Sampler()  # the real pynvml and driver
+    s.open()
+    s.sample_once()
+    s.close_backend()
+    samples = s.samples()
+    m = map_cuda_devices(
+        cuda_devices_of(torch),
+        samples.gpus,
+        os.environ.get("CUDA_VISIBLE_DEVICES"),
+        os.environ.get("CUDA_DEVICE_ORDER"),
+    )
+    assert m and all(v["gpu"] is not None and "UUID" in v["how"] for v in m.values()), m
