@@ -385,7 +385,10 @@ def test_the_analysis_credits_the_traced_gpu_and_never_guesses(tmp_path: Path) -
     samples.cuda_devices = {}
     assert measured_for(samples, "0", trace.origin_ns, 0.0, 2_000_000.0) is None
     assert "do not say which one" in nvml_gpu(samples, "0")[1]
-    assert analyze(trace, samples).devices[0].sm_active_pct is None
+    unmatched = analyze(trace, samples).devices[0]
+    assert unmatched.sm_active_pct is None
+    # The basis gives the real reason, not "no samples overlap".
+    assert "do not say which one" in unmatched.basis["sm_active_pct"].how
     # A MIG instance: its GPU's whole-GPU counters are not credited to it.
     samples.cuda_devices = map_cuda_devices(
         [CudaDevice(0, "0b1c2d3e-4f50-5162-7384-95a6b7c8d9e0")], samples.gpus
