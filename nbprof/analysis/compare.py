@@ -65,15 +65,37 @@ class Metric:
         return self.read(dev) if self.read is not None else getattr(dev, self.name, None)
 
 
-def _idle(cause: str, label: str) -> Metric:
-    """Stream idle time of one cause. IdleBreakdown gives shares of the idle time; as time
-    they compare across runs whose idle totals differ (97% of a little idle beats 93% of
-    a lot)."""
+def _span(part: str, label: str, better: Better | None = "lower") -> Metric:
+    """A share (%) of the GPU span from ``span_breakdown``: what ran, and each idle cause."""
 
-    def read(m: DeviceMetrics) -> float:
-        return m.idle.idle_us * float(getattr(m.idle, f"{cause}_pct")) / 100.0
+    def read(m: DeviceMetrics) -> float | None:
+        return m.span_breakdown.get(part) if m.span_breakdown else None
 
-    return Metric(f"idle_{cause}_us", label, "µs", "lower", True, read, "idle")
+    return Metric(f"span_{part}_pct", label, "%", better, False, read, "span_breakdown")
+
+
+def _copy(direction: str, what: str) -> Metric:
+    """Copies of one direction (every host-memory kind of it together): their time per
+    iteration (``us``), or the rate of those whose bytes are known (``gbps``)."""
+
+    def read(m: DeviceMetrics) -> float | None:
+        got = [c for c in m.copies if str(c.get("kind", "")).split(" ")[0] == direction]
+        if not got:
+            return None
+        if what == "us":
+            return float(sum(float(c.get("us") or 0.0) for c in got))
+        # Each kind's rate is its known bytes over their own time: add bytes and times.
+        known = [c for c in got if c.get("bytes") and c.get("gbps")]
+        if not known:
+            return None
+        nbytes = sum(float(c["bytes"]) for c in known)
+        return nbytes / sum(float(c["bytes"]) / (float(c["gbps"]) * 1e3) for c in known) / 1e3
+
+    if what == "us":
+        return Metric(f"copy_{direction}_us", f"copies {direction}: time", "µs", "lower",
+                      True, read, "copies")  # fmt: skip
+    return Metric(f"copy_{direction}_gbps", f"copies {direction}: rate", "GB/s", "higher",
+                  False, read, "copies")  # fmt: skip
 
 
 #: Every metric the comparison shows, in display order: one declaration each.
@@ -84,17 +106,37 @@ METRICS: tuple[Metric, ...] = (
     Metric("tensor_core_pct", "Tensor Cores (% kernel time)", "%", "higher"),
     Metric("occupancy_pct", "achieved occupancy", "%", None),
     Metric("achieved_tflops", "achieved TFLOP/s", "TFLOP/s", "higher"),
-    _idle("host_wait", "idle: GPU waited for the host"),
-    _idle("kernel_wait", "idle: kernel-to-kernel gaps"),
-    _idle("other", "idle: other causes"),
+    Metric("comm_pct", "collectives (% kernel time)", "%", None),
+    Metric("exposed_comm_pct", "exposed communication", "%", "lower"),
+    Metric("comm_overlap_pct", "collectives overlapped", "%", "higher"),
+    _span("copy_only", "span: only copies ran"),
+    _span("sync", "idle: synchronizations"),
+    _span("dependency", "idle: waiting on a dependency"),
+    _span("kernel_wait", "idle: kernel-to-kernel gaps"),
+    _span("capture", "idle: graph capture"),
+    _span("input", "idle: input pipeline"),
+    _span("setup", "idle: set-up calls"),
+    _span("host", "idle: host (Python, launches)"),
+    _span("unknown", "idle: cause unknown"),
+    Metric("idle_queued_pct", "idle with work queued", "%", None),
     Metric("dataloader_pct", "DataLoader share of step time", "%", "lower"),
-    Metric("sync_pct", "host time in synchronizations", "%", "lower"),
+    Metric("sync_pct", "host time in blocking calls", "%", "lower"),
+    Metric("pre_gpu_step_pct", "step before its first GPU work", "%", "lower"),
     Metric("short_kernel_pct", "kernels shorter than 10 µs", "%", "lower"),
+    Metric("host_us_per_kernel", "host time per kernel", "µs", "lower"),
+    Metric("launch_us_per_kernel", "launch call per kernel", "µs", "lower"),
+    Metric("launch_to_start_us", "launch-to-start delay", "µs", None),
     Metric("kernel_count", "kernels", "count", None, True),
     Metric("memcpy_bytes", "bytes copied", "bytes", None, True),
-    Metric("copy_gbps", "host-device copy rate", "GB/s", "higher"),
+    _copy("HtoD", "us"),
+    _copy("HtoD", "gbps"),
+    _copy("DtoH", "us"),
+    _copy("DtoH", "gbps"),
+    _copy("DtoD", "us"),
+    _copy("DtoD", "gbps"),
+    _copy("PtoP", "us"),
+    _copy("PtoP", "gbps"),
     Metric("pageable_memcpy_count", "pageable memcpys", "count", "lower", True),
-    Metric("median_launch_delay_us", "median launch-to-start delay", "µs", None),
     Metric("gpu_span_us", "GPU span", "µs", "lower", True),
     Metric("nvml_util_pct", "NVML utilization (sampled)", "%", "higher"),
     Metric("sm_active_pct", "SM activity (sampled)", "%", "higher"),
@@ -112,11 +154,14 @@ _RELATIVE = 5e-4
 #: What measures each bottleneck, and how the summary says it moved. The verdict of the
 #: "before" run picks it: did what limited that run go away?
 _DRIVERS: dict[str, tuple[str, str]] = {
-    "input_bound": ("dataloader_pct", "the DataLoader took {b} of step time {how}"),
-    "sync_bound": ("sync_pct", "the host spent {b} of the GPU span in synchronizations {how}"),
-    "launch_bound": ("short_kernel_pct", "{b} of kernels ran under 10 µs {how}"),
+    "input_bound": ("span_input_pct", "the GPU waited on the DataLoader for {b} of the span {how}"),
+    "sync_bound": ("span_sync_pct", "the GPU sat idle on syncs for {b} of the span {how}"),
+    "transfer_bound": ("span_copy_only_pct", "only copies ran for {b} of the span {how}"),
+    "communication_bound": ("exposed_comm_pct", "collectives ran alone for {b} of the span {how}"),
+    "host_bound": ("span_host_pct", "the GPU waited on the host for {b} of the span {how}"),
+    "launch_bound": ("launch_us_per_kernel", "each kernel's launch call took {b} {how}"),
     "compute_bound": ("tensor_core_pct", "Tensor Cores ran {b} of kernel time {how}"),
-}
+}  # fmt: skip
 _DEFAULT_DRIVER = ("kernel_busy_pct", "kernels ran {b} of the GPU span {how}")
 
 #: A bottleneck in the words of "the GPU is now ...".

@@ -46,7 +46,8 @@ HTML_ROWS = 25
 _KIND_WORDS = {"measured": "measured", "trace": "trace", "estimated": "estimated"}
 _KIND_LEGEND = (
     "basis: trace = read from the trace, estimated = inferred (from names or shapes), "
-    "measured = hardware counters; nbprof analyze TRACE says how each was found"
+    "measured = hardware counters; nbprof analyze TRACE says how each was found; metrics "
+    "unknown or zero in both runs are left out"
 )
 
 
@@ -114,7 +115,11 @@ def _basis_title(m: MetricDelta) -> str:
 
 
 def _shown(m: MetricDelta) -> bool:
-    return m.before is not None or m.after is not None
+    """Metrics known in a run and not zero in both (a trace without collectives or graph
+    captures would otherwise list a row of zeros for each); the JSON keeps every one."""
+    if m.before is None and m.after is None:
+        return False
+    return not (m.before in (0.0, None) and m.after in (0.0, None))
 
 
 def _label(bottleneck: str) -> str:
@@ -211,7 +216,7 @@ def _metrics_text(d: Diff, width: int) -> list[str]:
     out = _wrap(f"Metrics ({_devices_words(d)}; amounts {_per_words(d)}):", width, indent="  ")
     shown = [m for m in d.metrics if _shown(m)]
     if not shown:
-        return [*out, "  none: neither run recorded GPU activity."]
+        return [*out, "  none known: neither run recorded GPU activity."]
     out.append(f"  {'metric':<30} {'before':>11} {'after':>11} {'change':>13}         basis")
     for m in shown:
         row = (

@@ -63,7 +63,7 @@ def test_both_timelines_draw_and_zoom_together(lab: Lab, corpus: Path) -> None:
     out = nb.output_area(0)
     view = out.locator("div.nbp-compare")
     assert view.count() == 1
-    assert "The DataLoader took 39.6% of step time before and 1.0% after" in (
+    assert "The GPU waited on the DataLoader for 28.5% of the span before and 0.3% after" in (
         view.locator(".nbp-cmp-summary").inner_text()
     )
     assert view.locator(".nbp-cmp-verdicts .nbp-verdict").count() == 2
