@@ -101,7 +101,9 @@ def check(summaries: list[RankSummary]) -> str | None:
         return None
     no_rank = [s.path for s in summaries if _int(s.info.get("rank")) is None]
     if no_rank:
-        return f"no rank in distributedInfo: {_files(no_rank)}"
+        named = [s.path for s in summaries if s.path not in no_rank]
+        also = f" (while {_files(named)} name one)" if named else ""
+        return f"no rank in distributedInfo: {_files(no_rank)}{also}"
     ranks: dict[int, list[str]] = {}
     for s in summaries:
         ranks.setdefault(int(s.info["rank"]), []).append(s.path)

@@ -387,6 +387,10 @@ def _job_skew(d: JobDiagnosis, width: int) -> list[str]:
     if sk.get("steps") or sk.get("start_spread_us") is not None:
         out += ["", "Skew (ProfilerStep durations across ranks):"]
     for s in sk.get("steps", []):
+        if not s["spread_us"]:
+            out += _wrap(f"step {s['step']}: {fmt_us(s['max_us'])} on every rank", width,
+                         first="  ", indent="    ")  # fmt: skip
+            continue
         line = (
             f"step {s['step']}: {fmt_us(s['min_us'])} (rank {s['fastest_rank']}) to "
             f"{fmt_us(s['max_us'])} (rank {s['slowest_rank']}), spread {fmt_us(s['spread_us'])}"
@@ -399,7 +403,7 @@ def _job_skew(d: JobDiagnosis, width: int) -> list[str]:
                 f"{fmt_us(s['end_spread_us'])} apart"
             )
         out += _wrap(line, width, first="  ", indent="    ")
-    if sk.get("start_spread_us") is not None:
+    if sk.get("start_spread_us"):
         out += _wrap(
             f"first events: rank {sk['last_to_start']} started "
             f"{fmt_us(sk['start_spread_us'])} after rank {sk['first_to_start']}",
