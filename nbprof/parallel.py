@@ -8,7 +8,8 @@ only its small summary comes back).
 - ``workers=None`` (or 1): in this process, one item after another;
 - ``workers=N``: N local processes (``spawn``: safe from a notebook, whose threads a fork
   would copy half-way); a worker that dies takes its pool down, so the items it had not
-  finished are tried once more in a fresh pool and reported if they fail again;
+  finished are tried again in a fresh pool, and one lost twice runs alone and is reported
+  if its worker dies again;
 - ``scheduler=``: a ``dask.distributed`` scheduler address (``"tcp://host:8786"``) or a
   ``Client``. Dask reschedules a task whose worker died and gives up after its
   ``distributed.scheduler.allowed-failures``; such an item is reported with the number of
@@ -79,21 +80,30 @@ def _here(fn: Callable[[T], R], item: T) -> Outcome[R]:
 
 def _processes(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[Outcome[R]]:
     out: list[Outcome[R] | None] = [None] * len(items)
+    lost = [0] * len(items)
     pending = list(range(len(items)))
-    for attempt in range(2):
-        if not pending:
-            break
-        died = _pool_pass(fn, items, pending, workers, out)
+    while pending:
+        # A dead worker breaks its whole pool: every item still in it is lost, the one that
+        # killed it among them. Each goes round again; one lost twice runs alone, so an
+        # item that kills its worker every time fails by itself.
+        together = [i for i in pending if lost[i] < 2]
+        alone = [i for i in pending if lost[i] >= 2]
+        died = _pool_pass(fn, items, together, workers, out) if together else []
+        for i in alone:
+            if _pool_pass(fn, items, [i], 1, out):
+                out[i] = Outcome(
+                    error="the worker process analysing it died each time it was tried "
+                    "(out of memory, or a crash)",
+                    retries=lost[i],
+                )
         for i in died:
-            out[i] = None
-        pending = died
-        if died and attempt == 0:
+            lost[i] += 1
+        if died:
             logger.warning("a worker process died; trying its %d unfinished items again", len(died))
-    for i in pending:
-        out[i] = Outcome(
-            error="the worker process analysing it died, twice (out of memory, or a crash)",
-            retries=1,
-        )
+        pending = died
+    for i, o in enumerate(out):
+        if o is not None and o.error is None:
+            o.retries = lost[i]
     return [o if o is not None else Outcome(error="not run") for o in out]
 
 

@@ -84,3 +84,33 @@ def write_job(
         path.write_text(json.dumps(doc))
         out.append(path)
     return out
+
+
+# -- functions for nbprof.parallel's tests (module level: worker processes import them) ----
+
+
+def square(x: int) -> int:
+    if x < 0:
+        raise ValueError(f"negative: {x}")
+    return x * x
+
+
+def die_on(x: int) -> int:
+    """Kills its own process for x == 13 (as an out-of-memory kill would), else squares."""
+    import os
+
+    if x == 13:
+        os._exit(17)
+    return x * x
+
+
+def die_once(task: tuple[str, int]) -> int:
+    """Kills its process the first time it runs (a marker file remembers), then squares."""
+    import os
+
+    marker, x = task
+    if not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write("died")
+        os._exit(17)
+    return x * x
