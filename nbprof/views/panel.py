@@ -25,6 +25,7 @@ from nbprof.views._style import (
     fmt_tflops,
     fmt_us,
 )
+from nbprof.views.assets import asset
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Basis, DeviceMetrics, Diagnosis, Finding
@@ -42,95 +43,8 @@ TENSOR_CORE_BASIS_WORDS: dict[str, str] = {
     "unknown": "unknown",
 }
 
-CSS = """
-.nbprof{--nbp-fg:var(--jp-content-font-color1,#1f2328);
---nbp-muted:var(--jp-content-font-color2,#57606a);
---nbp-bg:var(--jp-layout-color0,#ffffff);--nbp-card:var(--jp-layout-color1,#f6f8fa);
---nbp-border:var(--jp-border-color2,#d0d7de);
---nbp-code:var(--jp-cell-editor-background,#f3f4f6);
---nbp-accent:#1f78b4;color:var(--nbp-fg);background:var(--nbp-bg);
-font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
-font-size:14px;line-height:1.45;padding:12px 4px;max-width:1400px}
-@media (prefers-color-scheme:dark){.nbprof:not(.nbprof-light){
---nbp-fg:var(--jp-content-font-color1,#e6edf3);
---nbp-muted:var(--jp-content-font-color2,#9da7b3);--nbp-bg:var(--jp-layout-color0,#0d1117);
---nbp-card:var(--jp-layout-color1,#161b22);--nbp-border:var(--jp-border-color2,#30363d);
---nbp-code:var(--jp-cell-editor-background,#1f242c)}}
-.nbprof .nbp-card,.nbprof .nbp-device,.nbprof .nbp-verdict,.nbprof .nbp-why{box-sizing:border-box}
-.nbprof .nbp-card,.nbprof .nbp-kv,.nbprof .nbp-verdict,.nbprof .nbp-why,.nbprof .nbp-finding,
-.nbprof .nbp-notes,.nbprof .nbp-topk,.nbprof .nbp-device>summary{overflow-wrap:anywhere;
-word-break:normal;min-width:0}
-.nbprof .nbp-cards>*,.nbprof .nbp-kv>*,.nbprof .nbp-kv span{min-width:0}
-.nbprof h2,.nbprof h3,.nbprof h4{margin:0;font-weight:600}
-.nbprof .nbp-verdict{display:flex;gap:12px;align-items:center;flex-wrap:wrap;padding:12px 16px;
-border-radius:10px;border:1px solid var(--nbp-border);
-border-left:6px solid var(--nbp-vc,#8c8c8c);
-background:var(--nbp-card);margin-bottom:12px}
-.nbprof .nbp-verdict h2{font-size:19px;flex:1 1 300px;min-width:0}
-.nbprof .nbp-conf{flex-basis:100%;font-size:13px;color:var(--nbp-muted)}
-.nbprof .nbp-conf b{color:var(--nbp-fg)}
-.nbprof .nbp-tag{display:inline-block;padding:2px 10px;border-radius:999px;font-size:12px;
-font-weight:600;
-color:#fff;background:var(--nbp-vc,#8c8c8c);white-space:nowrap}
-.nbprof .nbp-device{margin:10px 0;border:1px solid var(--nbp-border);border-radius:10px;
-padding:8px 12px}
-.nbprof .nbp-device>summary{cursor:pointer;font-weight:600;padding:2px 0}
-.nbprof .nbp-device>summary .nbp-muted{font-weight:400}
-.nbprof .nbp-cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(210px,1fr));
-gap:10px;margin:10px 0}
-.nbprof .nbp-card{background:var(--nbp-card);border:1px solid var(--nbp-border);
-border-radius:10px;padding:10px 12px}
-.nbprof .nbp-card .nbp-q{font-size:12px;color:var(--nbp-muted);text-transform:uppercase;
-letter-spacing:.03em}
-.nbprof .nbp-card .nbp-v{font-size:28px;font-weight:650;margin:2px 0;
-font-variant-numeric:tabular-nums}
-.nbprof .nbp-card .nbp-v small{font-size:14px;font-weight:500;color:var(--nbp-muted)}
-.nbprof .nbp-bar{height:6px;border-radius:3px;background:var(--nbp-border);overflow:hidden;
-margin:4px 0 6px}
-.nbprof .nbp-bar>span{display:block;height:100%;background:var(--nbp-accent)}
-.nbprof .nbp-basis{font-size:12px;color:var(--nbp-muted)}
-.nbprof .nbp-basis b{font-weight:600}
-.nbprof .nbp-kv{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));
-gap:2px 18px;font-size:13px}
-.nbprof .nbp-kv div{display:flex;justify-content:space-between;gap:8px;
-border-bottom:1px dotted var(--nbp-border);padding:2px 0}
-.nbprof .nbp-kv span:last-child{font-variant-numeric:tabular-nums;text-align:right}
-.nbprof .nbp-kv .nbp-basis{white-space:nowrap}
-.nbprof .nbp-muted{color:var(--nbp-muted)}
-.nbprof .nbp-why{margin:12px 0;padding:10px 14px;border-radius:10px;background:var(--nbp-card);
-border:1px solid var(--nbp-border)}
-.nbprof .nbp-why h3,.nbprof .nbp-findings h3,.nbprof .nbp-notes h3,.nbprof .nbp-legend h3{
-font-size:15px;margin-bottom:6px}
-.nbprof .nbp-finding{border:1px solid var(--nbp-border);border-radius:10px;padding:10px 12px;
-margin:8px 0}
-.nbprof .nbp-finding h4{font-size:15px;display:flex;gap:8px;align-items:center;flex-wrap:wrap}
-.nbprof .nbp-sev{font-size:11px;font-weight:700;text-transform:uppercase;padding:1px 8px;
-border-radius:999px;color:#fff}
-.nbprof .nbp-sev-high{background:#cf222e}.nbprof .nbp-sev-medium{background:#bc4c00}
-.nbprof .nbp-sev-low{background:#4d7c0f}.nbprof .nbp-sev-info{background:#57606a}
-.nbprof .nbp-evidence{font-size:12px;color:var(--nbp-muted);margin:4px 0}
-.nbprof .nbp-evidence code{font-size:12px}
-.nbprof pre{background:var(--nbp-code);border:1px solid var(--nbp-border);border-radius:8px;
-padding:8px 10px;
-overflow:auto;font-size:12.5px;margin:6px 0 0}
-.nbprof code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace}
-.nbprof .nbp-notes ul{margin:4px 0;padding-left:20px}
-.nbprof .nbp-error{border-left:6px solid #cf222e}
-.nbprof .nbp-legend{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:center;font-size:12px;
-margin:8px 0}
-.nbprof .nbp-sw{display:inline-block;width:12px;height:12px;border-radius:3px;
-vertical-align:-2px;margin-right:4px}
-.nbprof .nbp-timeline{margin-top:8px;background:#fff;border-radius:10px;
-border:1px solid var(--nbp-border);padding:4px}
-.nbprof .nbp-topk{border-collapse:collapse;font-size:12.5px;width:100%;table-layout:fixed}
-.nbprof .nbp-topk col.nbp-num{width:9em}.nbprof .nbp-topk col.nbp-cls{width:13em}
-.nbprof .nbp-topk th,.nbprof .nbp-topk td{padding:3px 8px;
-border-bottom:1px solid var(--nbp-border);text-align:right}
-.nbprof .nbp-topk th:last-child,.nbprof .nbp-topk td:last-child{text-align:left}
-.nbprof .nbp-topk td:last-child{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
-font-size:11.5px}
-.nbprof pre{white-space:pre-wrap;overflow-wrap:anywhere}
-"""
+#: The dashboard's style sheet (package data: nbprof/views/js/nbprof.css).
+CSS = asset("nbprof.css")
 
 _VERDICT_COLOURS: dict[str, str] = {
     "compute_bound": "#6a3d9a",
