@@ -173,6 +173,111 @@
     return { left, right, dur, li: g.li, cause: g.cause, cpu: g.cpu };
   }
 
+  /**
+   * What to draw for the window [x0, x1] of a plot area `width` px wide: the columns of
+   * every drawn source (exact events per hover kind, or aggregate bars; search marks;
+   * hoverable gap pieces; bar and gap labels). `model` holds the decoded store (x, d, sig),
+   * the signature table S and the decoded gaps G; `mark` flags signatures (search).
+   */
+  function draw(model, meta, x0, x1, width, mark) {
+    const L = getLod();
+    const { x, d, sig, S, G } = model;
+    const off = meta.offsets;
+    const nl = off.length - 1;
+    const half = meta.bar / 2;
+    const out = { mode: "", detail: {}, agg: empty(AGG_COLUMNS), marks: null, gapHover: null,
+      barLabels: empty(["x", "y", "text"]), gapLabels: null };
+    for (const k of KINDS) out.detail[k] = empty(DETAIL_COLUMNS);
+
+    const b = L.bounds(x, off, meta.maxdur, x0, x1);
+    const pxPerUs = width / Math.max(x1 - x0, 1e-9);
+    const M = empty(["left", "right", "bottom", "top"]);
+    let drawnL;
+    let drawnR;
+    let drawnLane;
+    if (b.total <= meta.cap) {
+      out.mode = "exact";
+      const ex = L.exact(x, d, b, x0);
+      const cols = {};
+      for (const k of KINDS) cols[k] = empty(DETAIL_COLUMNS);
+      const lab = empty(["x", "y", "text"]);
+      for (let j = 0; j < ex.idx.length; j++) {
+        const i = ex.idx[j];
+        const l = ex.lanes[j];
+        const s = sig[i];
+        const k = S.cls[s];
+        const c = cols[meta.tips[k]];
+        const e = x[i] + d[i];
+        c.left.push(x[i]); c.right.push(e); c.bottom.push(l - half); c.top.push(l + half);
+        c.color.push(meta.colors[k]); c.i.push(i); c.name.push(S.name[s]);
+        c.short.push(S.short[s]); c.kind.push(meta.labels[k]); c.dur.push(d[i]);
+        c.grid.push(S.grid[s]); c.block.push(S.block[s]); c.occ.push(S.occ[s]);
+        c.op.push(S.op[s]); c.extra.push(S.extra[s]); c.lane.push(meta.lanes[l]);
+        if (mark && mark[s]) {
+          M.left.push(x[i]); M.right.push(e); M.bottom.push(l - half); M.top.push(l + half);
+        }
+        const vis = (Math.min(e, x1) - Math.max(x[i], x0)) * pxPerUs;
+        if (vis >= LABEL_MIN_PX && lab.x.length < LABELS_MAX) {
+          const t = L.fitLabel(S.short[s], vis);
+          if (t) { lab.x.push(Math.max(x[i], x0)); lab.y.push(l); lab.text.push(t); }
+        }
+      }
+      out.detail = cols;
+      out.barLabels = lab;
+      drawnL = ex.idx.map((i) => x[i]);
+      drawnR = ex.idx.map((i) => x[i] + d[i]);
+      drawnLane = ex.lanes;
+    } else {
+      out.mode = "aggregate";
+      const nb = L.binCount(nl, meta.agg_cap, meta.max_bins);
+      const a = L.aggregate(x, d, sig, S.cls, meta.colors.length, b, x0, x1, nb, mark);
+      const c = empty(AGG_COLUMNS);
+      for (let j = 0; j < a.lane.length; j++) {
+        const l = a.lane[j];
+        c.left.push(a.left[j]); c.right.push(a.right[j]); c.bottom.push(l - half);
+        c.top.push(l - half + meta.bar * Math.max(a.busy[j], 0.08));
+        c.color.push(meta.colors[a.cls[j]]); c.busy.push(a.busy[j] * 100);
+        c.events.push(a.events[j]); c.kind.push(meta.labels[a.cls[j]]);
+        c.lane.push(meta.lanes[l]);
+        if (a.marked[j]) {
+          M.left.push(a.left[j]); M.right.push(a.right[j]); M.bottom.push(l - half);
+          M.top.push(l + half);
+        }
+      }
+      out.agg = c;
+      drawnL = a.left;
+      drawnR = a.right;
+      drawnLane = a.lane;
+    }
+    out.marks = M;
+    const pieces = L.clipGaps(G.left, G.right, G.li, drawnL, drawnR, drawnLane);
+    const gh = empty(["left", "right", "bottom", "top", "dur", "cause_label", "cpu_work",
+      "lane"]);
+    for (const p of pieces) {
+      const l = G.li[p.gap];
+      gh.left.push(p.left); gh.right.push(p.right); gh.bottom.push(l - 0.5);
+      gh.top.push(l + 0.5); gh.dur.push(G.dur[p.gap]);
+      gh.cause_label.push(meta.gap_labels[G.cause[p.gap]]);
+      gh.cpu_work.push(meta.cpu_work[G.cpu[p.gap]] || "unknown");
+      gh.lane.push(meta.lanes[l]);
+    }
+    out.gapHover = gh;
+    // A label on each gap piece wide enough on screen to hold one.
+    const gl = empty(["x", "y", "text"]);
+    for (const p of pieces) {
+      if (gl.x.length >= LABELS_MAX) break;
+      const px = (Math.min(p.right, x1) - Math.max(p.left, x0)) * pxPerUs;
+      if (px < 2 * LABEL_MIN_PX) continue;
+      const t = L.fitLabel(meta.gap_labels[G.cause[p.gap]], px);
+      if (!t) continue;
+      gl.x.push((Math.max(p.left, x0) + Math.min(p.right, x1)) / 2);
+      gl.y.push(G.li[p.gap]);
+      gl.text.push(t);
+    }
+    out.gapLabels = gl;
+    return out;
+  }
+
   /** A timeline on the page: `container` is its .nbp-timeline element. */
   function attach(container, doc, meta) {
     const L = getLod();
@@ -188,6 +293,7 @@
     const link = L.decodeLinks(store.dl, off);
     const sig = store.sig;
     const half = meta.bar / 2;
+    const model = { x, d, sig, S, G };
     const detail = {};
     for (const k of KINDS) detail[k] = get("nbprof-detail-" + k);
     const agg = get("nbprof-aggregate");
@@ -228,97 +334,14 @@
     }
 
     function update() {
-      const x0 = xr.start;
-      const x1 = xr.end;
-      const b = L.bounds(x, off, meta.maxdur, x0, x1);
-      const pxPerUs = frameWidth() / Math.max(x1 - x0, 1e-9);
-      const M = empty(["left", "right", "bottom", "top"]);
-      let drawnL;
-      let drawnR;
-      let drawnLane;
-      if (b.total <= meta.cap) {
-        state.mode = "exact";
-        const ex = L.exact(x, d, b, x0);
-        const cols = {};
-        for (const k of KINDS) cols[k] = empty(DETAIL_COLUMNS);
-        const lab = empty(["x", "y", "text"]);
-        for (let j = 0; j < ex.idx.length; j++) {
-          const i = ex.idx[j];
-          const l = ex.lanes[j];
-          const s = sig[i];
-          const k = S.cls[s];
-          const c = cols[meta.tips[k]];
-          const e = x[i] + d[i];
-          c.left.push(x[i]); c.right.push(e); c.bottom.push(l - half); c.top.push(l + half);
-          c.color.push(meta.colors[k]); c.i.push(i); c.name.push(S.name[s]);
-          c.short.push(S.short[s]); c.kind.push(meta.labels[k]); c.dur.push(d[i]);
-          c.grid.push(S.grid[s]); c.block.push(S.block[s]); c.occ.push(S.occ[s]);
-          c.op.push(S.op[s]); c.extra.push(S.extra[s]); c.lane.push(meta.lanes[l]);
-          if (state.mark && state.mark[s]) {
-            M.left.push(x[i]); M.right.push(e); M.bottom.push(l - half); M.top.push(l + half);
-          }
-          const vis = (Math.min(e, x1) - Math.max(x[i], x0)) * pxPerUs;
-          if (vis >= LABEL_MIN_PX && lab.x.length < LABELS_MAX) {
-            const t = L.fitLabel(S.short[s], vis);
-            if (t) { lab.x.push(Math.max(x[i], x0)); lab.y.push(l); lab.text.push(t); }
-          }
-        }
-        for (const k of KINDS) detail[k].data = cols[k];
-        agg.data = empty(AGG_COLUMNS);
-        barLabels.data = lab;
-        drawnL = ex.idx.map((i) => x[i]);
-        drawnR = ex.idx.map((i) => x[i] + d[i]);
-        drawnLane = ex.lanes;
-      } else {
-        state.mode = "aggregate";
-        const nb = L.binCount(nl, meta.agg_cap, meta.max_bins);
-        const a = L.aggregate(x, d, sig, S.cls, meta.colors.length, b, x0, x1, nb, state.mark);
-        const c = empty(AGG_COLUMNS);
-        for (let j = 0; j < a.lane.length; j++) {
-          const l = a.lane[j];
-          c.left.push(a.left[j]); c.right.push(a.right[j]); c.bottom.push(l - half);
-          c.top.push(l - half + meta.bar * Math.max(a.busy[j], 0.08));
-          c.color.push(meta.colors[a.cls[j]]); c.busy.push(a.busy[j] * 100);
-          c.events.push(a.events[j]); c.kind.push(meta.labels[a.cls[j]]);
-          c.lane.push(meta.lanes[l]);
-          if (a.marked[j]) {
-            M.left.push(a.left[j]); M.right.push(a.right[j]); M.bottom.push(l - half);
-            M.top.push(l + half);
-          }
-        }
-        agg.data = c;
-        for (const k of KINDS) detail[k].data = empty(DETAIL_COLUMNS);
-        barLabels.data = empty(["x", "y", "text"]);
-        drawnL = a.left;
-        drawnR = a.right;
-        drawnLane = a.lane;
-      }
-      marks.data = M;
-      const pieces = L.clipGaps(G.left, G.right, G.li, drawnL, drawnR, drawnLane);
-      const gh = empty(["left", "right", "bottom", "top", "dur", "cause_label", "cpu_work",
-        "lane"]);
-      for (const p of pieces) {
-        const l = G.li[p.gap];
-        gh.left.push(p.left); gh.right.push(p.right); gh.bottom.push(l - 0.5);
-        gh.top.push(l + 0.5); gh.dur.push(G.dur[p.gap]);
-        gh.cause_label.push(meta.gap_labels[G.cause[p.gap]]);
-        gh.cpu_work.push(meta.cpu_work[G.cpu[p.gap]] || "unknown");
-        gh.lane.push(meta.lanes[l]);
-      }
-      gapHover.data = gh;
-      // A label on each gap piece wide enough on screen to hold one.
-      const gl = empty(["x", "y", "text"]);
-      for (const p of pieces) {
-        if (gl.x.length >= LABELS_MAX) break;
-        const px = (Math.min(p.right, x1) - Math.max(p.left, x0)) * pxPerUs;
-        if (px < 2 * LABEL_MIN_PX) continue;
-        const t = L.fitLabel(meta.gap_labels[G.cause[p.gap]], px);
-        if (!t) continue;
-        gl.x.push((Math.max(p.left, x0) + Math.min(p.right, x1)) / 2);
-        gl.y.push(G.li[p.gap]);
-        gl.text.push(t);
-      }
-      gapLabels.data = gl;
+      const out = draw(model, meta, xr.start, xr.end, frameWidth(), state.mark);
+      for (const k of KINDS) detail[k].data = out.detail[k];
+      agg.data = out.agg;
+      marks.data = out.marks;
+      gapHover.data = out.gapHover;
+      barLabels.data = out.barLabels;
+      gapLabels.data = out.gapLabels;
+      state.mode = out.mode;
       container.setAttribute("data-nbp-mode", state.mode);
     }
 
@@ -621,5 +644,5 @@
     return api;
   }
 
-  return { attach, detailRows, decodeGaps, viewsOf, alignFrames, themeOf };
+  return { attach, draw, detailRows, decodeGaps, viewsOf, alignFrames, themeOf };
 });
