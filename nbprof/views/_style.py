@@ -20,7 +20,7 @@ CLASSES: dict[str, tuple[str, str]] = {
     "communication": ("communication", "#bc2d5a"),
     # Kernels whose names give no evidence of what they do: neutral, not a verdict.
     "other": ("other (unrecognised kernel names)", "#868686"),
-    "kernel": ("kernel (class unknown)", "#868686"),
+    "kernel": ("kernel (class unknown)", "#737373"),
     "copy_htod": ("memcpy HtoD", "#0fa6b0"),
     "copy_dtoh": ("memcpy DtoH", "#7ba022"),
     "copy_dtod": ("memcpy DtoD / PtoP", "#3f8fd0"),

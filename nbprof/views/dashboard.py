@@ -133,9 +133,10 @@ def _on_colab() -> bool:
 
 
 def _json_script(obj: Any) -> str:
-    """JSON for a <script> element: "</" and "<!--" cannot end or open anything in it."""
+    """JSON for a <script> element: <, > and & as \\u escapes, so nothing in it (a trace's
+    names included) can close the element or read as markup."""
     text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _embed_payload(tl: Any) -> tuple[str, str]:

@@ -24,6 +24,7 @@ from nbprof.views._style import (
     fmt_pct,
     fmt_tflops,
     fmt_us,
+    short_name,
 )
 from nbprof.views.assets import asset
 
@@ -92,16 +93,21 @@ def render(profile: Profile, *, extra_notes: list[str] | None = None, top_kernel
             f"<p><code>{esc(type(profile.error).__name__)}: {esc(profile.error)}</code> — this "
             "profile covers the run up to that point only.</p></div>"
         )
-    for i, dm in enumerate(diag.devices):
-        out.append(_device_html(dm, open_=i < OPEN_DEVICES, multi=len(diag.devices) > 1))
+    cpu_only = diag.verdict.bottleneck == "cpu_only"
+    if cpu_only:
+        # Nothing ran on a GPU: device cards would be all n/a. What the CPU did instead.
+        out.append(_cpu_only_html(profile))
+    else:
+        for i, dm in enumerate(diag.devices):
+            out.append(_device_html(dm, open_=i < OPEN_DEVICES, multi=len(diag.devices) > 1))
     if diag.explanation:
         out.append(
             '<div class="nbp-why"><h3>Why these numbers differ</h3>'
             f"<p>{esc(diag.explanation)}</p></div>"
         )
     out.append(_findings_html(diag.findings))
-    out.append(_top_kernels_html(diag, top_kernels))
-    out.append(_notes_html(profile, extra))
+    out.append(_top_kernels_html(diag, top_kernels, ranks=len(profile.trace.ranks)))
+    out.append(_notes_html(profile, extra, cpu_only=cpu_only))
     return "\n".join(x for x in out if x)
 
 
@@ -334,25 +340,73 @@ def _findings_html(findings: list[Finding]) -> str:
     return f'<div class="nbp-findings"><h3>Findings</h3>{"".join(items)}</div>'
 
 
-def _top_kernels_html(diag: Diagnosis, n: int) -> str:
+def _top_kernels_html(diag: Diagnosis, n: int, ranks: int = 1) -> str:
     t = diag.tables.get("top_kernels")
     if t is None or not len(t):
         return ""
+    # Numbers sort by data-v (js/embed.js); a row zooms the timeline to that kernel.
     rows = "".join(
-        f"<tr><td>{fmt_num(r.pct)} %</td><td>{esc(fmt_us(r.total_us))}</td>"
-        f"<td>{int(r.count):,}</td>"
+        f'<tr data-nbp-kernel="{esc(r.name)}" title="{esc(r.name)}">'
+        f'<td data-v="{float(r.pct):.6g}">{fmt_num(r.pct)} %</td>'
+        f'<td data-v="{float(r.total_us):.6g}">{esc(fmt_us(r.total_us))}</td>'
+        f'<td data-v="{int(r.count)}">{int(r.count):,}</td>'
         f"<td>{esc(CLASSES.get(str(r.cls), (r.cls,))[0])}"
         f"{' (TC)' if bool(getattr(r, 'tensor_core', False)) else ''}</td>"
-        f"<td>{esc(r.name)}</td></tr>"
+        f"<td>{esc(short_name(r.name))}</td></tr>"
         for r in t.head(n).itertuples(index=False)
     )
+    scope = f"summed over all {ranks} ranks" if ranks > 1 else "read from the trace"
     return (
-        '<details class="nbp-device"><summary>Top kernels by total time '
-        '<span class="nbp-muted">(read from the trace)</span></summary>'
-        '<table class="nbp-topk"><colgroup><col class="nbp-num"><col class="nbp-num">'
+        '<details class="nbp-device nbp-topk-box" open><summary>Top kernels by total time '
+        f'<span class="nbp-muted">({scope}; click a header to sort, a row to find it on '
+        "the timeline)</span></summary>"
+        '<table class="nbp-topk nbp-sortable"><colgroup><col class="nbp-num"><col class="nbp-num">'
         '<col class="nbp-num"><col class="nbp-cls"><col></colgroup>'
         "<thead><tr><th>% kernel time</th><th>total</th><th>count</th>"
         f"<th>class</th><th>name</th></tr></thead><tbody>{rows}</tbody></table></details>"
+    )
+
+
+#: Top-level CPU ops listed for a run without GPU activity.
+TOP_CPU_OPS = 10
+
+NVML_DEVICE_WIDE = (
+    "NVML's utilization is device-wide: a GPU gauge can read above 0 % while this process "
+    "ran nothing on it (other processes, the display, another notebook's kernel)."
+)
+
+
+def _cpu_only_html(profile: Profile) -> str:
+    """A run without GPU activity: its top CPU ops by total time, and one short note."""
+    ops = profile.trace.cpu_ops
+    top = ops[ops["depth"] == 0] if "depth" in ops else ops
+    rows = ""
+    if len(top):
+        # Read from the trace: top-level ops' durations summed by name (no overlap within
+        # a thread's top level, so the sum is time spent in each).
+        g = (
+            top.groupby("name", sort=False)["dur"]
+            .agg(["count", "sum"])
+            .sort_values("sum", ascending=False, kind="stable")
+            .head(TOP_CPU_OPS)
+        )
+        rows = "".join(
+            f'<tr title="{esc(name)}"><td data-v="{float(r["sum"]):.6g}">'
+            f'{esc(fmt_us(float(r["sum"])))}</td><td data-v="{int(r["count"])}">'
+            f"{int(r['count']):,}</td><td>{esc(short_name(str(name)))}</td></tr>"
+            for name, r in g.iterrows()
+        )
+    table = (
+        '<table class="nbp-topk nbp-sortable nbp-cpuops"><colgroup><col class="nbp-num">'
+        '<col class="nbp-num"><col></colgroup><thead><tr><th>total</th><th>calls</th>'
+        f"<th>CPU op (top level)</th></tr></thead><tbody>{rows}</tbody></table>"
+        if rows
+        else '<p class="nbp-muted">The trace holds no CPU ops either.</p>'
+    )
+    return (
+        '<div class="nbp-why nbp-cpu-only"><h3>Where the time went (CPU)</h3>'
+        '<p class="nbp-basis">Read from the trace: top-level ops, durations summed by name.</p>'
+        f'{table}<p class="nbp-basis nbp-nvml-note">{esc(NVML_DEVICE_WIDE)}</p></div>'
     )
 
 
@@ -374,8 +428,11 @@ def sample_notes(profile: Profile) -> list[str]:
     ]
 
 
-def _notes_html(profile: Profile, extra: list[str]) -> str:
-    notes = [*extra, *profile.notes, *profile.trace.notes, *sample_notes(profile)]
+def _notes_html(profile: Profile, extra: list[str], cpu_only: bool = False) -> str:
+    # Which NVML readings a GPU lacks says nothing about a run that used no GPU (the CPU
+    # section's note says what NVML's numbers mean there).
+    sampled = [] if cpu_only else sample_notes(profile)
+    notes = [*extra, *profile.notes, *profile.trace.notes, *sampled]
     if not notes:
         return ""
     items = "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(notes))

@@ -577,7 +577,11 @@
 
     // -- keyboard zoom / pan -------------------------------------------------------------
     container.addEventListener("keydown", (e) => {
-      if (e.target !== container || e.ctrlKey || e.metaKey || e.altKey) return;
+      if (e.ctrlKey || e.metaKey || e.altKey) return;
+      // Keys typed into a form field (the search box, the details pane's buttons) are not
+      // timeline shortcuts; keys on the plot (Bokeh focuses its canvas on click) are.
+      const t = e.composedPath ? e.composedPath()[0] : e.target;
+      if (t && t.tagName && /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(t.tagName)) return;
       const k = e.key.toLowerCase();
       const anchor = state.mouseX !== null ? state.mouseX : (xr.start + xr.end) / 2;
       let r = null;
@@ -631,7 +635,7 @@
 
     update();
     const api = {
-      update, pin, search, step, setRange, state, full, eventInfo,
+      doc, update, pin, search, step, setRange, state, full, eventInfo,
       matches: () => state.matches.slice(),
       zoomToName(name) {
         if (input) input.value = name;
