@@ -364,7 +364,8 @@ def contrast(a: str, b: str) -> float:
     def parse(c: str) -> tuple[float, float, float]:
         c = c.strip()
         if c.startswith("#"):
-            return tuple(int(c[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
+            h = c[1:] if len(c) > 4 else "".join(ch * 2 for ch in c[1:4])
+            return tuple(int(h[i : i + 2], 16) for i in (0, 2, 4))  # type: ignore[return-value]
         nums = [float(x) for x in c[c.index("(") + 1 : c.index(")")].replace("/", ",").split(",")]
         return nums[0], nums[1], nums[2]
 

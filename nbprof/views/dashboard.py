@@ -1,10 +1,9 @@
 """The dashboard shown below a cell: diagnosis panel + timeline, as one HTML fragment.
 
 BokehJS (1.3 MB) is loaded once per notebook page, as Bokeh's own notebook integration
-does: a load bundle (``application/vnd.bokehjs_load.v0+json``, which the jupyter_bokeh
-extension runs in JupyterLab and Notebook 7, with ``application/javascript`` beside it for
-nbconvert and front ends without the extension), published with ``%load_ext nbprof`` or
-with the first dashboard of a kernel session. Each dashboard output is then small: the
+does (``output_notebook()``): a load bundle, here one ``application/javascript`` output (see
+:func:`loader_bundle`), published with ``%load_ext nbprof`` or with the first dashboard of a
+kernel session. Each dashboard output is then small: the
 panel (static HTML), the Bokeh document as JSON, and nbprof's own scripts
 (nbprof/views/js/), which embed the document once BokehJS is there, whatever the order the
 outputs render in. JavaScript inline, no CDN, no server, no iframe, no ``push_notebook``.
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LOAD_MIME = "application/vnd.bokehjs_load.v0+json"
 JS_MIME = "application/javascript"
 #: Type of the <script> holding a dashboard's Bokeh document (read by js/embed.js).
 PAYLOAD_TYPE = "application/vnd.nbprof+json"
@@ -49,7 +47,11 @@ def bokeh_js() -> str:
     from bokeh.resources import INLINE
 
     bundle = bundle_for_objs_and_resources([figure()], INLINE)
-    return "\n".join(bundle.js_raw)
+    # BokehJS registers itself on `this`: a <script> runs it with `this` the window, but
+    # JupyterLab's application/javascript renderer runs it as a function body, where `this`
+    # is undefined. Bokeh's own loader calls it with the window, as here.
+    body = "\n".join(bundle.js_raw)
+    return f"(function () {{\n{body}\n}}).call(globalThis);"
 
 
 def loader_js() -> str:
@@ -60,9 +62,15 @@ def loader_js() -> str:
 
 
 def loader_bundle() -> dict[str, Any]:
-    """The display bundle that loads BokehJS once per page (no visible output)."""
-    js = loader_js()
-    return {LOAD_MIME: js, JS_MIME: js}
+    """The display bundle that loads BokehJS once per page (no visible output).
+
+    One copy, as ``application/javascript``: Bokeh's own bundle carries BokehJS twice (also
+    as ``application/vnd.bokehjs_load.v0+json`` for jupyter_bokeh), which doubles what
+    every notebook stores. JupyterLab 4 and Notebook 7 run this one with their JavaScript
+    renderer (they chose it over the jupyter_bokeh copy when both were there), nbconvert
+    exports it as a <script>, VS Code runs it; all only for trusted outputs.
+    """
+    return {JS_MIME: loader_js()}
 
 
 @dataclass

@@ -3,7 +3,7 @@
  * attaches the timeline (timeline.js), and makes the panel's tables sortable.
  *
  * BokehJS is loaded once per notebook page (the load bundle nbprof publishes with its
- * first dashboard, as application/vnd.bokehjs_load.v0+json), so a dashboard may run before
+ * first dashboard, see nbprof/views/dashboard.py), so a dashboard may run before
  * it, after it, or on a page where it was cleared. A dashboard that finds no BokehJS waits
  * in globalThis.__nbprof_pending, which the load bundle drains when it runs; after a few
  * seconds it also says, in the output, how to make it draw.

@@ -78,7 +78,8 @@
   function applyTheme(doc, t) {
     for (const fig of doc.roots()) {
       if (fig.x_range === undefined) continue;
-      fig.setv({ background_fill_color: t.plot, border_fill_color: t.bg });
+      fig.setv({ background_fill_color: t.plot, border_fill_color: t.bg,
+        outline_line_color: fig.name === "nbprof-timeline" ? null : t.rule });
       const sides = [...fig.left, ...fig.right, ...fig.above, ...fig.below, ...fig.center];
       for (const m of sides) {
         if (m.type && m.type.endsWith("Axis")) {
