@@ -139,10 +139,10 @@ def short_name(name: str, limit: int = 72) -> str:
 
     ``void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
     at::detail::Array<char*, 3> >(int, ...)`` reads ``vectorized_elementwise_kernel<4,
-    CUDAFunctor_add<…>, Array<…>>``. Short plain names (``aten::mm``) are kept as they are.
+    CUDAFunctor_add<…>, Array<…>>``. Names of up to 40 characters are kept as they are.
     """
     s = " ".join(str(name).split())
-    if len(s) <= 40 and "<" not in s and "(" not in s:
+    if len(s) <= 40:
         return s
     s = _RETURN_TYPE.sub("", s).replace("(anonymous namespace)::", "")
     # Call arguments of a C++ signature: the last top-level "(...)" group (a plain name

@@ -500,11 +500,13 @@
     let down = null;
     plotEl.addEventListener("pointerdown", (e) => {
       down = { x: e.clientX, y: e.clientY };
-      if (container.focus) container.focus({ preventScroll: true });
     });
     plotEl.addEventListener("pointerup", (e) => {
       if (!down || Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4) return;
       down = null;
+      // Focus (for the keys) on a click only: JupyterLab scrolls to a cell that takes focus,
+      // which would move the plot under a drag that has just begun.
+      if (container.focus) container.focus({ preventScroll: true });
       const p = toData(e);
       if (!p) return;
       const i = hit(p.t, p.lane, 3 * p.usPerPx);
