@@ -47,16 +47,18 @@ TENSOR_CORE_BASIS_WORDS: dict[str, str] = {
 #: The dashboard's style sheet (package data: nbprof/views/js/nbprof.css).
 CSS = asset("nbprof.css")
 
+#: Verdict tag colours by what limits the run, in the timeline's hues (the memory-bound
+#: tag is brown like memory-bound kernels, not green), dark enough for white text (>= 4.5:1).
 _VERDICT_COLOURS: dict[str, str] = {
-    "compute_bound": "#6a3d9a",
-    "memory_bound": "#33a02c",
-    "launch_bound": "#bc4c00",
-    "input_bound": "#cf222e",
-    "sync_bound": "#cf222e",
-    "transfer_bound": "#ff7f00",
-    "communication_bound": "#e31a1c",
-    "idle": "#57606a",
-    "cpu_only": "#57606a",
+    "compute_bound": "#7a22b8",
+    "memory_bound": "#8a5526",
+    "launch_bound": "#a75400",
+    "input_bound": "#c62828",
+    "sync_bound": "#c62828",
+    "transfer_bound": "#0a7d85",
+    "communication_bound": "#a3244c",
+    "idle": "#5f6b76",
+    "cpu_only": "#5f6b76",
 }
 
 
