@@ -717,7 +717,7 @@ def build(
     mark = ColumnDataSource(_empty(("left", "right", "bottom", "top")), name="nbprof-marks")
     p.quad(
         left="left", right="right", bottom="bottom", top="top", fill_alpha=0.0,
-        line_color="#f5b800", line_width=2, source=mark, name="nbprof-mark-glyphs",
+        line_color="#f5b800", line_width=1.5, source=mark, name="nbprof-mark-glyphs",
     )  # fmt: skip
     pin = ColumnDataSource(_empty(("left", "right", "bottom", "top")), name="nbprof-pinned")
     p.quad(

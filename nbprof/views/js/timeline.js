@@ -362,8 +362,11 @@
     }
 
     // -- overview strip: the whole run, once ------------------------------------------
+    // Drawn after the main plot's first paint: on a million events it is a second pass
+    // over all of them that the first view need not wait for.
     const ovSrc = get("nbprof-overview-bars");
-    if (ovSrc) {
+    const drawOverview = () => {
+      if (!ovSrc) return;
       const b = L.bounds(x, off, meta.maxdur, full[0], full[1]);
       const a = L.aggregate(x, d, sig, S.cls, meta.colors.length, b, full[0], full[1],
         meta.overview_bins, null);
@@ -375,6 +378,11 @@
         c.color.push(meta.colors[a.cls[j]]);
       }
       ovSrc.data = c;
+    };
+    if (typeof requestAnimationFrame === "function") {
+      requestAnimationFrame(() => setTimeout(drawOverview, 0));
+    } else {
+      drawOverview();
     }
 
     // -- details pane (click to pin) ---------------------------------------------------
@@ -546,8 +554,9 @@
       state.cursor = (state.cursor + dir + n) % n;
       const i = state.matches[state.cursor];
       const w = xr.end - xr.start;
-      // Keep the zoom when the event is readable at it, else zoom to 50x its duration.
-      const want = w > 2000 * Math.max(d[i], 1e-3) ? Math.max(50 * d[i], 1) : w;
+      // Keep the zoom when the event is readable at it (>= 1/200 of the view), else zoom to
+      // 50x its duration.
+      const want = w > 200 * Math.max(d[i], 1e-3) ? Math.max(50 * d[i], 1) : w;
       const mid = x[i] + d[i] / 2;
       const r = L.zoomRange(mid - want / 2, mid + want / 2, mid, 1, full, 1e-3);
       setRange(r[0], r[1]);
