@@ -125,7 +125,11 @@ def assert_zooms(page: Page, output: Locator) -> None:
     page.mouse.down()
     page.mouse.move(_frame_point(wheeled, 0.6)[0], y, steps=8)
     page.mouse.up()
-    wait_for(lambda: changed(wheeled), RENDER_TIMEOUT_S, "the box zoom to change the x range")
+    try:
+        wait_for(lambda: changed(wheeled), RENDER_TIMEOUT_S, "the box zoom to change the x range")
+    except TimeoutError as e:
+        page.screenshot(path=str(artifact("box-zoom-timeout.png")))
+        raise TimeoutError(f"{e}; dragged over {_frame_point(wheeled, 0.4)} in {wheeled}") from e
     boxed = plot_named(page, "nbprof-timeline", output)
     span = wheeled["x_end"] - wheeled["x_start"]
     assert boxed["x_start"] == pytest.approx(
