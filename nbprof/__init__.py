@@ -44,10 +44,13 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext nbprof``: registers ``%gpuprof`` / ``%%gpuprof``."""
+    """``%load_ext nbprof``: registers ``%gpuprof`` / ``%%gpuprof`` and, in a notebook, loads
+    BokehJS once for the page (``%reload_ext nbprof`` loads it again where it was cleared)."""
     from nbprof.magic import register
+    from nbprof.views.dashboard import publish_loader
 
     register(ipython)
+    publish_loader(force=True)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
