@@ -1,9 +1,10 @@
 """nbprof: what your GPU was really doing, inside a Jupyter notebook.
 
 Public names are few: :func:`load`, :func:`profile`, :func:`compare`, :func:`gauge`,
-:class:`Profile`, :class:`Comparison`, :class:`TraceError`. Importing nbprof never imports
-torch, IPython, bokeh or ipywidgets: those load inside the functions that need them, so
-trace analysis works anywhere.
+:class:`Profile`, :class:`Job` (a multi-rank job), :class:`Comparison` (two runs, before
+and after), :class:`TraceError`. Importing nbprof never imports torch, IPython, bokeh,
+ipywidgets or dask: those load inside the functions that need them, so trace analysis
+works anywhere.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from nbprof.errors import NbprofError, TraceError
 
 __version__ = "0.1.0"
 __all__ = [
-    "Comparison", "NbprofError", "Profile", "TraceError", "compare", "gauge", "load", "profile",
+    "Comparison", "Job", "NbprofError", "Profile", "TraceError", "compare", "gauge", "load",
+    "profile",
 ]  # fmt: skip
 
 if TYPE_CHECKING:
     from nbprof.capture import profile
     from nbprof.comparison import Comparison, compare
+    from nbprof.job import Job
     from nbprof.result import Profile, load
     from nbprof.views.gauge import gauge
 
@@ -34,6 +37,10 @@ def __getattr__(name: str) -> Any:
         from nbprof import comparison as _c
 
         return getattr(_c, name)
+    if name == "Job":
+        from nbprof.job import Job
+
+        return Job
     if name == "profile":
         from nbprof.capture import profile
 
@@ -46,10 +53,13 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext nbprof``: registers ``%gpuprof`` / ``%%gpuprof``."""
+    """``%load_ext nbprof``: registers ``%gpuprof`` / ``%%gpuprof`` and, in a notebook, loads
+    BokehJS once for the page (``%reload_ext nbprof`` loads it again where it was cleared)."""
     from nbprof.magic import register
+    from nbprof.views.dashboard import publish_loader
 
     register(ipython)
+    publish_loader(force=True)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

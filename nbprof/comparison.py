@@ -117,8 +117,9 @@ def compare(
 ) -> Comparison:
     """Compare two runs: each a :class:`~nbprof.Profile` or the path of a saved trace.
 
+    A folder of rank files is read as one flat trace (its primary device is compared).
     Raises :class:`nbprof.TraceError` for a path that cannot be read, ``TypeError`` for
-    anything else.
+    anything else (a :class:`~nbprof.Job` included: compare single runs).
     """
     return Comparison(_profile(before, "before"), _profile(after, "after"))
 
@@ -129,7 +130,12 @@ def _profile(value: Any, which: str) -> Profile:
     if isinstance(value, Profile):
         return value
     if isinstance(value, (str, os.PathLike)):
-        return load(value)
+        # A folder of rank files is read as one flat trace: a comparison follows the
+        # primary device of each run, not a job's ranks.
+        got = load(value, job=False) if os.path.isdir(value) else load(value)
+        if isinstance(got, Profile):
+            return got
+        value = got
     raise TypeError(
         f"nbprof.compare: {which} must be an nbprof.Profile or the path of a trace, "
         f"not {type(value).__name__}"

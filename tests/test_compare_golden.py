@@ -365,10 +365,10 @@ def test_html_page_and_bundle(tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8") == page
     assert page.startswith("<!DOCTYPE html>") and "cdn.bokeh.org" not in page
     # Both timelines, one document: two main plots, each with its own section.
-    assert page.count('class="nbp-cmp-timeline nbp-cmp-before"') == 1
-    assert page.count('class="nbp-cmp-timeline nbp-cmp-after"') == 1
+    assert page.count('nbp-cmp-timeline nbp-cmp-before"') == 1
+    assert page.count('nbp-cmp-timeline nbp-cmp-after"') == 1
     assert page.count('"name":"nbprof-timeline"') == 2
-    assert "CustomJSTicker" in page and "dst.setv" in page  # the linked, shared time scale
+    assert "CustomJSTicker" in page and "nbprof.compare = api" in page  # shared scale, link
     bundle = cmp._repr_mimebundle_()
     assert set(bundle) == {"text/html", "text/plain"}
     assert bundle["text/plain"] == cmp.text()
@@ -379,26 +379,43 @@ def test_timelines_share_one_time_scale(tmp_path: Path) -> None:
     from nbprof.views import compare as view
     from nbprof.views import timeline
 
-    cmp = pair(tmp_path)
+    # Before: a 50 µs set-up op at 0, then two 1000 µs steps from 300 µs. After: two
+    # 800 µs steps from 0. Each run's time scale starts at its first step.
+    b = KinetoBuilder()
+    b.cpu_op("setup", 0, 50)
+    for i in range(2):
+        b.step(i + 1, 300 + 1000 * i, 1000)
+        b.kernel(SGEMM_V100, 300 + 1000 * i + 10, 300)
+    after = run(tmp_path, "after", [(SGEMM_V100, 200)], step_us=800)
+    cmp = nbprof.compare(b.write(tmp_path, "before.json"), after)
     d = cmp.diff
     built = [(w, s, timeline.build(p)) for w, s, p in
              (("before", d.before, cmp.before), ("after", d.after, cmp.after))]  # fmt: skip
-    view.link(built)  # type: ignore[arg-type]
+    shifts = view.share_scale(built)  # type: ignore[arg-type]
     (_, sb, tb), (_, sa, ta) = built
+    assert shifts == {"before": 300.0, "after": 0.0}  # the origins in each's coordinates
+    assert sb.origin_basis == sa.origin_basis == "first ProfilerStep"
     xb = next(f for f in tb.figures if f.name == "nbprof-timeline").x_range
     xa = next(f for f in ta.figures if f.name == "nbprof-timeline").x_range
-    shift_b = sb.origin_us - tb.data.t0  # type: ignore[operator]
-    shift_a = sa.origin_us - ta.data.t0  # type: ignore[operator]
-    # The same window of the shared scale (time since each run's first step) in both.
-    assert xb.start - shift_b == pytest.approx(xa.start - shift_a)
-    assert xb.end - shift_b == pytest.approx(xa.end - shift_a)
-    assert tuple(xb.bounds) == pytest.approx((xb.start, xb.end))
-    # Each range moves the other: one callback per direction, on start and end.
-    for src, dst in ((xb, xa), (xa, xb)):
-        cbs = src.js_property_callbacks
-        assert len(cbs["change:start"]) >= 2 and len(cbs["change:end"]) >= 2
-        links = [c for c in cbs["change:start"] if c.args.get("dst") is dst]
-        assert len(links) == 1
+    # One window of the shared scale in both: from the set-up op (300 µs before the first
+    # step) to the before run's last step end (2000 µs after it), 1% padded each side.
+    lo, hi = -300.0, 2000.0
+    pad = (hi - lo) * 0.01
+    for xr, shift in ((xb, 300.0), (xa, 0.0)):
+        assert (xr.start - shift, xr.end - shift) == (
+            pytest.approx(lo - pad),
+            pytest.approx(hi + pad),
+        )
+        assert tuple(xr.bounds) == pytest.approx((xr.start, xr.end))
+    # Every time axis ticks and labels on the shared scale.
+    for tl, shift in ((tb, shifts["before"]), (ta, shifts["after"])):
+        for fig in tl.figures:
+            for axis in fig.xaxis:
+                assert type(axis.ticker).__name__ == "CustomJSTicker"
+                assert axis.ticker.args["shift"] == shift and axis.formatter.args["shift"] == shift
+    page = cmp.to_html()
+    for which in ("before", "after"):
+        assert f'class="nbprof nbp-cmp-timeline nbp-cmp-{which}" data-nbp-shift=' in page
 
 
 # -- the API -----------------------------------------------------------------------------

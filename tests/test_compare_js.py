@@ -1,7 +1,8 @@
-"""The comparison's JavaScript (nbprof/views/js/compare_*.js), run under Node.
+"""The comparison's JavaScript (nbprof/views/js/compare*.js), run under Node.
 
-Each file is a Bokeh callback body; Node runs it as Bokeh does, as ``new Function(args...,
-body)``, with plain objects standing in for the ranges. Skipped where Node is absent.
+compare.js is a module (loaded with require, as the other front-end files' tests do); the
+ticker and tick-label files are Bokeh callback bodies, run as Bokeh does, ``new
+Function(args..., body)``. Plain objects stand in for Bokeh's ranges. Skipped without Node.
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nbprof.views.compare import asset
+from nbprof.views.assets import asset
+
+REPO = Path(__file__).resolve().parent.parent
 
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="needs Node.js")
@@ -29,24 +33,37 @@ def body(name: str) -> str:
     return json.dumps(asset(name))
 
 
-def test_link_moves_the_other_range_to_the_same_shared_window() -> None:
+JS = REPO / "nbprof" / "views" / "js"
+
+
+def test_link_moves_each_range_to_the_others_window() -> None:
     out = node(
         f"""
-        const link = new Function("cb_obj", "dst", "shift", {body("compare_link.js")});
-        const calls = [];
-        const range = (start, end) => ({{start, end, setv(v) {{ calls.push(v);
-          Object.assign(this, v); }}}});
-        const a = range(0, 100), b = range(40, 140);
-        a.start = 10; a.end = 30;
-        link(a, b, 40);               // b's origin is 40 µs later in its coordinates
-        const first = [b.start, b.end];
-        link(b, a, -40);              // b's own callback: a is already there, no bounce
-        link(a, b, 40);
-        console.log(JSON.stringify({{first, calls}}));
+        const {{ link }} = require({json.dumps(str(JS / "compare.js"))});
+        // Bokeh ranges, as far as compare.js uses them: properties' change signals,
+        // connect(signal, slot), and setv emitting a change of each property set.
+        const range = (start, end) => {{
+          const r = {{ start, end, calls: [], slots: {{start: [], end: []}} }};
+          r.properties = {{ start: {{ change: "start" }}, end: {{ change: "end" }} }};
+          r.connect = (signal, slot) => r.slots[signal].push(slot);
+          r.setv = (v) => {{ r.calls.push(v); Object.assign(r, v);
+            for (const k of Object.keys(v)) for (const s of r.slots[k]) s(); }};
+          return r;
+        }};
+        const before = range(-10, 1000), after = range(290, 1300);
+        link(before, after, 300);     // the after run's origin is 300 µs later in its own
+        before.setv({{ start: 100, end: 200 }});
+        const first = [after.start, after.end];
+        after.setv({{ start: 350, end: 450 }});
+        console.log(JSON.stringify({{ first, back: [before.start, before.end],
+          afterCalls: after.calls.length, beforeCalls: before.calls.length }}));
         """
     )
-    assert out["first"] == [50, 70]
-    assert out["calls"] == [{"start": 50, "end": 70}]
+    assert out["first"] == [400, 500]
+    assert out["back"] == [50, 150]
+    # Each range moved once per change of the other, never bounced back and forth: the
+    # before range was set twice (by the test, then by the link), the after one likewise.
+    assert out["afterCalls"] == 2 and out["beforeCalls"] == 2
 
 
 def test_ticks_sit_at_round_times_since_the_origin() -> None:
@@ -71,9 +88,11 @@ def test_ticks_sit_at_round_times_since_the_origin() -> None:
 def test_tick_labels_read_time_since_the_origin() -> None:
     out = node(
         f"""
+        globalThis.nbprof = {{ lod: require({json.dumps(str(JS / "lod.js"))}) }};
         const label = new Function("tick", "shift", {body("compare_tick_labels.js")});
         console.log(JSON.stringify([label(156, 156), label(200156, 156), label(1500156, 156),
-          label(156 + 12.5, 156), label(1e9 + 156, 156)]));
+          label(156 + 12.5, 156), label(156 - 300, 156)]));
         """
     )
-    assert out == ["0 µs", "200 ms", "1.5 s", "12.5 µs", "1000 s"]
+    # The timeline's own format (lod.js fmtTime), from each run's origin.
+    assert out == ["0 µs", "200 ms", "1.5 s", "12.5 µs", "-300 µs"]

@@ -558,7 +558,11 @@ def _totals(names: np.ndarray, dur: np.ndarray, fold: Callable[[str], str]) -> p
     those few names: a 216k-event trace has tens of distinct kernel names, not thousands.
     """
     if len(names) == 0:
-        return pd.DataFrame({"us": [], "count": [], "example": []}, index=pd.Index([], name="g"))
+        return pd.DataFrame(
+            {"us": pd.Series(dtype="float64"), "count": pd.Series(dtype="int64"),
+             "example": pd.Series(dtype=object)},
+            index=pd.Index([], name="g", dtype=object),
+        )  # fmt: skip
     codes, raw = pd.factorize(names, use_na_sentinel=False)
     raw_us = np.bincount(codes, weights=dur, minlength=len(raw))
     raw_n = np.bincount(codes, minlength=len(raw))
@@ -589,6 +593,9 @@ def _table(before: pd.DataFrame, n_b: int, after: pd.DataFrame, n_a: int) -> pd.
         ["new", "gone", "unchanged", "increased"],
         default="decreased",
     )
+    # The name from the after run, else from the before run (object arrays: an empty side
+    # has no strings to fill with).
+    ea, eb = j["example_a"].to_numpy(dtype=object), j["example_b"].to_numpy(dtype=object)
     out = pd.DataFrame(
         {
             "name": j.index.astype(str),
@@ -598,7 +605,7 @@ def _table(before: pd.DataFrame, n_b: int, after: pd.DataFrame, n_a: int) -> pd.
             "before_count": cb / n_b,
             "after_count": ca / n_a,
             "change": change,
-            "example": j["example_a"].fillna(j["example_b"]).astype(str).to_numpy(),
+            "example": np.where(pd.isna(ea), eb, ea).astype(str),
         }
     )
     # Biggest movers first; ties (unchanged kernels) by the time they take, then by name.

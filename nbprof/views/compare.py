@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 import textwrap
-from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from nbprof.views._style import (
@@ -26,6 +24,7 @@ from nbprof.views._style import (
     plain,
     short_name,
 )
+from nbprof.views.assets import asset, scripts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,12 +48,6 @@ _KIND_LEGEND = (
     "measured = hardware counters; nbprof analyze TRACE says how each was found; metrics "
     "unknown or zero in both runs are left out"
 )
-
-
-@cache
-def asset(name: str) -> str:
-    """A front-end file shipped in ``nbprof/views/js/`` (JavaScript bodies, CSS)."""
-    return resources.files("nbprof.views").joinpath("js", name).read_text(encoding="utf-8")
 
 
 # -- formatting (no numbers computed here: only printed) ---------------------------------
@@ -288,11 +281,16 @@ def _clip(line: str, width: int) -> str:
 
 
 def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
-    """The comparison as one HTML fragment: ``<div class="nbprof nbp-compare">``."""
+    """The comparison as one HTML fragment: ``<div class="nbprof nbp-compare">``.
+
+    ``include_bokeh_js=False`` leaves BokehJS to the page (see
+    :func:`nbprof.views.dashboard.page_loads_bokeh`); nbprof's own scripts are included.
+    """
     from nbprof.views import panel
+    from nbprof.views.dashboard import bokeh_js
 
     d = cmp.diff
-    timelines, js, notes = _timelines_html(cmp, d, include_bokeh_js)
+    timelines, notes = _timelines_html(cmp, d)
     parts = [_head_html(cmp, d), _verdicts_html(d), _changed_html(d), _metrics_html(d)]
     parts.append(_names_html(d.kernels, "Kernels", d, open_=True))
     parts.append(_names_html(d.ops, "Top-level CPU ops", d, open_=False))
@@ -302,7 +300,11 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
         parts.append(f'<div class="nbp-notes"><h3>Notes</h3><ul>{items}</ul></div>')
     body = "\n".join(p for p in parts if p)
     css = panel.CSS + asset("compare.css")
-    return f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
+    js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
+    return (
+        f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
+        f"<script>{scripts()}\n{asset('compare.js')}</script>"
+    )
 
 
 def _head_html(cmp: Comparison, d: Diff) -> str:
@@ -413,13 +415,11 @@ def _names_html(t: pd.DataFrame, what: str, d: Diff, *, open_: bool) -> str:
 # -- the two timelines ------------------------------------------------------------------
 
 
-def _timelines_html(cmp: Comparison, d: Diff, include_bokeh_js: bool) -> tuple[str, str, list[str]]:
-    """(the timelines' HTML, Bokeh's JavaScript, notes)."""
-    from bokeh.embed import components
-    from bokeh.embed.bundle import bundle_for_objs_and_resources
-    from bokeh.resources import INLINE
-
+def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
+    """(the two timelines' HTML, notes). Each timeline is its own Bokeh document in its own
+    ``.nbprof`` section (js/embed.js draws each); js/compare.js links their x ranges."""
     from nbprof.views import panel, timeline
+    from nbprof.views.dashboard import timeline_html
 
     notes: list[str] = []
     built: list[tuple[str, Side, Timeline | None]] = []
@@ -435,27 +435,20 @@ def _timelines_html(cmp: Comparison, d: Diff, include_bokeh_js: bool) -> tuple[s
         built.append((which, side, tl))
     drawn = [tl for _, _, tl in built if tl is not None]
     if not drawn:
-        return "", "", notes
-    link(built)
-    figures = [f for tl in drawn for f in tl.figures]
-    script, divs = components(tuple(figures))
-    js = (
-        bundle_for_objs_and_resources(figures, INLINE).scripts(tag=True) if include_bokeh_js else ""
-    )
+        return "", notes
+    shifts = share_scale(built)
     classes = list(dict.fromkeys(c for tl in drawn for c in tl.classes))
     causes = list(dict.fromkeys(c for tl in drawn for c in tl.gap_causes))
     sections = []
-    at = 0
     for which, side, tl in built:
         if tl is None:
             continue
-        own = "".join(divs[at : at + len(tl.figures)])
-        at += len(tl.figures)
         sections.append(
-            f'<div class="nbp-cmp-timeline nbp-cmp-{which}"><h4>{which} · '
+            f'<div class="nbprof nbp-cmp-timeline nbp-cmp-{which}" '
+            f'data-nbp-shift="{esc(repr(shifts[which]))}"><h4>{which} · '
             f"<code>{esc(side.source.get('path', ''))}</code> "
             f'<span class="nbp-muted">(time from its {esc(side.origin_basis)})</span></h4>'
-            f'<div class="nbp-timeline">{own}</div></div>'
+            f"{timeline_html(tl)}</div>"
         )
     html = (
         '<div class="nbp-legend-wrap"><h3>Timelines</h3>'
@@ -463,60 +456,57 @@ def _timelines_html(cmp: Comparison, d: Diff, include_bokeh_js: bool) -> tuple[s
         '<div class="nbp-basis">Both runs on one time scale, each from its first step (or '
         "first GPU event when it has no steps). Zooming or panning one timeline moves the "
         "other to the same window, so the same iteration can be looked at in both.</div></div>"
-        f"{''.join(sections)}{script}"
+        f"{''.join(sections)}"
     )
-    return html, js, notes
+    return html, notes
 
 
-def link(built: list[tuple[str, Side, Timeline | None]]) -> None:
-    """Put the timelines on one time scale and link their x ranges.
+def share_scale(built: list[tuple[str, Side, Timeline | None]]) -> dict[str, float]:
+    """Put the timelines on one time scale; returns each one's shift (which -> µs).
 
-    Each keeps its own coordinates (µs since its first event); ``shift`` is its origin (the
-    first step or first GPU event) in them. The ticks are placed at round times since the
-    origin and labelled so; both ranges start on the same window (the union of both runs)
-    and may pan over all of it; a change of one range moves the other (compare_link.js).
+    Each keeps its own coordinates (µs since its first event); its shift is its origin (the
+    first step or first GPU event) in them. Ticks are placed at round times since the
+    origin and labelled so (compare_ticker.js, compare_tick_labels.js), and both ranges
+    start on, and may pan over, the same window: the union of both runs. js/compare.js
+    then moves each range with the other.
     """
-    from bokeh.models import CustomJS, CustomJSTicker, CustomJSTickFormatter
+    from bokeh.models import CustomJSTicker, CustomJSTickFormatter
 
     parts = []
-    for _, side, tl in built:
+    for which, side, tl in built:
         if tl is None:
             continue
         main = next(f for f in tl.figures if f.name == "nbprof-timeline")
         shift = (side.origin_us - tl.data.t0) if side.origin_us is not None else 0.0
-        parts.append((tl, main, float(shift), side.origin_basis))
+        parts.append((which, tl, main, float(shift), side.origin_basis))
     if not parts:
-        return
-    lo = min(-shift for _, _, shift, _ in parts)
-    hi = max(tl.data.span - shift for tl, _, shift, _ in parts)
+        return {}
+    lo = min(-shift for _, _, _, shift, _ in parts)
+    hi = max(tl.data.span - shift for _, tl, _, shift, _ in parts)
     pad = (hi - lo) * 0.01 or 1.0
-    for tl, main, shift, basis in parts:
+    for _, tl, main, shift, basis in parts:
         xr = main.x_range
         xr.bounds = (lo - pad + shift, hi + pad + shift)
         xr.start, xr.end = lo - pad + shift, hi + pad + shift
-        main.xaxis.axis_label = f"time since the {basis}"
+        for axis in main.below:  # the bottom axis (the top one carries no label)
+            axis.axis_label = f"time since the {basis}"
         labels = CustomJSTickFormatter(code=asset("compare_tick_labels.js"), args={"shift": shift})
         code = asset("compare_ticker.js")
+        ticker = CustomJSTicker(major_code=code, minor_code=code, args={"shift": shift})
         for fig in tl.figures:
-            fig.xaxis.ticker = CustomJSTicker(
-                major_code=code, minor_code=code, args={"shift": shift}
-            )
-            fig.xaxis.formatter = labels
-    for (_, src, s_shift, _), (_, dst, d_shift, _) in (
-        (parts[i], parts[j]) for i in range(len(parts)) for j in range(len(parts)) if i != j
-    ):
-        cb = CustomJS(
-            args={"dst": dst.x_range, "shift": d_shift - s_shift}, code=asset("compare_link.js")
-        )
-        src.x_range.js_on_change("start", cb)
-        src.x_range.js_on_change("end", cb)
+            for axis in fig.xaxis:
+                axis.ticker = ticker
+                axis.formatter = labels
+    return {which: shift for which, _, _, shift, _ in parts}
 
 
 def mimebundle(cmp: Comparison) -> dict[str, Any]:
     """What ``Comparison._repr_mimebundle_`` returns: the HTML and the text."""
+    from nbprof.views.dashboard import page_loads_bokeh
+
     plain_text = text(cmp)
     try:
-        html = fragment(cmp)
+        html = fragment(cmp, include_bokeh_js=not page_loads_bokeh())
     except Exception as e:  # never let display() raise: the text still says what changed
         logger.exception("comparison view failed")
         html = f'<pre class="nbprof">{esc(plain_text)}</pre><p>comparison view failed: {esc(e)}</p>'
@@ -531,7 +521,7 @@ _PAGE_CSS = (
 
 def page(cmp: Comparison) -> str:
     """A complete HTML document (Bokeh's JavaScript inline: works offline from file://)."""
-    body = fragment(cmp)
+    body = fragment(cmp, include_bokeh_js=True)
     title = f"nbprof compare · {cmp.before.trace.source} → {cmp.after.trace.source}"
     return (
         "<!DOCTYPE html>\n"

@@ -2,6 +2,7 @@
 // of the shared scale (µs since the run's first step or first GPU event), returned in the
 // timeline's own coordinates. `shift` is that origin in the timeline's own coordinates.
 // The minor call's cb_data carries the major ticks; it gets five ticks per major step.
+"use strict";
 const lo = cb_data.start - shift;
 const hi = cb_data.end - shift;
 const span = hi - lo;
