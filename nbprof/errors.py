@@ -40,3 +40,7 @@ def plain_text(value: object) -> str:
     """Text safe to print on a terminal: control characters from a trace or a file name
     (ANSI escape sequences, bells) become '?'."""
     return _CONTROL.sub("?", str(value))
+
+
+class NestedProfilerError(NbprofError, RuntimeError):
+    """A torch profiler was started inside ``%%gpuprof`` / ``nbprof.profile()``."""
