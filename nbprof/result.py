@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -83,15 +84,31 @@ class Profile:
         return self.diagnosis.to_json()
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
-        """The standalone dashboard (works offline from file://). Writes it when given a path."""
+        """The standalone dashboard (works offline from file://). Writes it when given a path.
+
+        The file is replaced atomically (a failed write leaves the previous one), and never
+        over the trace it was read from; :class:`nbprof.errors.OutputError` names it when it cannot
+        be written.
+        """
+        from nbprof._files import check_writable, write_atomic
+
+        if path is not None:
+            # Before rendering, which can take a while on a big trace.
+            check_writable(path, not_over=self._source_files())
         from nbprof.views.report import render
 
         html = render(self)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(html)
+            write_atomic(path, html, not_over=self._source_files())
             logger.info("wrote %s", path)
         return html
+
+    def _source_files(self) -> list[Path]:
+        """The files this profile was read from (none for a live capture)."""
+        src = Path(self.trace.source)
+        if src.is_dir():
+            return sorted(f for f in src.iterdir() if f.is_file())
+        return [src] if src.is_file() else []
 
     def show(self) -> None:
         """Display the dashboard below the current cell (timeline + diagnosis panel)."""
