@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbprof import __version__
-from nbprof.errors import NbprofError
+from nbprof import __version__, _memory
+from nbprof.errors import NbprofError, plain_text
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Diagnosis
@@ -63,7 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("trace", metavar="TRACE")
     r.add_argument(
-        "-o", "--output", metavar="OUT.html", help="where to write (default: TRACE's name + .html)"
+        "-o",
+        "--output",
+        metavar="OUT.html",
+        help="where to write (default: beside TRACE, its name + .html); never over TRACE",
     )
 
     sub.add_parser(
@@ -96,12 +99,15 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.trace, args.output)
     except (_BadInput, NbprofError) as e:  # TraceError says "<file>: <reason>" already
         return _fail(str(e))
+    except MemoryError:
+        # Past the reader (which words its own): the analysis or the report ran out.
+        return _fail(f"{args.trace}: {_memory.not_enough(_size_of(args.trace), None)}")
+    except BrokenPipeError:  # `nbprof analyze x | head`
+        return EXIT_OK
     except OSError as e:
         return _fail(f"{e.filename or args.trace}: {e.strerror or e}")
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `nbprof analyze x | head`
-        return EXIT_OK
     except Exception as e:
         # A bug, not bad input: still one line, with the way to see the traceback.
         if os.environ.get("NBPROF_DEBUG"):
@@ -121,15 +127,24 @@ def _exit_status(e: SystemExit) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"nbprof: error: {message}", file=sys.stderr)
+    # File names and trace text can hold terminal control sequences: never echo them.
+    print(f"nbprof: error: {plain_text(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+def _size_of(path: str) -> int:
+    try:
+        p = Path(path)
+        return sum(f.stat().st_size for f in p.iterdir()) if p.is_dir() else p.stat().st_size
+    except OSError:
+        return 0
 
 
 def _load(path: str) -> Profile:
     from nbprof.result import load
 
-    if not os.path.exists(path):
-        raise _BadInput(f"{path}: no such file or folder")
+    # The reader words every way a path can be wrong (missing, a broken or looping link,
+    # a FIFO, a device).
     return load(path)
 
 
@@ -165,14 +180,29 @@ def _analyze(path: str, *, as_json: bool, devices: list[str] | None) -> int:
 
 
 def _report(path: str, output: str | None) -> int:
-    out = Path(output) if output else Path(_stem(path) + ".html")
-    if not out.parent.is_dir():
-        raise _BadInput(f"{out}: no such folder")
+    from nbprof._files import check_writable
+
+    src = Path(path)
+    # Beside the trace by default, not in whatever folder the command runs in.
+    out = Path(output) if output else src.parent / (_stem(path) + ".html")
+    inputs = _inputs(src)
+    check_writable(out, not_over=inputs)  # before the load, which may take a while
+    replaced = out.exists()
     profile = _load(path)
     profile.to_html(out)
     size = out.stat().st_size
-    print(f"wrote {out} ({size / 1e6:.1f} MB)" if size >= 1e6 else f"wrote {out} ({size} bytes)")
+    shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size} bytes"
+    note = ", replacing the previous file" if replaced else ""
+    print(f"wrote {plain_text(out)} ({shown}{note})")
     return EXIT_OK
+
+
+def _inputs(src: Path) -> list[Path]:
+    """The files a report of ``src`` must never overwrite (its rank files, for a folder)."""
+    try:
+        return sorted(f for f in src.iterdir() if f.is_file()) if src.is_dir() else [src]
+    except OSError:
+        return [src]
 
 
 def _stem(path: str) -> str:
