@@ -455,3 +455,15 @@ def test_streamed_gunzip_gives_the_same_bytes_as_gzip(corpus: Path) -> None:
         got = read_bytes(p)
         assert isinstance(got, bytearray)
         assert bytes(got) == gzip.decompress(p.read_bytes()), p
+
+
+def test_a_very_long_device_id_does_not_squeeze_the_timeline(tmp_path: Path) -> None:
+    """Lane labels are the axis' width: a 10,000-character device id made the plot a
+    sliver. They are cut to a few dozen characters around an ellipsis, keeping the end."""
+    from nbprof.views.timeline import collect
+
+    doc = {"traceEvents": [{**EV, "args": {"device": "d" * 10_000 + "-tail", "stream": 7}}]}
+    prof = nbprof.load(put(tmp_path, "long.json", json.dumps(doc).encode()))
+    labels = [lane.label for lane in collect(prof).lanes]
+    assert labels and all(len(label) <= 40 for label in labels), labels
+    assert any(label.startswith("GPU ddd") and label.endswith("-tail stream 7") for label in labels)
