@@ -47,7 +47,7 @@ def _reason(e: OSError, path: Path) -> str:
             return f"broken symbolic link (it points to {os.readlink(path)}, which does not exist)"
         return "file not found"
     if e.errno == errno.ELOOP:
-        return "symbolic link loop (the link points back to itself)"
+        return "symbolic link loop (following the links never reaches a file)"
     if e.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
     if e.errno == errno.EISDIR:
@@ -130,6 +130,8 @@ def check_writable(path: str | os.PathLike[str], *, not_over: list[Path] | None 
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError as e:
+        if e.errno == errno.ENOENT:  # the folder is there: a virtual file system (/proc)
+            raise OutputError(str(p), f"no file can be created in {parent}") from None
         raise OutputError(str(p), _write_reason(e)) from None
     with contextlib.suppress(OSError):
         os.unlink(probe)

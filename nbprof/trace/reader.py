@@ -379,8 +379,8 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     for p in d.device_props:
         if p.numSms is not None and p.numSms <= 0:
             notes.append(
-                f"deviceProperties gives device {plain_text(p.id)} {p.numSms} SMs: its SM "
-                "count is unknown, so SM efficiency is not computed"
+                f"deviceProperties says device {plain_text(p.id)} has {p.numSms} SMs: its "
+                "SM count is unknown, so SM efficiency is not computed"
             )
     step("frames")
     return _Rank(rank, first, wall, frames, n_events, dict(d.metadata), notes)
