@@ -71,7 +71,9 @@ class KinetoBuilder:
         )
         return self._ext
 
-    def runtime(self, name: str, ts: float, dur: float, *, cat: str = "cuda_runtime") -> int:
+    def runtime(
+        self, name: str, ts: float, dur: float, *, cat: str = "cuda_runtime", tid: int | None = None
+    ) -> int:
         corr = self._next_corr()
         self.events.append(
             {
@@ -79,7 +81,7 @@ class KinetoBuilder:
                 "cat": cat,
                 "name": name,
                 "pid": self.pid,
-                "tid": self.tid,
+                "tid": self.tid if tid is None else tid,
                 "ts": self.base_us + ts,
                 "dur": dur,
                 "args": {"correlation": corr},
@@ -132,17 +134,24 @@ class KinetoBuilder:
         self,
         ts: float,
         dur: float,
-        nbytes: int,
+        nbytes: int | None,
         *,
         kind: str = "HtoD",
         src: str = "Pageable",
         dst: str = "Device",
         launch_ts: float | None = None,
+        launch_dur: float = 2.0,
+        call: str = "cudaMemcpyAsync",
         stream: int = 7,
         device: int = 0,
     ) -> None:
+        """A copy, issued by ``call`` at ``launch_ts`` (default ts - 5) lasting ``launch_dur``;
+        ``nbytes=None`` writes no byte count."""
         lts = ts - 5.0 if launch_ts is None else launch_ts
-        corr = self.runtime("cudaMemcpyAsync", lts, 2.0)
+        corr = self.runtime(call, lts, launch_dur)
+        args: dict[str, Any] = {"device": device, "stream": stream, "correlation": corr}
+        if nbytes is not None:
+            args["bytes"] = nbytes
         self.events.append(
             {
                 "ph": "X",
@@ -152,7 +161,7 @@ class KinetoBuilder:
                 "tid": stream,
                 "ts": self.base_us + ts,
                 "dur": dur,
-                "args": {"device": device, "stream": stream, "correlation": corr, "bytes": nbytes},
+                "args": args,
             }
         )
 

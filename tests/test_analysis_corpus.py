@@ -88,7 +88,7 @@ def reference(path: str) -> dict[tuple[int, str], dict[str, Any]]:
                 n = grid[0] * grid[1] * grid[2]
                 per[key]["grid"].append((ts, ts + dur, n))
         elif cat in _MEMCPY:
-            per[key]["memcpy"].append(int(a.get("bytes", 0)))
+            per[key]["memcpy"].append(int(a["bytes"]) if "bytes" in a else None)
             if "Pageable" in e["name"]:
                 per[key]["pageable"].append(1)
         else:
@@ -108,7 +108,12 @@ def reference(path: str) -> dict[tuple[int, str], dict[str, Any]]:
             "gpu_busy": _merge(d["all"]) / span * 100 if span > 0 else None,
             # From the durations as written: ts + dur - ts loses digits at epoch magnitudes.
             "short": (sum(1 for x in d["kdur"] if x < 10) / len(ks) * 100) if ks else None,
-            "memcpy_bytes": sum(max(b, 0) for b in d["memcpy"]),
+            # Unknown (None) when copies exist and none carries a byte count.
+            "memcpy_bytes": (
+                sum(max(b, 0) for b in d["memcpy"] if b is not None)
+                if any(b is not None for b in d["memcpy"]) or not d["memcpy"]
+                else None
+            ),
             "pageable": len(d["pageable"]),
         }
         occ = d["occ"]
@@ -169,37 +174,71 @@ def _one(corpus: Path, prefix: str) -> Diagnosis:
     return diagnosis(str(f))
 
 
+def _ids(d: Diagnosis) -> set[str]:
+    return {x.id for x in d.findings}
+
+
+# Each expectation below is what a GPU performance engineer reads in the trace itself;
+# the numbers that justify it (measured on these files) are asserted or written beside it.
+
+
 def test_resnet50_dataloader_pair(corpus: Path) -> None:
     before = _one(corpus, "kineto-tbplugin__resnet50_num_workers_0")
     after = _one(corpus, "kineto-tbplugin__resnet50_num_workers_4")
+    b, a = before.devices[0], after.devices[0]
+    # num_workers=0: five ~50-60 ms gaps a step, each while __next__ ran on the main
+    # thread with nothing queued: 28.5% of the span, the DataLoader 39.6% of step time.
     assert before.verdict.bottleneck == "input_bound"
-    assert after.verdict.bottleneck != "input_bound"
+    assert 25 < b.span_breakdown["input"] < 32
+    assert b.dataloader_pct is not None and b.dataloader_pct > 35
     gb, ga = before.tables["idle_gaps"], after.tables["idle_gaps"]
     assert gb["cpu_work"].iloc[0] == "DataLoader __next__"
+    assert before.tables["stalls"]["cause"].iloc[0] == "input"
+    # num_workers=4: the fetch gaps are gone (input 0.3%); the GPU runs kernels 74% of the
+    # span. The host still falls behind in phases (21% of the span, in gaps of 10 µs-6 ms)
+    # but the typical kernel starts 2.7 ms after its launch (about 53 kernels queued): the
+    # GPU, running FP32 convolutions without Tensor Cores, is the limit.
+    assert after.verdict.bottleneck == "compute_bound"
+    assert a.span_breakdown["input"] < 1 and a.span_breakdown["host"] < 25
+    assert a.launch_to_start_us is not None and a.launch_to_start_us > 1000
     assert ga["dur"].max() < gb["dur"].max() / 5
-    b, a = before.devices[0], after.devices[0]
-    assert b.dataloader_pct is not None and a.dataloader_pct is not None
-    assert a.dataloader_pct < b.dataloader_pct / 10
+    assert a.dataloader_pct is not None and a.dataloader_pct < b.dataloader_pct / 10
     assert a.kernel_busy_pct > b.kernel_busy_pct
-    assert "input_pipeline" in {x.id for x in before.findings}
+    assert "input_pipeline" in _ids(before)
+    assert {"low_tensor_core_share", "host_overhead"} <= _ids(after)
 
 
-def test_negative_queue_is_launch_bound_with_pageable_copies_and_tf32(corpus: Path) -> None:
+def test_negative_queue_is_sync_bound_on_a_tiny_blocking_copy(corpus: Path) -> None:
     d = _one(corpus, "hta__negative_queue_length_values_check")
     m = d.devices[0]
-    assert d.verdict.bottleneck == "launch_bound"
+    v = d.verdict
+    # Each ProfilerStep the host sits ~147 ms in aten::to -> cudaMemcpyAsync of 704 bytes
+    # device-to-host on stream 27, whose kernels were launched at the step's start but
+    # only run ~140 ms later behind stream 7's work; the GPU is idle 46% of the span while
+    # the host is blocked or just released, 18% more with work queued. 88% of kernels are
+    # under 10 µs, but kernels start 164 ms after their launch: nothing is launch-bound.
+    assert (v.bottleneck, v.basis, v.confidence) == ("sync_bound", "sync_gaps", "high")
+    assert "cudaMemcpyAsync (DtoH)" in v.summary
+    assert "704 B device-to-host copy" in v.summary
+    assert 40 < m.span_breakdown["sync"] < 50
+    assert m.launch_to_start_us is not None and m.launch_to_start_us > 100_000
     assert m.short_kernel_pct is not None and m.short_kernel_pct > 80
-    assert m.pageable_memcpy_count > 0
-    assert "pageable_memcpy" in {x.id for x in d.findings}
+    assert {"sync_stalls", "pageable_memcpy", "device_to_device_copies"} <= _ids(d)
+    assert "launch_overhead" not in _ids(d)
     assert m.tensor_core_pct is not None and m.tensor_core_pct > 10
     assert m.tensor_core_basis == "kernel_names"
     top = d.tables["top_kernels"]
     assert top.loc[top["tensor_core"], "name"].str.contains("tensorop").any()
+    # 16.6 GB of device-to-device copies run at ~626 GB/s; the 88 host copies at 0.1-12
+    # GB/s: each rate is its own kind's, never one blended "copy rate".
+    rates = {c["kind"]: c["gbps"] for c in m.copies}
+    assert rates["DtoD"] > 500 and rates["HtoD pinned"] < 20 and rates["DtoH pageable"] < 1
 
 
 def test_ns_resolution_is_busy_fp32_without_tensor_cores(corpus: Path) -> None:
     d = _one(corpus, "hta__ns_resolution_trace")
     m = d.devices[0]
+    # Kernels run 97.5% of the span (convolutions 64% of kernel time, FP32 on a V100).
     assert m.kernel_busy_pct is not None and m.kernel_busy_pct > 95
     assert m.tensor_core_pct == 0.0
     assert d.verdict.bottleneck == "compute_bound"
@@ -207,10 +246,88 @@ def test_ns_resolution_is_busy_fp32_without_tensor_cores(corpus: Path) -> None:
     assert "float16" in (f.code or "")  # Volta: FP16 autocast, no TF32/BF16
 
 
-def test_alexnet_is_mostly_idle(corpus: Path) -> None:
+def test_alexnet_idles_through_one_time_setup(corpus: Path) -> None:
     d = _one(corpus, "hta__critical_path_alexnet")
-    assert d.verdict.bottleneck == "idle"
-    assert d.devices[0].kernel_busy_pct < 5
+    m = d.devices[0]
+    # 79 kernels over a 12.9 s GPU span: 95% of it the host is in cudaFree (6.6 s),
+    # cudaMalloc and cudaLaunchKernel calls of up to 3 s (loading kernel code), and before
+    # the first GPU event 29.9 s of cudaDeviceGetStreamPriorityRange (context creation)
+    # in a 43.4 s window: a warm-up, not a steady state.
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("idle", "one_time_setup")
+    assert m.kernel_busy_pct < 1 and m.span_breakdown["setup"] > 90
+    assert m.window_us is not None and m.window_us > 3 * m.gpu_span_us
+    assert d.tables["stalls"]["cpu_work"].iloc[0].startswith("set-up: ")
+    assert {"one_time_setup", "gpu_span_vs_window"} <= _ids(d)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "events"),
+    [
+        ("hta__triton_example", 1),  # one 1.76 µs Triton kernel
+        ("hta__critical_path_cuda_event_sync", 6),  # three matmuls, three memsets: 372 µs
+        ("hta__amd_trace", 16),  # a toy step: 149 µs of GPU work in 8.9 ms
+    ],
+)
+def test_too_little_gpu_work_to_judge(corpus: Path, prefix: str, events: int) -> None:
+    d = _one(corpus, prefix)
+    m = d.devices[0]
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("insufficient_gpu_work", "little_gpu_work")
+    assert m.kernel_count + m.memcpy_count + m.memset_count == events
+    assert f"only {events} GPU event" in d.verdict.summary
+    assert not _ids(d) & {"memory_bound_kernels", "host_overhead", "launch_overhead", "gpu_idle"}
+
+
+def test_vllm_graph_capture_is_a_recording(corpus: Path) -> None:
+    d = _one(corpus, "tracelens__vllm_decode_full_graph_capture")
+    # 421 launches between hipStreamBeginCapture and hipStreamEndCapture (55.0 ms of the
+    # 57.8 ms GPU span) are recorded into the graph; 7 kernels ran, 28.8 µs.
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("insufficient_gpu_work", "graph_capture")
+    assert "recorded 421 launches" in d.verdict.summary
+    assert "graph_capture" in _ids(d)
+    assert not _ids(d) & {"launch_overhead", "host_overhead", "sync_stalls", "gpu_idle"}
+    assert d.devices[0].span_breakdown["capture"] > 90
+
+
+def test_bert_small_waits_on_the_host(corpus: Path) -> None:
+    d = _one(corpus, "tracelens__bert-small-inference-h100")
+    m = d.devices[0]
+    # 60 kernels of ~5 µs in 3.9 ms: the host spends 54.5 µs per kernel, 4.9 µs of it in
+    # the launch call; each kernel starts 6.5 µs after its launch (empty queue): eager
+    # framework overhead, not launch cost.
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("host_bound", "host_gaps")
+    assert m.span_breakdown["host"] > 85
+    assert m.host_us_per_kernel is not None and m.launch_us_per_kernel is not None
+    assert m.host_us_per_kernel > 5 * m.launch_us_per_kernel
+    assert m.launch_to_start_us is not None and m.launch_to_start_us < m.host_us_per_kernel
+    assert "host_overhead" in _ids(d)
+
+
+def test_param_linear_is_host_bound(corpus: Path) -> None:
+    d = _one(corpus, "param__linear_kineto")
+    m = d.devices[0]
+    # Kernels busy 37%; 62% of the span the GPU waits with nothing queued in 10 µs-1 ms
+    # gaps; the host spends 84 µs per kernel against an 18 µs launch call, kernels start
+    # 19 µs after their launch. The FP32 GEMMs' kernel mix does not matter while the GPU
+    # waits.
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("host_bound", "host_gaps")
+    assert 55 < m.span_breakdown["host"] < 70
+    assert m.host_us_per_kernel is not None and m.launch_us_per_kernel is not None
+    assert m.launch_us_per_kernel < 0.5 * m.host_us_per_kernel
+    assert {"host_overhead", "low_tensor_core_share"} <= _ids(d)
+
+
+def test_df_index_ddp_is_host_bound_with_exposed_allreduce(corpus: Path) -> None:
+    d = _one(corpus, "hta__df_index_resolver")
+    m = d.devices[0]
+    # V100 DDP: compute kernels 36% of the span; all-reduce 20.6% exposed (0% overlapped:
+    # it runs when nothing else does); 41% idle with nothing queued in 10 µs-5 ms gaps;
+    # host 58 µs per kernel vs a 7 µs launch, kernels start 11 µs after their launch.
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("host_bound", "host_gaps")
+    assert 35 < m.span_breakdown["host"] < 45
+    assert m.exposed_comm_pct is not None and 15 < m.exposed_comm_pct < 25
+    assert m.comm_overlap_pct is not None and m.comm_overlap_pct < 5
+    assert m.comm_pct is not None and 30 < m.comm_pct < 40
+    assert {"host_overhead", "communication"} <= _ids(d)
 
 
 def test_h100_qwen_uses_tensor_cores_by_name(corpus: Path) -> None:
@@ -221,6 +338,21 @@ def test_h100_qwen_uses_tensor_cores_by_name(corpus: Path) -> None:
     assert m.peak_gbps == 3350.0  # H100 SXM
     roof = d.tables["ops_roofline"]
     assert (roof["dtype"] == "bf16").any()
+
+
+def test_h100_qwen_is_memory_bound_and_says_why_both_bases_agree(corpus: Path) -> None:
+    d = _one(corpus, "tracelens__h100")
+    m = d.devices[0]
+    v = d.verdict
+    # Eager bf16 prefill, kernels busy 92%: the linear GEMMs (FLOP-counted, 19% of kernel
+    # time) are compute-bound on the roofline; 63% of kernel time is unfused elementwise,
+    # copy and cat kernels (RMSNorm, RoPE, casts). Different kernels, one answer.
+    assert (v.bottleneck, v.confidence) == ("memory_bound", "high")
+    assert "memory-bound kernels take 63% of kernel time" in v.summary
+    assert "FLOP-counted ops above the roofline ridge point take 19%" in v.summary
+    # The achieved bandwidth counts the FLOP-counted ops only: it says so.
+    assert "other kernels' traffic is not counted" in m.basis["achieved_gbps"].how
+    assert "memory_bound_kernels" in _ids(d)
 
 
 def test_cupti_profiler_trace_has_no_kernels(corpus: Path) -> None:
@@ -240,22 +372,44 @@ def test_amd_makes_no_nvidia_claims(corpus: Path) -> None:
         assert m.peak_tflops is None and m.peak_gbps is None
         assert m.tensor_core_basis in ("kernel_names", "unknown")
         assert "NVIDIA" not in m.basis["tensor_core_pct"].how
-    assert "low_tensor_core_share" not in {x.id for x in d.findings}
+    assert "low_tensor_core_share" not in _ids(d)
     assert "Tensor Cores, which deliver" not in d.explanation
-    assert d.verdict.bottleneck == "idle"
-    # Its utilization is read with rocm-smi, not NVIDIA's tool.
+    # A toy step; 73% of its span is one hipLaunchKernel of 6.5 ms loading kernel code.
+    assert d.verdict.bottleneck == "insufficient_gpu_work"
+    assert d.devices[0].span_breakdown["setup"] > 60
+    # Its utilization is read with rocm-smi, not NVIDIA's tool; its units are CUs.
     assert "nvidia-smi" not in d.explanation and "rocm-smi" in d.explanation
     assert all("nvidia-smi" not in b.how for m in d.devices for b in m.basis.values())
+    assert " SMs" not in d.explanation
 
 
-def test_dlrm_ranks_are_communication_bound(corpus: Path) -> None:
+def _dlrm(corpus: Path) -> list[Path]:
     files = [p for p in corpus_files(corpus) if "dlrm" in p.name]
     if not files:
         pytest.skip("no DLRM rank files")
-    for f in files:
+    return files
+
+
+def test_dlrm_ranks_report_exposed_communication(corpus: Path) -> None:
+    # One step on each of 8 V100s: collectives are 62-90% of kernel time, but what costs
+    # time is the part nothing hides: 14-59% of each rank's span, overlapped 1-10%. The
+    # rest of the idle time is the host (13-73%): the ranks with the least exposed
+    # all-to-all are the ones the others wait for. Each rank's verdict is the larger of
+    # the two, and a close call (runner-up >= 3/4 of it) says so.
+    for f in _dlrm(corpus):
         d = diagnosis(str(f))
-        assert d.verdict.bottleneck == "communication_bound", f.name
-        assert d.devices[0].short_kernel_pct > 80
+        m = d.devices[0]
+        assert m.comm_pct is not None and m.comm_pct > 60, f.name
+        assert m.exposed_comm_pct is not None and 10 < m.exposed_comm_pct < 65, f.name
+        assert m.comm_overlap_pct is not None and m.comm_overlap_pct < 15, f.name
+        assert "communication" in _ids(d), f.name
+        comm, host = m.span_breakdown["exposed_comm"], m.span_breakdown["host"]
+        expected = "communication_bound" if comm > host else "host_bound"
+        assert d.verdict.bottleneck == expected, f.name
+        close = min(comm, host) >= 0.75 * max(comm, host)
+        assert (d.verdict.confidence == "low") == close, f.name
+        assert ("A close call" in d.verdict.summary) == close, f.name
+        assert m.short_kernel_pct > 80
 
 
 def test_dlrm_folder_of_ranks(corpus: Path) -> None:
@@ -268,13 +422,17 @@ def test_dlrm_folder_of_ranks(corpus: Path) -> None:
         (one,) = diagnosis(str(f)).devices
         (same,) = [m for m in d.devices if m.rank == one.rank]
         assert same.kernel_busy_pct == pytest.approx(one.kernel_busy_pct)
+        assert same.exposed_comm_pct == pytest.approx(one.exposed_comm_pct)
+    # The busiest rank (1) has collectives alone on the GPU 59% of its span.
     assert d.verdict.bottleneck == "communication_bound"
+    assert "(rank 1)" in d.verdict.summary
 
 
 def test_corpus_kernels_are_classified_and_verdicts_firm(corpus: Path) -> None:
     # Every corpus trace is PyTorch, cuDNN, cuBLAS, NCCL or Triton: the class rules must
     # know nearly all their kernel time (measured: at most 1.8%, the nameless
-    # ``triton__0d1d…`` kernels of the negative-queue trace), and no verdict is a guess.
+    # ``triton__0d1d…`` kernels of the negative-queue trace). Verdicts are firm unless two
+    # causes come close (three DLRM ranks), and then the summary says so.
     for f in corpus_files(corpus):
         d = diagnosis(str(f))
         k = trace(str(f)).kernels
@@ -284,12 +442,18 @@ def test_corpus_kernels_are_classified_and_verdicts_firm(corpus: Path) -> None:
         dur = k["dur"].to_numpy(dtype="float64")
         other = dur[cls == "other"].sum() / dur.sum() * 100.0
         assert other < 5.0, (f.name, other)
-        assert d.verdict.confidence == "high", (f.name, d.verdict.summary)
+        assert d.verdict.confidence == "high" or "A close call" in d.verdict.summary, (
+            f.name,
+            d.verdict.summary,
+        )
         assert d.verdict.basis, f.name
         assert "cannot classify" not in d.verdict.summary, f.name
 
 
-def test_triton_pointwise_trace_is_memory_bound_by_name(corpus: Path) -> None:
-    d = _one(corpus, "hta__triton_example")
-    assert set(d.tables["kernel_class"]["cls"]) == {"memory"}
-    assert (d.verdict.bottleneck, d.verdict.basis) == ("memory_bound", "kernel_classes")
+def test_span_breakdown_adds_up_and_idle_never_exceeds_the_span(corpus: Path) -> None:
+    for f in corpus_files(corpus):
+        for m in diagnosis(str(f)).devices:
+            assert sum(m.span_breakdown.values()) == pytest.approx(100.0, abs=1e-6), f.name
+            assert m.idle.idle_us <= m.gpu_span_us * (1 + 1e-9), f.name
+            busy = m.gpu_busy_pct or 0.0
+            assert m.idle.idle_us == pytest.approx(m.gpu_span_us * (1 - busy / 100), abs=0.01)

@@ -23,7 +23,11 @@ DEVICE_KEYS = {
     "memcpy_count", "memset_count", "kernel_busy_pct", "gpu_busy_pct", "sm_efficiency_pct",
     "occupancy_pct", "tensor_core_pct", "tensor_core_basis", "memcpy_bytes",
     "pageable_memcpy_count", "short_kernel_pct", "idle",
+    # Added this round: communication, window, the host's pace, queued idle, copies.
+    "comm_pct", "exposed_comm_pct", "comm_overlap_pct", "window_us", "host_us_per_kernel",
+    "launch_us_per_kernel", "launch_to_start_us", "idle_queued_pct", "copies",
 }  # fmt: skip
+COPY_KEYS = {"kind", "count", "bytes", "us", "gbps"}
 IDLE_KEYS = {"host_wait_pct", "kernel_wait_pct", "other_pct"}
 FINDING_KEYS = {"id", "severity", "title", "detail", "evidence", "fix"}
 
@@ -87,8 +91,10 @@ def test_analyze_text(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     code, out, err = run(["analyze", str(tiny)], capsys)
     assert code == 0, err
+    from nbprof.views._style import BOTTLENECK_LABELS
+
     verdict = nbprof.load(tiny).diagnosis.verdict
-    assert verdict.bottleneck.replace("_", "-") in out.lower()
+    assert f"Verdict: {BOTTLENECK_LABELS[verdict.bottleneck]}." in out
     assert "GPU 0" in out and "GPU 1" in out
     # Device 0's kernels cover 25 of its 55 us span: what nvidia-smi would report.
     assert f"{25 / 55 * 100:.1f} %" in out
@@ -119,6 +125,8 @@ def test_analyze_json_follows_the_schema(tiny: Path, capsys: pytest.CaptureFixtu
     for d in devices.values():
         assert DEVICE_KEYS <= d.keys()
         assert IDLE_KEYS <= d["idle"].keys()
+        for c in d["copies"]:
+            assert COPY_KEYS <= c.keys()
     assert devices["0"]["kernel_count"] == 2
     assert devices["1"]["kernel_count"] == 1
     # Device 0: kernels at [1010, 1030] and [1060, 1065] -> span 55 us, busy 25 us.
@@ -385,3 +393,50 @@ def test_no_progress_bar_text_before_the_error_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"nbprof: error: {path}: ")
     assert "negative duration" in done.stderr
+
+
+def _words(text: str) -> str:
+    """Text with its line wrapping and indentation undone, for comparing views."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "hta__negative_queue_length_values_check",
+        "tracelens__bert-small-inference-h100",
+        "hta__triton_example",
+        "kineto-tbplugin__resnet50_num_workers_0",
+    ],
+)
+def test_text_panel_and_json_say_the_same_thing(
+    corpus: Path, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import html as html_lib
+
+    import nbprof
+    from nbprof.views import panel
+    from nbprof.views._style import BOTTLENECK_LABELS
+
+    path = next(corpus.glob(f"{prefix}*.json.gz"))
+    code, out, _ = run(["analyze", str(path), "--json"], capsys)
+    assert code == 0
+    doc = json.loads(out)
+    code, text_out, _ = run(["analyze", str(path)], capsys)
+    assert code == 0
+    page = html_lib.unescape(re.sub(r"<[^>]+>", " ", panel.render(nbprof.load(path))))
+    v = doc["verdict"]
+    label = BOTTLENECK_LABELS[v["bottleneck"]]
+    conf, basis = panel.confidence_text(type("V", (), v)())
+    for view in (_words(text_out), _words(page)):
+        # The verdict, its sentence with its numbers, its confidence and what decided it.
+        assert label in view and _words(v["summary"]) in view
+        assert f"{conf} confidence" in view and basis in view
+        # The same findings, with the same figures in their details.
+        for f in doc["findings"][:5]:
+            assert _words(f["title"]) in view and _words(f["detail"]) in view
+    for dev in doc["devices"]:
+        # Every number of the new contract is shown where it is known.
+        for key, shown in (("launch_to_start_us", "launch-to-start"), ("window_us", "window")):
+            if dev[key] is not None:
+                assert shown in _words(text_out) and shown in _words(page)

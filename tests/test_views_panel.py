@@ -271,3 +271,55 @@ def test_tiny_flop_rates_read_in_gflops_in_panel_and_text() -> None:
     assert ">0.037<" in html and "GFLOP/s" in html
     assert re.search(r"FLOP/s achieved\s+0\.037 GFLOP/s of 989 TFLOP/s peak", out)
     assert "e-05" not in html + out
+
+
+def test_amd_devices_have_cus_not_sms_in_both_views() -> None:
+    p = small_profile()
+    p.diagnosis.devices[0].vendor = "amd"
+    html, out = panel.render(p), text.render(p)
+    assert "CUs actually busy" in html and "SMs actually busy" not in html
+    assert "(132 CUs" in html and "132 CUs" in out and "SMs actually busy" not in out
+
+
+def test_new_numbers_are_shown_with_their_basis_in_both_views() -> None:
+    p = small_profile()
+    dm = p.diagnosis.devices[0]
+    dm.window_us, dm.launch_to_start_us, dm.exposed_comm_pct = 2500.0, 6.5, 12.5
+    dm.copies = [
+        {"kind": "HtoD pageable", "count": 12, "bytes": 115_600_000, "us": 11_400.0, "gbps": 10.1},
+        {"kind": "DtoD", "count": 3, "bytes": None, "us": 9.0, "gbps": None},
+    ]
+    dm.span_breakdown = {"compute": 59.4, "input": 28.5, "host": 12.1}
+    dm.basis["window_us"] = Basis("trace", "first to last event of any kind")
+    dm.basis["copies"] = Basis("trace", "per direction and host memory")
+    html, out = panel.render(p), text.render(p)
+    rows = re.findall(r'<div title="basis: ([^"]*)"><span>([^<]*)</span> <span>([^<]*)<', html)
+    by_label = {label: (basis, value) for basis, label, value in rows}
+    assert by_label["profiled window (any event)"] == (
+        "read from the trace (first to last event of any kind)",
+        "2.50 ms ",
+    )
+    assert by_label["copies HtoD pageable"][1].startswith("12 copies, 115.6 MB at 10.1 GB/s")
+    assert by_label["copies DtoD"][1].startswith("3 copies, bytes unknown")
+    assert by_label["launch-to-start delay (median)"][1].startswith("6.5 µs")
+    where = "kernels 59.4% · idle: DataLoader 28.5% · idle: host between kernels 12.1%"
+    assert by_label["where the GPU span went"][1].startswith(where)
+    for shown in ("2.50 ms", "12 copies, 115.6 MB at 10.1 GB/s", "6.5 µs", "12.5 % span"):
+        assert shown in out
+    assert re.sub(r"\s+", " ", out).count(where) == 1
+    # No blended copy rate any more: each kind has its own.
+    assert "host-device copy rate" not in html and "copy rate" not in out
+
+
+def test_every_verdict_basis_and_bottleneck_has_words() -> None:
+    from nbprof.analysis import verdict
+    from nbprof.analysis.model import BOTTLENECKS
+    from nbprof.views._style import BOTTLENECK_LABELS
+
+    codes = {basis for _, basis, _ in verdict.STALLS.values()}
+    codes |= {"no_gpu_events", "little_gpu_work", "graph_capture", "kernel_busy"}
+    codes |= {"hardware_counters", "roofline", "kernel_classes", "launch_gaps"}
+    assert codes <= set(panel.VERDICT_BASIS_WORDS)
+    assert set(BOTTLENECKS) <= set(BOTTLENECK_LABELS) and set(BOTTLENECKS) <= set(
+        panel._VERDICT_COLOURS
+    )

@@ -1,8 +1,8 @@
 """Analysis: pure functions from a :class:`~nbprof.trace.model.Trace` to a Diagnosis.
 
 ``analyze`` is the one entry point; each module beside it does one job (utilization,
-Tensor Cores, peaks, roofline, idle gaps, launches, transfers, syncs, the input pipeline,
-the verdict, findings, the explanation).
+Tensor Cores, peaks, roofline, the host's launches, the GPU span's time accounting, idle
+gaps, transfers, syncs, the input pipeline, the verdict, findings, the explanation).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from nbprof.analysis.device import Signals, analyze_device
 from nbprof.analysis.idle import IDLE_COLUMNS
 from nbprof.analysis.model import Diagnosis, Verdict
 from nbprof.analysis.roofline import ROOFLINE_COLUMNS
-from nbprof.analysis.syncs import sync_calls, syncs_table
+from nbprof.analysis.stalls import GAP_COLUMNS
+from nbprof.analysis.syncs import syncs_table
 from nbprof.analysis.transfers import copies_table
 from nbprof.telemetry.model import Samples
 from nbprof.trace.model import Trace
@@ -100,7 +101,10 @@ def _tables(
         )
     span = max(s.end_us for s in signals) - min(s.start_us for s in signals) if signals else 0.0
     roofs = [s.roofline for s in signals if not s.roofline.empty]
-    calls = sync_calls(trace.runtime, trace.cpu_ops)
+    # Blocking calls once per rank (every device of a rank sees the same host).
+    by_rank = {s.metrics.rank: s.blocking for s in signals}
+    calls = pd.concat(list(by_rank.values()), ignore_index=True) if by_rank else pd.DataFrame()
+    stalls = [s.accounting.gaps for s in signals if not s.accounting.gaps.empty]
     return {
         "kernel_class": cls,
         "top_kernels": top_kernels(k, cls),
@@ -110,6 +114,13 @@ def _tables(
             .reset_index(drop=True)
             if gap_parts
             else _empty(IDLE_COLUMNS)
+        ),
+        "stalls": (
+            pd.concat(stalls, ignore_index=True)
+            .sort_values("dur", ascending=False, kind="stable")
+            .reset_index(drop=True)
+            if stalls
+            else _empty(GAP_COLUMNS)
         ),
         "ops_roofline": pd.concat(roofs, ignore_index=True) if roofs else _empty(ROOFLINE_COLUMNS),
         "copies": copies_table(trace.memcpy),

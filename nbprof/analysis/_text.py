@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -73,3 +74,38 @@ def matches(values: pd.Series, pattern: re.Pattern[str] | str) -> np.ndarray:
     codes, uniq = _factorize(values)
     hit = np.fromiter((_hit(rx, str(u)[:NAME_PREFIX]) for u in uniq), dtype=bool, count=len(uniq))
     return hit[codes]
+
+
+_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def name_tokens(text: str) -> tuple[str, ...]:
+    """The words of a kernel name, lower-cased: split at every non-alphanumeric, at
+    camelCase humps and between letters and digits.
+
+    ``_typeConvert`` gives ``type, convert`` (no ``conv``), ``s1688gemm`` gives ``s, 1688,
+    gemm``, ``reshape_and_cache_flash`` gives ``reshape, and, cache, flash``: families are
+    matched on whole words, never on substrings that happen to spell one.
+    """
+    return tuple(t.lower() for t in _TOKEN.findall(text))
+
+
+def token_matches(
+    values: pd.Series,
+    test: Callable[[tuple[str, ...]], bool],
+    part: Callable[[str], str] | None = None,
+) -> np.ndarray:
+    """Boolean array: does ``test`` hold for the :func:`name_tokens` of each value (of
+    ``part(value)`` when given), worked out once per distinct value."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=bool)
+    codes, uniq = _factorize(values)
+    texts = (str(u) for u in uniq) if part is None else (part(str(u)) for u in uniq)
+    hit = np.fromiter((test(name_tokens(t)) for t in texts), dtype=bool, count=len(uniq))
+    return hit[codes]
+
+
+def has_bigram(tokens: tuple[str, ...], pairs: frozenset[tuple[str, str]]) -> bool:
+    """Whether two adjacent words of ``tokens`` form one of ``pairs``."""
+    return any(pair in pairs for pair in itertools.pairwise(tokens))

@@ -2,42 +2,150 @@
 
 A class is a claim about what limited a kernel, so each needs evidence:
 
-- ``communication``: NCCL/RCCL collective names;
+- ``communication``: collectives (NCCL/RCCL, symmetric-memory and custom all-reduce);
 - ``tensor_core``: the Tensor Core evidence of :mod:`nbprof.analysis.tensorcores`;
-- ``compute``: GEMM, convolution, attention and FFT kernel families;
+- ``compute``: GEMM, convolution, attention (prefill, forward/backward) and FFT families;
 - ``memory``: kernel families that are bandwidth-bound by construction (PyTorch's
   elementwise/reduce/copy/fill/cat/index/softmax/norm/pool kernels, Triton pointwise and
   reduction kernels, cuDNN/MIOpen layout and batch-norm helpers, CUB scans and sorts,
-  optimizer multi-tensor kernels), or a kernel launched by an op the roofline placed below
-  the ridge point (``memory_evidence``);
+  optimizer multi-tensor kernels, decode attention over a KV cache), or a kernel launched
+  by an op the roofline placed below the ridge point (``memory_evidence``);
 - ``other``: everything else. Custom extensions and unfamiliar names land here rather
   than in ``memory``: nothing about an unknown name says what bounds it.
+
+Families are matched on the words of the kernel's own name (:func:`kernel_identity`,
+:func:`~nbprof.analysis._text.name_tokens`), never on substrings: ``_typeConvert`` is no
+convolution, ``reshape_and_cache_flash`` and ``flashinfer::`` sampling kernels are no flash
+attention, and a MoE finalize templated on CUTLASS types is no GEMM.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis._text import matches
+from nbprof.analysis._text import has_bigram, matches, token_matches
 
 logger = logging.getLogger(__name__)
 
 #: Every class ``kernel_classes`` can return, in the order the timeline stacks them.
 CLASSES: tuple[str, ...] = ("tensor_core", "compute", "memory", "communication", "other")
 
-_COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv", re.I)
-_COMPUTE = re.compile(
-    r"gemm|gemv|conv|winograd|implicit|fft|attention|fmha|flash|xmma|cutlass|wgmma|dgrad|"
-    r"wgrad|fprop|scudnn|hcudnn|"
-    r"gmma|nvjet|Cijk|mfma|matmul|_mm_|triton_tem|dot_|bmm|cublas|hmma|884|1688|16816",
-    re.IGNORECASE,
+#: Kernel-name words (see ``name_tokens``) that name a collective on their own.
+_COMM_WORDS = frozenset(
+    {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "multimem"}
 )
-# Families whose names could also hit _COMPUTE (an Inductor pointwise kernel fused around
-# an "mm" op, a cuBLAS split-K reduction) but that never do the matrix math themselves.
+#: Adjacent word pairs that name a collective: ``all_reduce``, ``one_shot`` (PyTorch
+#: symmetric-memory all-reduce), ``cross_device_reduce`` (vLLM's custom all-reduce) ...
+_COMM_PAIRS = frozenset({
+    ("all", "reduce"), ("all", "gather"), ("reduce", "scatter"), ("all", "to"),
+    ("send", "recv"), ("one", "shot"), ("two", "shot"),
+})  # fmt: skip
+#: Words that name matrix math (GEMM/GEMV, convolution, FFT, attention, MMA instructions).
+_COMPUTE_WORDS = frozenset({
+    "conv", "winograd", "fft", "fprop", "dgrad", "wgrad", "xmma", "gmma", "wgmma", "hmma",
+    "imma", "wmma", "mfma", "nvjet", "cijk", "matmul", "bmm", "mm", "addmm", "baddbmm",
+    "attention", "attn", "fmha", "mha", "scudnn", "hcudnn", "dcudnn", "tensorop", "884",
+    "1688", "16816", "161616", "8816",
+})  # fmt: skip
+_COMPUTE_PAIRS = frozenset({("triton", "tem"), ("mat", "mul"), ("flash", "fwd"),
+                            ("flash", "bwd"), ("flash", "attn"), ("flash", "attention"),
+                            ("flash", "decoding")})  # fmt: skip
+#: Wrapper kernels whose first template argument names the real kernel
+#: (``cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>``).
+_WRAPPERS = frozenset({"kernel", "kernel2", "device_kernel", "kernelwrapper"})
+_HEAD_END = re.compile(r"[<(]")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def kernel_identity(name: str) -> str:
+    """The part of a kernel name that says what the kernel is: its qualified name without
+    template arguments or parameters, or, for a generic wrapper (``cutlass::Kernel``), the
+    wrapped kernel's name. Template arguments name the types a kernel is built from
+    (``cutlass::gemm::GemmShape`` in a MoE finalize, ``CUDAFunctor_add`` in an elementwise
+    kernel), not what the kernel does."""
+    text = name.strip()
+    if text.startswith("void "):
+        text = text[5:]
+    m = _HEAD_END.search(text)
+    head = text[: m.start()] if m else text
+    last = head.rsplit("::", 1)[-1].strip().lower()
+    if m and m.group() == "<" and last in _WRAPPERS:
+        inner = text[m.end() :]
+        depth, cut = 0, len(inner)
+        for i, ch in enumerate(inner):
+            if ch in "<(":
+                depth += 1
+            elif ch in ">)":
+                if depth == 0:
+                    cut = i
+                    break
+                depth -= 1
+            elif ch == "," and depth == 0:
+                cut = i
+                break
+        return inner[:cut].strip() or head
+    return head
+
+
+def _is_decode_attention(tokens: tuple[str, ...]) -> bool:
+    """Attention over a KV cache for one new token per sequence (decode, vLLM's paged
+    attention): it reads the whole cache for a few FLOPs per byte, so it is memory-bound,
+    unlike prefill attention."""
+    if "prefill" in tokens:
+        return False
+    if "decode" in tokens and bool({"attention", "attn", "kv", "mha", "mqa", "gqa"} & set(tokens)):
+        return True
+    return has_bigram(tokens, frozenset({("paged", "attention")}))
+
+
+def _is_compute(tokens: tuple[str, ...]) -> bool:
+    if _is_decode_attention(tokens):
+        return False
+    for t in tokens:
+        if t in _COMPUTE_WORDS or t.endswith(("gemm", "gemv")) or t.startswith(("gemm", "gemv")):
+            return True
+        if t.startswith(("convolution", "convolve")):
+            return True
+    if has_bigram(tokens, _COMPUTE_PAIRS):
+        return True
+    # FlashInfer / vLLM attention: a prefill or decode kernel over a KV cache.
+    return "kv" in tokens and ("prefill" in tokens or "decode" in tokens)
+
+
+def _is_comm(tokens: tuple[str, ...]) -> bool:
+    if any(t.startswith(("nccl", "rccl")) or t in _COMM_WORDS for t in tokens):
+        return True
+    if has_bigram(tokens, _COMM_PAIRS):
+        return True
+    # vLLM's custom all-reduce: cross_device_reduce_1stage / _2stage.
+    return any(tokens[i : i + 3] == ("cross", "device", "reduce") for i in range(len(tokens)))
+
+
+def _is_memory_by_words(tokens: tuple[str, ...]) -> bool:
+    return _is_moe_helper(tokens) or _is_decode_attention(tokens)
+
+
+def _is_moe_helper(tokens: tuple[str, ...]) -> bool:
+    # Mixture-of-experts routing: permuting, gathering and summing expert outputs.
+    return "moe" in tokens and bool(
+        {"finalize", "permute", "unpermute", "routing", "align", "sort", "topk"} & set(tokens)
+    )
+
+
+def is_collective(names: pd.Series) -> np.ndarray:
+    """Collective-communication kernels: NCCL/RCCL and symmetric-memory / custom
+    all-reduce kernels (``multimem_all_reduce``, ``one_shot_all_reduce``,
+    ``cross_device_reduce``)."""
+    return token_matches(names, _is_comm, kernel_identity)
+
+
+# Families whose names could also hit the compute words (an Inductor pointwise kernel fused
+# around an "mm" op, a cuBLAS split-K reduction) but that never do the matrix math themselves.
 _MEMORY_FIRST = re.compile(
     r"^triton_(?:poi|red|per)_|"
     r"at::native::(?:\w+_)?elementwise_kernel|at::native::reduce_kernel|"
@@ -65,37 +173,43 @@ _MEMORY = re.compile(
     # CUB, FBGEMM and ROCm runtime copies/fills.
     r"cub::Device(?:Scan|Reduce|RadixSort|Select|Compact|Segmented|Histogram|For)|"
     r"split_embedding|permute_pooled_embs|__amd_rocclr_(?:copy|fill)|"
-    r"rotary|act_and_mul|silu_and_mul|reshape_and_cache",
+    r"rotary|act_and_mul|silu_and_mul|reshape_and_cache|typeConvert|bounds_check_indices|"
+    # cuBLAS / cuBLASLt helpers around a GEMM: dot products, GEMV reductions, epilogues.
+    r"^(?:void )?dot_kernel|reduce_1Block_kernel|epilogue::impl",
     re.IGNORECASE,
 )
 
 
-def roofline_memory_evidence(
+def roofline_bounds(
     kernels: pd.DataFrame,
     ops: pd.DataFrame,
     all_cpu_ops: pd.DataFrame,
     roof: pd.DataFrame,
 ) -> np.ndarray:
-    """Kernels launched inside an op the roofline placed below the ridge point.
+    """Per kernel, the roofline bound of the FLOP-counted op it was launched in:
+    ``"compute"``, ``"memory"`` or ``""`` (no such op, or its rows disagree).
 
     ``ops`` are the roofline's candidate CPU ops (one rank), ``all_cpu_ops`` the frame
     ``kernels.op_index`` points into, ``roof`` the ``ops_roofline`` table built from them.
-    An op name counts only when every roofline row of that name is ``memory`` (an op whose
-    FP32 and BF16 calls fall on both sides of the ridge is no evidence either way). This is
-    the ``memory_evidence`` that :func:`kernel_classes` accepts.
+    An op name counts only when every roofline row of that name has the same bound (an op
+    whose FP32 and BF16 calls fall on both sides of the ridge is no evidence either way).
     """
     from nbprof.analysis.roofline import outermost_flops_ops, with_flops
 
-    out = np.zeros(len(kernels), dtype=bool)
+    out = np.full(len(kernels), "", dtype=object)
     if kernels.empty or roof.empty or ops.empty or all_cpu_ops.empty:
         return out
-    bound = roof.groupby("op")["bound"].agg(lambda b: bool((b == "memory").all()))
-    mem_names = set(bound[bound].index)
-    if not mem_names:
+    known = roof[roof["bound"].isin(["compute", "memory"])]
+    if known.empty:
+        return out
+    agreed = known.groupby("op")["bound"].agg(lambda b: b.iloc[0] if b.nunique() == 1 else "")
+    agreed = agreed[agreed != ""]
+    bound_of = {str(k): str(v) for k, v in agreed.items()}
+    if not bound_of:
         return out
     cand, _ = with_flops(ops)
     outer = outermost_flops_ops(cand)
-    outer = outer[outer["name"].isin(mem_names)] if not outer.empty else outer
+    outer = outer[outer["name"].isin(list(bound_of))] if not outer.empty else outer
     if outer.empty:
         return out
     idx = kernels["op_index"].to_numpy(dtype="int64")
@@ -111,13 +225,25 @@ def roofline_memory_evidence(
         grp = grp.sort_values("ts", kind="stable")
         o_ts = grp["ts"].to_numpy(dtype="float64")
         o_end = o_ts + grp["dur"].to_numpy(dtype="float64")
+        o_bound = np.array([bound_of[str(n)] for n in grp["name"]], dtype=object)
         sel = np.flatnonzero(ok & (k_pid == pid) & (k_tid == tid))
         if not len(sel):
             continue
         j = np.searchsorted(o_ts, launch[sel], side="right") - 1
         inside = (j >= 0) & (launch[sel] <= o_end[np.clip(j, 0, None)])
-        out[sel[inside]] = True
+        out[sel[inside]] = o_bound[j[inside]]
     return out
+
+
+def roofline_memory_evidence(
+    kernels: pd.DataFrame,
+    ops: pd.DataFrame,
+    all_cpu_ops: pd.DataFrame,
+    roof: pd.DataFrame,
+) -> np.ndarray:
+    """Kernels launched inside an op the roofline placed below the ridge point: the
+    ``memory_evidence`` that :func:`kernel_classes` accepts."""
+    return roofline_bounds(kernels, ops, all_cpu_ops, roof) == "memory"
 
 
 def kernel_classes(
@@ -136,19 +262,25 @@ def kernel_classes(
             {"cls": pd.Series(dtype="object"), "tensor_core": pd.Series(dtype=bool)},
             index=names.index,
         )
-    is_comm = matches(names, _COMM)
+    is_comm = token_matches(names, _is_comm, kernel_identity)
     mem_first = matches(names, _MEMORY_FIRST)
-    is_comp = matches(names, _COMPUTE) & ~mem_first
-    is_mem = mem_first | matches(names, _MEMORY)
+    is_comp = token_matches(names, _is_compute, kernel_identity) & ~mem_first
+    is_mem = (
+        mem_first
+        | matches(names, _MEMORY)
+        | token_matches(names, _is_memory_by_words, kernel_identity)
+    )
     if memory_evidence is not None:
         is_mem = is_mem | np.asarray(memory_evidence, dtype=bool)
-    tc = np.asarray(tensor_core, dtype=bool)
+    # Tensor Core evidence names GEMM families; a kernel whose own name says it moves
+    # memory (an elementwise kernel templated on a CUTLASS type) does no matrix math.
+    tc = np.asarray(tensor_core, dtype=bool) & ~is_comm & (is_comp | ~is_mem)
     cls = np.select(
         [is_comm, tc, is_comp, is_mem],
         ["communication", "tensor_core", "compute", "memory"],
         default="other",
     ).astype(object)
-    return pd.DataFrame({"cls": cls, "tensor_core": tc & ~is_comm}, index=names.index)
+    return pd.DataFrame({"cls": cls, "tensor_core": tc}, index=names.index)
 
 
 def class_shares(durations: np.ndarray, cls: np.ndarray) -> dict[str, float]:

@@ -1,28 +1,55 @@
-"""All the numbers for one device (rank, device), each with its basis."""
+"""All the numbers for one device (rank, device), each with its basis.
+
+:class:`Device` holds what one device's metrics read (its events, its rank's host calls,
+the intermediate results several metrics share), each computed once on first use.
+:data:`METRICS` lists one small function per :class:`DeviceMetrics` field; each returns
+the value and the :class:`Basis` saying where it came from. :func:`analyze_device` runs
+the list.
+"""
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import idle, inputs, launches, peaks, roofline, syncs, tensorcores
+from nbprof.analysis import (
+    host,
+    idle,
+    inputs,
+    peaks,
+    roofline,
+    stalls,
+    syncs,
+    tensorcores,
+    transfers,
+)
+from nbprof.analysis import (
+    intervals as iv,
+)
 from nbprof.analysis._text import matches
-from nbprof.analysis.classes import class_shares, kernel_classes, roofline_memory_evidence
-from nbprof.analysis.model import Basis, DeviceMetrics, IdleBreakdown, utilization_tool
-from nbprof.analysis.samples import Measured, measured_for
-from nbprof.analysis.transfers import is_pageable
+from nbprof.analysis.classes import class_shares, is_collective, kernel_classes, roofline_bounds
+from nbprof.analysis.model import (
+    Basis,
+    DeviceMetrics,
+    IdleBreakdown,
+    compute_units,
+    utilization_tool,
+)
+from nbprof.analysis.samples import Measured, measured_for, nvml_gpu
 from nbprof.analysis.utilization import (
     SHORT_KERNEL_US,
     busy_pct,
     occupancy_pct,
     short_kernel_pct,
     sm_efficiency_pct,
-    span,
-    union_length,
+    weighted_coverage,
 )
 from nbprof.telemetry.model import Samples
 from nbprof.trace.model import Trace
@@ -30,30 +57,13 @@ from nbprof.trace.tables import vendor_of
 
 logger = logging.getLogger(__name__)
 
+Measure = tuple[Any, Basis]
+_NO_PROPS = "the trace's device properties do not give it"
+_GEMM_LIKE = re.compile(r"gemm|gemv|xmma", re.IGNORECASE)
 
-@dataclass
-class Signals:
-    """What the verdict and findings need beyond DeviceMetrics, for one device."""
 
-    metrics: DeviceMetrics
-    start_us: float
-    end_us: float
-    class_pct: dict[str, float]  # share of kernel time per class
-    memcpy_time_pct: float  # memcpy duration union ÷ span
-    gap_work_us: dict[str, float]  # cpu_work label -> idle µs in the named gaps
-    largest_gaps: pd.DataFrame
-    roofline: pd.DataFrame
-    simt_gemm_pct: float  # share of kernel time in FP32/SIMT GEMMs (no Tensor Cores)
-    tc_capable: bool
-    launch_call_us: float | None
-    mean_kernel_us: float | None
-    median_kernel_us: float | None
-    peak: peaks.Peak | None
-    measured: Measured | None
-    tc_how: str
-    pageable_bytes: int
-    copy_us: float
-    sync_calls: pd.DataFrame = field(default_factory=pd.DataFrame)
+def _rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    return df[df["rank"].to_numpy() == rank] if not df.empty else df
 
 
 def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
@@ -62,340 +72,826 @@ def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
     return df[(df["rank"].to_numpy() == rank) & (df["device"].astype(str).to_numpy() == device)]
 
 
-def _props(trace: Trace, rank: int, device: str) -> dict[str, object]:
-    d = trace.devices
-    if d.empty:
-        return {}
-    m = d[(d["rank"] == rank) & (d["device"].astype(str) == device)]
-    if m.empty:
-        m = d[d["device"].astype(str) == device]
-    return m.iloc[0].to_dict() if not m.empty else {}
+@dataclass
+class Device:
+    """One device's events and its rank's host activity; shared results, computed once."""
+
+    trace: Trace
+    rank: int
+    device: str
+    samples: Samples | None = None
+    k: pd.DataFrame = field(init=False)
+    mc: pd.DataFrame = field(init=False)
+    ms: pd.DataFrame = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.k = _sel(self.trace.kernels, self.rank, self.device)
+        self.mc = _sel(self.trace.memcpy, self.rank, self.device)
+        self.ms = _sel(self.trace.memset, self.rank, self.device)
+
+    # -- the device and its rank ------------------------------------------------------
+
+    @cached_property
+    def runtime(self) -> pd.DataFrame:
+        return _rank_rows(self.trace.runtime, self.rank)
+
+    @cached_property
+    def cpu(self) -> pd.DataFrame:
+        return _rank_rows(self.trace.cpu_ops, self.rank)
+
+    @cached_property
+    def annotations(self) -> pd.DataFrame:
+        return _rank_rows(self.trace.annotations, self.rank)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        return _rank_rows(self.trace.steps, self.rank)
+
+    @cached_property
+    def props(self) -> dict[str, object]:
+        d = self.trace.devices
+        if d.empty:
+            return {}
+        m = d[(d["rank"] == self.rank) & (d["device"].astype(str) == self.device)]
+        if m.empty:
+            m = d[d["device"].astype(str) == self.device]
+        return m.iloc[0].to_dict() if not m.empty else {}
+
+    @cached_property
+    def vendor(self) -> tuple[str, Basis]:
+        """The vendor and its basis: from the properties or name, else from the launch API
+        the trace used (``cuda*``/``cu*`` calls vs ``hip*``), else unknown."""
+        v = str(self.props.get("vendor") or "")
+        if v not in ("nvidia", "amd"):
+            v = vendor_of(str(self.props.get("name") or ""))
+        if v != "unknown":
+            return v, Basis("trace", "the device name in the trace's device properties")
+        rt = self.runtime
+        if not rt.empty:
+            names = rt["name"].astype(str)
+            if matches(names, r"^hip").any():
+                return "amd", Basis("estimated", "the trace's launch calls are HIP (hip*)")
+            if matches(names, r"^cu(?:da)?[A-Z]").any():
+                return "nvidia", Basis("estimated", "the trace's launch calls are CUDA (cu*)")
+        return "unknown", Basis("unknown", "no known device name and no CUDA or HIP calls")
+
+    @property
+    def vendor_name(self) -> str:
+        return self.vendor[0]
+
+    @property
+    def name(self) -> str:
+        return str(self.props.get("name") or "")
+
+    @property
+    def sm_count(self) -> int | None:
+        sm = int(self.props.get("sm_count", -1) or -1) if self.props else -1
+        return sm if sm > 0 else None
+
+    @property
+    def cc(self) -> str | None:
+        return str(self.props.get("compute_capability") or "") or None
+
+    # -- GPU time -------------------------------------------------------------------
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """Kernels, copies and memsets together (``table`` names which), with
+        ``launch_end``: when the launch call returned, i.e. when the work was queued
+        (the call's start when its duration is unknown)."""
+        ev = idle.gpu_events(self.k, self.mc, self.ms)
+        tables = ["kernel"] * len(self.k) + ["memcpy"] * len(self.mc) + ["memset"] * len(self.ms)
+        parts = [f for f in (self.k, self.mc, self.ms) if not f.empty]
+        corr = (
+            np.concatenate([f["correlation"].to_numpy(dtype="int64") for f in parts])
+            if parts
+            else np.zeros(0, dtype="int64")
+        )
+        launch = ev["launch_ts"].to_numpy(dtype="float64")
+        rt = self.runtime
+        call_dur = np.zeros(len(ev))
+        if not rt.empty and len(ev):
+            calls = rt[(rt["cat"] != "cuda_sync") & (rt["correlation"] >= 0)]
+            by_corr = calls.drop_duplicates("correlation").set_index("correlation")["dur"]
+            call_dur = pd.Series(corr).map(by_corr).fillna(0.0).to_numpy(dtype="float64")
+        return ev.assign(
+            table=np.array(tables, dtype=object), correlation=corr, launch_end=launch + call_dur
+        )
+
+    @cached_property
+    def span(self) -> tuple[float, float]:
+        ev = self.events
+        if ev.empty:
+            return 0.0, 0.0
+        return float(ev["ts"].min()), float(ev["end"].max())
+
+    @property
+    def span_us(self) -> float:
+        return self.span[1] - self.span[0]
+
+    @cached_property
+    def kdur(self) -> np.ndarray:
+        return self.k["dur"].to_numpy(dtype="float64")
+
+    @cached_property
+    def collective(self) -> np.ndarray:
+        """Collective kernels among this device's kernels."""
+        return is_collective(self.k["name"].astype(str)) if not self.k.empty else np.zeros(0, bool)
+
+    # -- the host -------------------------------------------------------------------
+
+    @cached_property
+    def capture(self) -> host.Capture:
+        return host.capture_windows(self.runtime)
+
+    @cached_property
+    def launches(self) -> host.Launches:
+        return host.device_launches(self.runtime, self.events, self.capture.windows)
+
+    @cached_property
+    def blocking(self) -> pd.DataFrame:
+        """Blocking calls of the rank outside graph capture (every one, not clipped)."""
+        calls = syncs.sync_calls(self.runtime, self.cpu, _rank_rows(self.trace.memcpy, self.rank))
+        if calls.empty:
+            return calls
+        return calls[~host.inside(calls["ts"].to_numpy(dtype="float64"), self.capture.windows)]
+
+    @cached_property
+    def fetches(self) -> pd.DataFrame:
+        return inputs.dataloader_ops(self.cpu, self.annotations)
+
+    @cached_property
+    def setup(self) -> pd.DataFrame:
+        return host.setup_calls(self.runtime, self.capture.windows)
+
+    @cached_property
+    def window(self) -> tuple[float, float]:
+        frames = [self.runtime, self.cpu, self.annotations[~self.annotations["on_gpu"]]]
+        frames += [self.events[["ts", "dur"]]]
+        return host.window([f for f in frames if not f.empty])
+
+    @cached_property
+    def activity(self) -> stalls.HostActivity:
+        return stalls.host_activity(
+            self.blocking,
+            inputs.dataloader_set(self.fetches),
+            self.setup,
+            self.cpu,
+            self.capture.windows,
+        )
+
+    @cached_property
+    def accounting(self) -> stalls.Accounting:
+        comm = np.concatenate(
+            (self.collective, np.zeros(len(self.events) - len(self.k), dtype=bool))
+        )
+        return stalls.account(self.events, comm, self.activity, self.rank, self.device)
+
+    # -- kernels: Tensor Cores, classes, roofline -------------------------------------
+
+    @cached_property
+    def measured(self) -> Measured | None:
+        t0, t1 = self.span
+        return measured_for(self.samples, self.device, self.trace.origin_ns, t0, t1)
+
+    @cached_property
+    def tensor_cores(self) -> tuple[tensorcores.TensorCoreResult, str]:
+        """Per-kernel Tensor Core flags and how they were decided (with the NVML override)."""
+        counters = self.trace.counters
+        tc = tensorcores.classify(
+            self.k, self.trace.cpu_ops, vendor=self.vendor_name, compute_capability=self.cc,
+            counters=_sel(counters, self.rank, self.device) if not counters.empty else None,
+        )  # fmt: skip
+        meas = self.measured
+        if meas is not None and meas.tensor_util is not None and meas.tensor_util < 0.5:
+            # The hardware saw no Tensor Core activity at all: that outranks any name.
+            how = f"NVML GPM tensor activity {meas.tensor_util:.1f}% over {meas.count} samples"
+            return tensorcores.TensorCoreResult(np.zeros(len(self.k), bool), "measured", how), how
+        how = tc.how
+        if meas is not None and meas.tensor_util is not None and not tc.flags.any():
+            # Counters saw tensor work that no name or op explains: the evidence is stale.
+            how += (
+                f"; but NVML GPM measured {meas.tensor_util:.1f}% tensor activity, so "
+                "kernels these rules do not recognise used Tensor Cores"
+            )
+        return tc, how
+
+    @cached_property
+    def peak(self) -> peaks.Peak | None:
+        if self.vendor_name != "nvidia":
+            return None
+        total = int(self.props.get("total_memory", -1) or -1) if self.props else -1
+        return peaks.lookup(self.name, total if total > 0 else None, self.vendor_name)
+
+    @cached_property
+    def roof(self) -> pd.DataFrame:
+        return roofline.roofline(
+            self.cpu, self.k, self.trace.cpu_ops, self.peak, self.tensor_cores[0].flags
+        )
+
+    @cached_property
+    def roof_bounds(self) -> np.ndarray:
+        """Per kernel, the roofline bound of the FLOP-counted op that launched it ("")."""
+        return roofline_bounds(self.k, self.cpu, self.trace.cpu_ops, self.roof)
+
+    @cached_property
+    def classes(self) -> pd.DataFrame:
+        # After the roofline: a kernel launched inside a memory-bound op is memory
+        # evidence its name may not give.
+        evidence = self.roof_bounds == "memory"
+        return kernel_classes(self.k["name"].astype(str), self.tensor_cores[0].flags, evidence)
+
+    @cached_property
+    def class_pct(self) -> dict[str, float]:
+        return class_shares(self.kdur, self.classes["cls"].to_numpy())
+
+    @property
+    def ktime(self) -> float:
+        return float(self.kdur.sum())
 
 
-def _vendor(props: dict[str, object], runtime: pd.DataFrame) -> tuple[str, Basis]:
-    """The device's vendor and its basis: from its properties or name, else from the launch
-    API the trace used (``cuda*``/``cu*`` calls vs ``hip*``), else unknown."""
-    v = str(props.get("vendor") or "")
-    if v not in ("nvidia", "amd"):
-        v = vendor_of(str(props.get("name") or ""))
-    if v != "unknown":
-        return v, Basis("trace", "the device name in the trace's device properties")
-    if not runtime.empty:
-        names = runtime["name"].astype(str)
-        if matches(names, r"^hip").any():
-            return "amd", Basis("estimated", "the trace's launch calls are HIP (hip*)")
-        if matches(names, r"^cu(?:da)?[A-Z]").any():
-            return "nvidia", Basis("estimated", "the trace's launch calls are CUDA (cu*)")
-    return "unknown", Basis("unknown", "no known device name and no CUDA or HIP calls")
+# -- one function per metric: (value, basis) -------------------------------------------
+
+
+def _vendor(d: Device) -> Measure:
+    return d.vendor
+
+
+def _sm_count(d: Device) -> Measure:
+    if d.sm_count is None:
+        return None, Basis("unknown", _NO_PROPS)
+    return d.sm_count, Basis("trace", "the trace's device properties (numSms)")
+
+
+def _compute_capability(d: Device) -> Measure:
+    if d.cc is None:
+        return None, Basis("unknown", _NO_PROPS)
+    return d.cc, Basis("trace", "the trace's device properties")
+
+
+def _counts(what: str, frame: str) -> Callable[[Device], Measure]:
+    def count(d: Device) -> Measure:
+        return len(getattr(d, frame)), Basis("trace", f"{what} events on this device")
+
+    return count
+
+
+def _gpu_span(d: Device) -> Measure:
+    return d.span_us, Basis("trace", "last GPU event end − first GPU event start")
+
+
+def _kernel_busy(d: Device) -> Measure:
+    s = d.k["ts"].to_numpy(dtype="float64")
+    how = (
+        f"union of kernel intervals ÷ GPU span: what {utilization_tool(d.vendor_name)}'s "
+        "utilization averages to"
+    )
+    return busy_pct(s, s + d.kdur, d.span_us), Basis("trace", how)
+
+
+def _gpu_busy(d: Device) -> Measure:
+    ev = d.events
+    s, e = ev["ts"].to_numpy(dtype="float64"), ev["end"].to_numpy(dtype="float64")
+    how = "union of kernel, memcpy and memset intervals ÷ span"
+    return busy_pct(s, e, d.span_us), Basis("trace", how)
+
+
+def _sm_efficiency(d: Device) -> Measure:
+    units = compute_units(d.vendor_name)
+    eff, left_out = sm_efficiency_pct(d.k, d.sm_count, d.span_us)
+    if eff is None:
+        why = (
+            f"{units[:-1]} count unknown (no deviceProperties)"
+            if d.sm_count is None
+            else "no kernel grid sizes"
+        )
+        return None, Basis("unknown", why if not d.k.empty else "no kernels")
+    how = f"min(grid ÷ {d.sm_count} {units}, 1) per kernel, overlaps add (≤1), ÷ span"
+    if left_out:
+        how += f"; {left_out} kernels without a grid size left out"
+    return eff, Basis("trace", how)
+
+
+def _occupancy(d: Device) -> Measure:
+    occ = occupancy_pct(d.k)
+    if occ is None:
+        return None, Basis("unknown", "the trace has no est. achieved occupancy")
+    return occ, Basis("trace", "kernel-time-weighted mean of Kineto's est. achieved occupancy")
+
+
+def _tensor_core_pct(d: Device) -> Measure:
+    tc, how = d.tensor_cores
+    flags = d.classes["tensor_core"].to_numpy(bool)
+    if tc.basis == "unknown":
+        value = None
+    else:
+        value = float(d.kdur[flags].sum() / d.ktime * 100.0) if d.ktime > 0 else None
+    if tc.basis in ("measured", "unknown"):
+        kind = tc.basis
+    elif "compute capability" in how:
+        kind = "trace"  # the device properties rule Tensor Cores out
+    else:
+        kind = "estimated"  # names and ops are evidence, not counters
+    return value, Basis(kind, f"{tc.basis}: {how}")  # type: ignore[arg-type]
+
+
+def _tensor_core_basis(d: Device) -> Measure:
+    return d.tensor_cores[0].basis, Basis("trace", "which evidence decided tensor_core_pct")
+
+
+def _memcpy_bytes(d: Device) -> Measure:
+    if d.mc.empty:
+        return 0, Basis("trace", "no memcpy events")
+    b = d.mc["bytes"].to_numpy(dtype="int64")
+    known = b >= 0
+    if not known.any():
+        return None, Basis("unknown", "no memcpy event carries a byte count")
+    how = "sum of memcpy bytes args"
+    if not known.all():
+        how += f"; {int((~known).sum())} copies without a byte count left out"
+    return int(b[known].sum()), Basis("trace", how)
+
+
+def _pageable(d: Device) -> Measure:
+    p = transfers.is_pageable(d.mc)
+    how = "memcpy names/kinds with Pageable host memory"
+    return (int(p.sum()) if len(p) else 0), Basis("trace", how)
+
+
+def _short(d: Device) -> Measure:
+    how = f"kernels shorter than {SHORT_KERNEL_US:g} µs, by count"
+    return short_kernel_pct(d.k), Basis("trace", how)
+
+
+def _idle(d: Device) -> Measure:
+    a = d.accounting
+    if a.idle_us <= 0:
+        value = IdleBreakdown()
+    else:
+        kernel_wait = a.causes["kernel_wait"]
+        queued_long = a.queued_idle_us - kernel_wait
+        host_wait = a.idle_us - a.queued_idle_us - a.causes["unknown"]
+        value = IdleBreakdown(
+            host_wait_pct=max(host_wait, 0.0) / a.idle_us * 100.0,
+            kernel_wait_pct=kernel_wait / a.idle_us * 100.0,
+            other_pct=max(queued_long + a.causes["unknown"], 0.0) / a.idle_us * 100.0,
+            idle_us=a.idle_us,
+        )
+    how = (
+        "idle gaps of the whole device (union over streams): host_wait if nothing was "
+        "queued when the GPU went idle, kernel_wait if work was queued and the gap is "
+        f"shorter than {stalls.KERNEL_WAIT_US:g} µs, else other; shares of idle time"
+    )
+    return value, Basis("trace", how)
+
+
+def _idle_queued(d: Device) -> Measure:
+    a = d.accounting
+    if a.idle_us <= 0:
+        return None, Basis("trace", "the device was never idle inside its span")
+    how = "idle time during which launched work had not started (launch and start times)"
+    return a.queued_idle_us / a.idle_us * 100.0, Basis("trace", how)
+
+
+def _span_breakdown(d: Device) -> Measure:
+    a = d.accounting
+    parts = {
+        "compute": a.compute_us,
+        "exposed_comm": a.exposed_comm_us,
+        "copy_only": a.copy_only_us,
+        **a.causes,
+    }
+    how = (
+        "the GPU span cut into disjoint time: kernels, collectives alone, copies alone, then "
+        "each idle gap charged to what was queued and what the host was doing"
+    )
+    return {k: a.pct(v) for k, v in parts.items()}, Basis("trace", how)
+
+
+def _comm_pct(d: Device) -> Measure:
+    if d.ktime <= 0:
+        return None, Basis("unknown", "no kernel time")
+    how = "collective kernels' time ÷ kernel time (NCCL/RCCL, symmetric-memory all-reduce)"
+    return float(d.kdur[d.collective].sum() / d.ktime * 100.0), Basis("trace", how)
+
+
+def _exposed_comm(d: Device) -> Measure:
+    a = d.accounting
+    if a.span_us <= 0:
+        return None, Basis("unknown", "empty GPU span")
+    how = "time a collective runs while no compute kernel does ÷ GPU span"
+    return a.pct(a.exposed_comm_us), Basis("trace", how)
+
+
+def _comm_overlap(d: Device) -> Measure:
+    a = d.accounting
+    if a.comm_us <= 0:
+        return None, Basis("trace", "no collective kernels")
+    how = "collective time with a compute kernel running beside it ÷ collective time"
+    return (a.comm_us - a.exposed_comm_us) / a.comm_us * 100.0, Basis("trace", how)
+
+
+def _window(d: Device) -> Measure:
+    lo, hi = d.window
+    how = "first to last event of any kind (host calls, ops, annotations, GPU) on this rank"
+    return hi - lo, Basis("trace", how)
+
+
+def _step_frame(d: Device) -> pd.DataFrame:
+    """Each ProfilerStep of the rank: ts, dur, and the time from its start to its first GPU
+    event on this device (NaN when none started inside it)."""
+    st = d.steps
+    if st.empty:
+        return pd.DataFrame({"ts": [], "dur": [], "pre_gpu_us": []})
+    ev = np.sort(d.events["ts"].to_numpy(dtype="float64"))
+    s = st["ts"].to_numpy(dtype="float64")
+    e = s + st["dur"].to_numpy(dtype="float64")
+    j = np.searchsorted(ev, s, side="left")
+    first = np.where(j < len(ev), ev[np.clip(j, 0, max(len(ev) - 1, 0))], np.nan)
+    pre = np.where(first < e, first - s, np.nan)
+    return pd.DataFrame({"ts": s, "dur": e - s, "pre_gpu_us": pre})
+
+
+def _step(d: Device) -> Measure:
+    st = d.steps
+    if st.empty:
+        return None, Basis("unknown", "no ProfilerStep annotations in the trace")
+    how = f"median of {len(st)} ProfilerStep durations"
+    return float(np.median(st["dur"].to_numpy(dtype="float64"))), Basis("trace", how)
+
+
+def _pre_gpu_step(d: Device) -> Measure:
+    st = _step_frame(d)
+    frac = (st["pre_gpu_us"] / st["dur"]).dropna() if len(st) else st
+    if not len(frac):
+        return None, Basis("unknown", "no ProfilerStep with GPU work on this device")
+    how = (
+        f"median over {len(frac)} ProfilerSteps of (first GPU event's start − step start) ÷ "
+        "step duration"
+    )
+    return float(frac.median() * 100.0), Basis("trace", how)
+
+
+def _host_per_kernel(d: Device) -> Measure:
+    v = host.host_us_per_kernel(d.launches)
+    if v is None:
+        return None, Basis("unknown", "fewer than two launch calls linked to this device")
+    how = "median interval between consecutive launch calls on the launching thread"
+    return v, Basis("trace", how)
+
+
+def _launch_per_kernel(d: Device) -> Measure:
+    v = host.launch_us_per_kernel(d.launches)
+    if v is None:
+        return None, Basis("unknown", "no kernel launch calls linked to this device")
+    return v, Basis("trace", "median duration of the kernel launch calls")
+
+
+def _launch_to_start(d: Device) -> Measure:
+    v = host.launch_to_start_us(d.k, d.capture.windows)
+    if v is None:
+        return None, Basis("unknown", "kernels not linked to their launch calls")
+    return v, Basis("trace", "median of kernel start − launch call start")
+
+
+def _copies(d: Device) -> Measure:
+    how = "per direction and host memory: bytes ÷ time of the copies with a byte count"
+    return transfers.copies_by_kind(d.mc), Basis("trace", how)
+
+
+def _dataloader(d: Device) -> Measure:
+    t0, t1 = d.window
+    pct, how = inputs.dataloader_pct(d.fetches, d.steps, (t0, t1) if t1 > t0 else None)
+    return pct, Basis("trace" if pct is not None else "unknown", how)
+
+
+def _sync_pct(d: Device) -> Measure:
+    t0, t1 = d.span
+    calls = d.blocking
+    how = (
+        "host time in blocking calls (synchronize, .item(), copies that waited for their "
+        "copy; union, within the span) ÷ GPU span"
+    )
+    if d.span_us <= 0 or calls.empty:
+        return 0.0, Basis("trace", how)
+    s = calls["ts"].to_numpy(dtype="float64")
+    blocked = iv.intersect(
+        iv.merge(s, s + calls["dur"].to_numpy(dtype="float64")), (np.array([t0]), np.array([t1]))
+    )
+    return iv.total(blocked) / d.span_us * 100.0, Basis("trace", how)
+
+
+def _roof_rates(d: Device) -> tuple[Measure, Measure]:
+    roof = d.roof
+    why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
+    if roof.empty or d.span_us <= 0:
+        return (None, Basis("unknown", why)), (None, Basis("unknown", why))
+    shapes = "2mkn" in str(roof["basis"].iloc[0])
+    n_ops = int(roof["count"].sum())
+    tf = (
+        float(roof["flops"].sum()) / d.span_us / 1e6,
+        Basis(
+            "estimated" if shapes else "trace",
+            f"{'matmul FLOPs from input shapes' if shapes else 'with_flops FLOPs'} of "
+            f"{n_ops} ops ÷ GPU span",
+        ),
+    )
+    gb = (
+        float(roof["bytes"].sum()) / d.span_us / 1e3,
+        Basis(
+            "estimated",
+            f"bytes of the {n_ops} FLOP-counted ops (from input shapes) ÷ GPU span; other "
+            "kernels' traffic is not counted",
+        ),
+    )
+    return tf, gb
+
+
+def _achieved_tflops(d: Device) -> Measure:
+    return _roof_rates(d)[0]
+
+
+def _achieved_gbps(d: Device) -> Measure:
+    return _roof_rates(d)[1]
+
+
+def _no_peak(d: Device) -> str:
+    if d.vendor_name == "nvidia":
+        return f"device {d.name!r} is not in the peak table"
+    return f"no peak table for vendor {d.vendor_name!r}"
+
+
+def _peak_tflops(d: Device) -> Measure:
+    p, roof = d.peak, d.roof
+    if p is None:
+        return None, Basis("unknown", _no_peak(d))
+    if roof.empty or d.span_us <= 0:
+        why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
+        return None, Basis("unknown", why)
+    key = str(roof.groupby("dtype")["total_us"].sum().idxmax())
+    value = peaks.peak_tflops(p, key) if key else None
+    if value is not None:
+        return value, Basis(
+            "trace", f"device name {d.name!r} matched to the {p.source}: {key} dense peak"
+        )
+    why = (
+        f"the {p.source} has no {key} peak for {d.name!r}"
+        if key
+        else "the dtype of the FLOP-counted ops is unknown"
+    )
+    return None, Basis("unknown", why)
+
+
+def _peak_gbps(d: Device) -> Measure:
+    p = d.peak
+    if p is None:
+        return None, Basis("unknown", _no_peak(d))
+    how = f"device name {d.name!r} matched to the {p.source}: memory bandwidth"
+    return p.mem_gbps, Basis("trace", how)
+
+
+def _unsampled_why(d: Device) -> str:
+    """Why a device has no NVML numbers: no samples, no matching GPU, or no overlap."""
+    if d.samples is None or len(d.samples) == 0:
+        return "no NVML samples"
+    gpu, how = nvml_gpu(d.samples, d.device)
+    if gpu is None:
+        return f"NVML samples not used: {how}"
+    return f"no samples of NVML GPU {gpu} overlap this trace"
+
+
+def _sampled(attr: str, label: str) -> Callable[[Device], Measure]:
+    def sampled(d: Device) -> Measure:
+        m = d.measured
+        if m is None:
+            return None, Basis("unknown", _unsampled_why(d))
+        v = getattr(m, attr)
+        if v is None:
+            return None, Basis("unknown", f"{label} not sampled on this GPU")
+        return v, Basis(
+            "measured", f"{label}, mean of NVML samples inside the GPU span ({m.count})"
+        )
+
+    return sampled
+
+
+#: Every DeviceMetrics field but the identity ones, and the function that measures it.
+METRICS: tuple[tuple[str, Callable[[Device], Measure]], ...] = (
+    ("vendor", _vendor),
+    ("sm_count", _sm_count),
+    ("compute_capability", _compute_capability),
+    ("gpu_span_us", _gpu_span),
+    ("kernel_count", _counts("kernel", "k")),
+    ("memcpy_count", _counts("memcpy", "mc")),
+    ("memset_count", _counts("memset", "ms")),
+    ("kernel_busy_pct", _kernel_busy),
+    ("gpu_busy_pct", _gpu_busy),
+    ("sm_efficiency_pct", _sm_efficiency),
+    ("occupancy_pct", _occupancy),
+    ("tensor_core_pct", _tensor_core_pct),
+    ("tensor_core_basis", _tensor_core_basis),
+    ("memcpy_bytes", _memcpy_bytes),
+    ("pageable_memcpy_count", _pageable),
+    ("short_kernel_pct", _short),
+    ("idle", _idle),
+    ("comm_pct", _comm_pct),
+    ("exposed_comm_pct", _exposed_comm),
+    ("comm_overlap_pct", _comm_overlap),
+    ("window_us", _window),
+    ("step_us", _step),
+    ("pre_gpu_step_pct", _pre_gpu_step),
+    ("host_us_per_kernel", _host_per_kernel),
+    ("launch_us_per_kernel", _launch_per_kernel),
+    ("launch_to_start_us", _launch_to_start),
+    ("idle_queued_pct", _idle_queued),
+    ("copies", _copies),
+    ("span_breakdown", _span_breakdown),
+    ("achieved_tflops", _achieved_tflops),
+    ("peak_tflops", _peak_tflops),
+    ("achieved_gbps", _achieved_gbps),
+    ("peak_gbps", _peak_gbps),
+    ("dataloader_pct", _dataloader),
+    ("sync_pct", _sync_pct),
+    ("nvml_util_pct", _sampled("util_gpu", "utilization.gpu")),
+    ("sm_active_pct", _sampled("sm_util", "GPM SM activity")),
+    ("tensor_active_pct", _sampled("tensor_util", "GPM tensor activity")),
+    ("dram_bw_pct", _sampled("dram_bw_util", "GPM DRAM bandwidth")),
+)
+
+
+@dataclass
+class Signals:
+    """What the verdict and findings need beyond DeviceMetrics, for one device."""
+
+    metrics: DeviceMetrics
+    view: Device
+
+    @property
+    def start_us(self) -> float:
+        return self.view.span[0]
+
+    @property
+    def end_us(self) -> float:
+        return self.view.span[1]
+
+    @property
+    def class_pct(self) -> dict[str, float]:
+        """Share of kernel time per class."""
+        return self.view.class_pct
+
+    @property
+    def accounting(self) -> stalls.Accounting:
+        return self.view.accounting
+
+    @property
+    def roofline(self) -> pd.DataFrame:
+        r = self.view.roof
+        return r.assign(rank=self.view.rank, device=self.view.device) if not r.empty else r
+
+    @property
+    def peak(self) -> peaks.Peak | None:
+        return self.view.peak
+
+    @property
+    def measured(self) -> Measured | None:
+        return self.view.measured
+
+    @property
+    def tc_how(self) -> str:
+        return self.view.tensor_cores[1]
+
+    @property
+    def capture(self) -> host.Capture:
+        return self.view.capture
+
+    @property
+    def blocking(self) -> pd.DataFrame:
+        """Blocking calls that overlap the GPU span."""
+        c = self.view.blocking
+        t0, t1 = self.view.span
+        return c[(c["ts"] < t1) & (c["ts"] + c["dur"] > t0)] if not c.empty else c
+
+    @property
+    def mean_kernel_us(self) -> float | None:
+        k = self.view.kdur
+        return float(k.mean()) if len(k) else None
+
+    @property
+    def median_kernel_us(self) -> float | None:
+        k = self.view.kdur
+        return float(np.median(k)) if len(k) else None
+
+    @property
+    def gpu_busy_us(self) -> float:
+        """Time at least one kernel, copy or memset ran."""
+        a = self.accounting
+        return a.compute_us + a.exposed_comm_us + a.copy_only_us
+
+    @property
+    def tc_capable(self) -> bool:
+        ccv = tensorcores.cc_value(self.metrics.compute_capability)
+        return self.metrics.vendor == "nvidia" and ccv is not None and ccv >= 7.0
+
+    @cached_property
+    def simt_gemm_pct(self) -> float:
+        """Share of kernel time in FP32/SIMT GEMMs (no Tensor Cores)."""
+        v = self.view
+        if v.vendor_name != "nvidia" or v.ktime <= 0:
+            return 0.0
+        names = v.k["name"].astype(str)
+        simt = tensorcores.name_evidence(names, "nvidia") < 0
+        return float(v.kdur[simt & matches(names, _GEMM_LIKE)].sum() / v.ktime * 100.0)
+
+    @cached_property
+    def compute_sm_efficiency(self) -> tuple[float, float] | None:
+        """(SM-weighted coverage, busy) of non-collective kernels, % of the span: collectives
+        never fill the SMs by design, so they say nothing about the model's kernels."""
+        v = self.view
+        k = v.k[~v.collective]
+        if k.empty or v.sm_count is None or v.span_us <= 0:
+            return None
+        grid = k["grid"].to_numpy(dtype="float64")
+        ok = grid > 0
+        if not ok.any():
+            return None
+        s = k["ts"].to_numpy(dtype="float64")[ok]
+        e = s + k["dur"].to_numpy(dtype="float64")[ok]
+        w = np.minimum(grid[ok] / float(v.sm_count), 1.0)
+        eff = weighted_coverage(s, e, w) / v.span_us * 100.0
+        return eff, iv.total(iv.merge(s, e)) / v.span_us * 100.0
+
+    @cached_property
+    def bound_evidence(self) -> dict[str, float]:
+        """Shares of non-collective kernel time (%) that are compute- and memory-bound by
+        each kernel's own best evidence: the roofline bound of the FLOP-counted op that
+        launched it, else its kernel class. ``roof_*`` are the parts the roofline decided."""
+        v = self.view
+        keep = ~v.collective
+        dur = v.kdur[keep]
+        total = float(dur.sum())
+        zero = {"compute": 0.0, "memory": 0.0, "roof_compute": 0.0, "roof_memory": 0.0}
+        if total <= 0:
+            return zero
+        rb = v.roof_bounds[keep]
+        cls = v.classes["cls"].to_numpy()[keep]
+        by_class = rb == ""
+        comp_cls = by_class & np.isin(cls, ["tensor_core", "compute"])
+        mem_cls = by_class & (cls == "memory")
+
+        def pct(mask: np.ndarray) -> float:
+            return float(dur[mask].sum() / total * 100.0)
+
+        rc, rm = pct(rb == "compute"), pct(rb == "memory")
+        return {
+            "compute": rc + pct(comp_cls),
+            "memory": rm + pct(mem_cls),
+            "roof_compute": rc,
+            "roof_memory": rm,
+        }
+
+    @cached_property
+    def pageable_bytes(self) -> int:
+        mc = self.view.mc
+        p = transfers.is_pageable(mc)
+        if not len(p):
+            return 0
+        return int(mc.loc[p.to_numpy(), "bytes"].clip(lower=0).sum())
+
+    @property
+    def copy_us(self) -> float:
+        mc = self.view.mc
+        return float(mc["dur"].sum()) if not mc.empty else 0.0
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """Each ProfilerStep of the rank: ts, dur, pre_gpu_us (to its first GPU event)."""
+        return _step_frame(self.view)
+
+    @cached_property
+    def pre_gpu(self) -> tuple[float, float]:
+        """(µs from the window's start to the first GPU event, µs of set-up calls in it)."""
+        lo, _ = self.view.window
+        t0 = self.view.span[0]
+        if t0 <= lo:
+            return 0.0, 0.0
+        st = self.view.setup
+        s = st["ts"].to_numpy(dtype="float64")
+        setup = iv.intersect(
+            iv.merge(s, s + st["dur"].to_numpy(dtype="float64")), (np.array([lo]), np.array([t0]))
+        )
+        return t0 - lo, iv.total(setup)
 
 
 def analyze_device(
     trace: Trace, rank: int, device: str, samples: Samples | None
 ) -> tuple[Signals, pd.DataFrame, pd.DataFrame]:
-    """(signals, kernel classes for this device's kernels, idle gaps)."""
-    k = _sel(trace.kernels, rank, device)
-    mc = _sel(trace.memcpy, rank, device)
-    ms = _sel(trace.memset, rank, device)
-    props = _props(trace, rank, device)
-    rt = trace.runtime[trace.runtime["rank"] == rank] if not trace.runtime.empty else trace.runtime
-    vendor, vendor_basis = _vendor(props, rt)
-    name = str(props.get("name") or "")
-    sm = int(props.get("sm_count", -1) or -1) if props else -1
-    sm_count = sm if sm > 0 else None
-    cc = str(props.get("compute_capability") or "") or None
-    total_mem = int(props.get("total_memory", -1) or -1) if props else -1
-    no_props = "the trace's device properties do not give it"
-    basis: dict[str, Basis] = {
-        "vendor": vendor_basis,
-        "sm_count": Basis("trace", "the trace's device properties (numSms)")
-        if sm_count is not None
-        else Basis("unknown", no_props),
-        "compute_capability": Basis("trace", "the trace's device properties")
-        if cc is not None
-        else Basis("unknown", no_props),
-        "kernel_count": Basis("trace", "kernel events on this device"),
-        "memcpy_count": Basis("trace", "memcpy events on this device"),
-        "memset_count": Basis("trace", "memset events on this device"),
-    }
-
-    ev = idle.gpu_events(k, mc, ms)
-    s_all = ev["ts"].to_numpy(dtype="float64")
-    e_all = ev["end"].to_numpy(dtype="float64")
-    t0, t1 = span(s_all, e_all)
-    span_us = t1 - t0
-    ks = k["ts"].to_numpy(dtype="float64")
-    ke = ks + k["dur"].to_numpy(dtype="float64")
-    kernel_busy = busy_pct(ks, ke, span_us)
-    gpu_busy = busy_pct(s_all, e_all, span_us)
-    basis["gpu_span_us"] = Basis("trace", "last GPU event end − first GPU event start")
-    basis["kernel_busy_pct"] = Basis(
-        "trace",
-        f"union of kernel intervals ÷ GPU span: what {utilization_tool(vendor)}'s "
-        "utilization averages to",
-    )
-    basis["gpu_busy_pct"] = Basis("trace", "union of kernel, memcpy and memset intervals ÷ span")
-
-    sm_eff, left_out = sm_efficiency_pct(k, sm_count, span_us)
-    if sm_eff is None:
-        why = (
-            "SM count unknown (no deviceProperties)" if sm_count is None else "no kernel grid sizes"
-        )
-        basis["sm_efficiency_pct"] = Basis("unknown", why if not k.empty else "no kernels")
-    else:
-        how = f"min(grid ÷ {sm_count} SMs, 1) per kernel, overlaps add (≤1), ÷ span"
-        if left_out:
-            how += f"; {left_out} kernels without a grid size left out"
-        basis["sm_efficiency_pct"] = Basis("trace", how)
-    occ = occupancy_pct(k)
-    basis["occupancy_pct"] = (
-        Basis("trace", "kernel-time-weighted mean of Kineto's est. achieved occupancy")
-        if occ is not None
-        else Basis("unknown", "the trace has no est. achieved occupancy")
-    )
-
-    # Tensor Cores.
-    tc = tensorcores.classify(
-        k, trace.cpu_ops, vendor=vendor, compute_capability=cc,
-        counters=_sel(trace.counters, rank, device) if not trace.counters.empty else None,
-    )  # fmt: skip
-    kdur = k["dur"].to_numpy(dtype="float64")
-    ktime = float(kdur.sum())
-    tc_pct: float | None
-    if tc.basis == "unknown":
-        tc_pct = None
-    else:
-        tc_pct = float(kdur[tc.flags].sum() / ktime * 100.0) if ktime > 0 else None
-    measured = measured_for(samples, device, trace.origin_ns, t0, t1)
-    tc_basis = tc.basis
-    if measured is not None and measured.tensor_util is not None and measured.tensor_util < 0.5:
-        # The hardware saw no Tensor Core activity at all: that outranks any name.
-        tc_pct, tc_basis = 0.0, "measured"
-        tc = tensorcores.TensorCoreResult(np.zeros(len(k), dtype=bool), "measured", tc.how)
-        tc_how = (
-            f"NVML GPM tensor activity {measured.tensor_util:.1f}% over {measured.count} samples"
-        )
-    else:
-        tc_how = tc.how
-        if measured is not None and measured.tensor_util is not None and not tc.flags.any():
-            # Counters saw tensor work that no name or op explains: the evidence is stale.
-            tc_how += (
-                f"; but NVML GPM measured {measured.tensor_util:.1f}% tensor activity, so "
-                "kernels these rules do not recognise used Tensor Cores"
-            )
-    if tc_basis in ("measured", "unknown"):
-        tc_kind = tc_basis
-    elif "compute capability" in tc_how:
-        tc_kind = "trace"  # the device properties rule Tensor Cores out
-    else:
-        tc_kind = "estimated"  # names and ops are evidence, not counters
-    basis["tensor_core_pct"] = Basis(tc_kind, f"{tc_basis}: {tc_how}")
-    # Copies.
-    pageable = is_pageable(mc)
-    mbytes = int(mc["bytes"].clip(lower=0).sum()) if not mc.empty else 0
-    basis["memcpy_bytes"] = Basis("trace", "sum of memcpy bytes args")
-    basis["pageable_memcpy_count"] = Basis("trace", "memcpy names/kinds with Pageable host memory")
-    copy_us = float(mc["dur"].sum()) if not mc.empty else 0.0
-    copy_gbps = mbytes / copy_us / 1e3 if copy_us > 0 and mbytes > 0 else None
-    basis["copy_gbps"] = (
-        Basis("trace", "memcpy bytes ÷ memcpy time")
-        if copy_gbps is not None
-        else Basis("unknown", "no memcpy with bytes")
-    )
-    mcs = mc["ts"].to_numpy(dtype="float64")
-    mce = mcs + mc["dur"].to_numpy(dtype="float64")
-    memcpy_time_pct = (busy_pct(mcs, mce, span_us) or 0.0) if len(mcs) else 0.0
-
-    short = short_kernel_pct(k)
-    basis["short_kernel_pct"] = Basis(
-        "trace", f"kernels shorter than {SHORT_KERNEL_US:g} µs, by count"
-    )
-    delay = launches.median_launch_delay_us(k)
-    basis["median_launch_delay_us"] = (
-        Basis("trace", "median of kernel start − launch call start")
-        if delay is not None
-        else Basis("unknown", "kernels not linked to their launch calls")
-    )
-
-    # Idle gaps per stream.
-    cpu = trace.cpu_ops[trace.cpu_ops["rank"] == rank] if not trace.cpu_ops.empty else trace.cpu_ops
-    gaps = idle.stream_gaps(ev)
-    gaps = idle.name_cpu_work(gaps, cpu, rt)
-    hw, kw, ot, idle_us = idle.breakdown(gaps)
-    basis["idle"] = Basis(
-        "trace",
-        f"per-stream gaps: host_wait if launched after the previous event ended, kernel_wait "
-        f"if shorter than {idle.KERNEL_WAIT_US:g} µs, else other; shares of idle time",
-    )
-    # What the host did while the whole device sat idle (all streams merged): per-stream
-    # gaps overlap each other, device-level ones add up to at most the span.
-    dev_gaps = idle.name_cpu_work(idle.stream_gaps(ev.assign(stream=-1)), cpu, rt)
-    named = dev_gaps[dev_gaps["cpu_work"] != ""]
-    gap_work = named.groupby("cpu_work")["dur"].sum().to_dict() if not named.empty else {}
-
-    # Input pipeline and syncs.
-    steps = trace.steps[trace.steps["rank"] == rank] if not trace.steps.empty else trace.steps
-    dl_pct, dl_how = inputs.dataloader_pct(cpu, steps, _cpu_window(cpu, t0, t1))
-    basis["dataloader_pct"] = Basis("trace" if dl_pct is not None else "unknown", dl_how)
-    calls = syncs.sync_calls(rt, cpu)
-    calls = (
-        calls[(calls["ts"] < t1) & (calls["ts"] + calls["dur"] > t0)] if not calls.empty else calls
-    )
-    sync_pct = 0.0
-    if span_us > 0 and not calls.empty:
-        cs = np.clip(calls["ts"].to_numpy(dtype="float64"), t0, t1)
-        ce = np.clip((calls["ts"] + calls["dur"]).to_numpy(dtype="float64"), t0, t1)
-        # .item() encloses its own cudaStreamSynchronize: count host time once.
-        sync_pct = union_length(cs, ce) / span_us * 100.0
-    basis["sync_pct"] = Basis(
-        "trace", "host time in synchronize calls and .item() (union, within the span) ÷ GPU span"
-    )
-
-    # Peaks and roofline.
-    peak = (
-        peaks.lookup(name, total_mem if total_mem > 0 else None, vendor)
-        if vendor == "nvidia"
-        else None
-    )
-    roof = roofline.roofline(cpu, k, trace.cpu_ops, peak, tc.flags)
-    # Classes after the roofline: a kernel launched inside a memory-bound op is memory
-    # evidence its name may not give.
-    memory_evidence = roofline_memory_evidence(k, cpu, trace.cpu_ops, roof)
-    cls = kernel_classes(k["name"].astype(str), tc.flags, memory_evidence)
-    class_pct = class_shares(kdur, cls["cls"].to_numpy())
-    achieved_tflops = achieved_gbps = None
-    peak_tf = peak_gb = None
-    if not roof.empty and span_us > 0:
-        achieved_tflops = float(roof["flops"].sum()) / span_us / 1e6
-        achieved_gbps = float(roof["bytes"].sum()) / span_us / 1e3
-        shapes = "2mkn" in str(roof["basis"].iloc[0])
-        basis["achieved_tflops"] = Basis(
-            "estimated" if shapes else "trace",
-            f"{'matmul FLOPs from input shapes' if shapes else 'with_flops FLOPs'} of "
-            f"{int(roof['count'].sum())} ops ÷ GPU span",
-        )
-        basis["achieved_gbps"] = Basis(
-            "estimated", "bytes of the FLOP-counted ops from input shapes ÷ GPU span"
-        )
-        key = str(roof.groupby("dtype")["total_us"].sum().idxmax())
-        peak_tf = peaks.peak_tflops(peak, key) if key else None
-        if peak_tf is not None and peak is not None:
-            basis["peak_tflops"] = Basis(
-                "trace", f"device name {name!r} matched to the {peak.source}: {key} dense peak"
-            )
-        elif peak is not None:
-            why = (
-                f"the {peak.source} has no {key} peak for {name!r}"
-                if key
-                else "the dtype of the FLOP-counted ops is unknown"
-            )
-            basis["peak_tflops"] = Basis("unknown", why)
-    else:
-        why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
-        basis["achieved_tflops"] = Basis("unknown", why)
-        basis["achieved_gbps"] = Basis("unknown", why)
-        if peak is not None:
-            basis["peak_tflops"] = Basis("unknown", why)
-    if peak is not None:
-        peak_gb = peak.mem_gbps
-        basis["peak_gbps"] = Basis(
-            "trace", f"device name {name!r} matched to the {peak.source}: memory bandwidth"
-        )
-    else:
-        why = (
-            f"device {name!r} is not in the peak table"
-            if vendor == "nvidia"
-            else f"no peak table for vendor {vendor!r}"
-        )
-        basis["peak_gbps"] = Basis("unknown", why)
-        basis["peak_tflops"] = Basis("unknown", why)
-
-    m = DeviceMetrics(
-        rank=rank,
-        device=device,
-        name=name,
-        vendor=vendor,
-        sm_count=sm_count,
-        compute_capability=cc,
-        gpu_span_us=span_us,
-        kernel_count=len(k),
-        memcpy_count=len(mc),
-        memset_count=len(ms),
-        kernel_busy_pct=kernel_busy,
-        gpu_busy_pct=gpu_busy,
-        sm_efficiency_pct=sm_eff,
-        occupancy_pct=occ,
-        tensor_core_pct=tc_pct,
-        tensor_core_basis=tc_basis,
-        memcpy_bytes=mbytes,
-        pageable_memcpy_count=int(pageable.sum()) if len(pageable) else 0,
-        short_kernel_pct=short,
-        idle=IdleBreakdown(hw, kw, ot, idle_us),
-        achieved_tflops=achieved_tflops,
-        peak_tflops=peak_tf,
-        achieved_gbps=achieved_gbps,
-        peak_gbps=peak_gb,
-        median_launch_delay_us=delay,
-        copy_gbps=copy_gbps,
-        dataloader_pct=dl_pct,
-        sync_pct=sync_pct,
-        basis=basis,
-    )
-    if measured is not None:
-        how = f"NVML samples inside the GPU span ({measured.count})"
-        for fld, val, label in (
-            ("nvml_util_pct", measured.util_gpu, "utilization.gpu"),
-            ("sm_active_pct", measured.sm_util, "GPM SM activity"),
-            ("tensor_active_pct", measured.tensor_util, "GPM tensor activity"),
-            ("dram_bw_pct", measured.dram_bw_util, "GPM DRAM bandwidth"),
-        ):
-            setattr(m, fld, val)
-            basis[fld] = (
-                Basis("measured", f"{label}, mean of {how}")
-                if val is not None
-                else Basis("unknown", f"{label} not sampled on this GPU")
-            )
-    else:
-        why = "no NVML samples overlap this trace" if samples is not None else "no NVML samples"
-        for fld in ("nvml_util_pct", "sm_active_pct", "tensor_active_pct", "dram_bw_pct"):
-            basis[fld] = Basis("unknown", why)
-
-    names = k["name"].astype(str)
-    simt_ev = tensorcores.name_evidence(names, "nvidia") if vendor == "nvidia" else None
-    simt_gemm = 0.0
-    if simt_ev is not None and ktime > 0:
-        gemm_like = matches(names, re.compile(r"gemm|gemv|xmma", re.IGNORECASE))
-        simt_gemm = float(kdur[(simt_ev < 0) & gemm_like].sum() / ktime * 100.0)
-    ccv = tensorcores._cc(cc)
-    launch_call = launches.mean_launch_call_us(rt)
-    sig = Signals(
-        metrics=m,
-        start_us=t0,
-        end_us=t1,
-        class_pct=class_pct,
-        memcpy_time_pct=memcpy_time_pct,
-        gap_work_us={str(a): float(b) for a, b in gap_work.items()},
-        largest_gaps=dev_gaps.nlargest(5, "dur") if not dev_gaps.empty else dev_gaps,
-        roofline=roof.assign(rank=rank, device=device) if not roof.empty else roof,
-        simt_gemm_pct=simt_gemm,
-        tc_capable=vendor == "nvidia" and ccv is not None and ccv >= 7.0,
-        launch_call_us=launch_call,
-        mean_kernel_us=float(kdur.mean()) if len(kdur) else None,
-        median_kernel_us=float(np.median(kdur)) if len(kdur) else None,
-        peak=peak,
-        measured=measured,
-        tc_how=tc_how,
-        pageable_bytes=int(mc.loc[pageable.to_numpy(), "bytes"].clip(lower=0).sum())
-        if len(pageable)
-        else 0,
-        copy_us=copy_us,
-        sync_calls=calls,
-    )
-    return sig, cls, gaps
-
-
-def _cpu_window(cpu: pd.DataFrame, t0: float, t1: float) -> tuple[float, float] | None:
-    if cpu.empty:
-        return (t0, t1) if t1 > t0 else None
-    s = cpu["ts"].to_numpy(dtype="float64")
-    e = s + cpu["dur"].to_numpy(dtype="float64")
-    return float(np.min(s)), float(np.max(e))
+    """(signals, kernel classes for this device's kernels, per-stream idle gaps)."""
+    d = Device(trace, rank, device, samples)
+    values: dict[str, Any] = {}
+    basis: dict[str, Basis] = {}
+    for name, measure in METRICS:
+        values[name], basis[name] = measure(d)
+    basis.pop("tensor_core_basis")  # itself a basis
+    m = DeviceMetrics(rank=rank, device=device, name=d.name, basis=basis, **values)
+    gaps = idle.name_cpu_work(idle.stream_gaps(d.events), d.activity)
+    return Signals(m, d), d.classes, gaps

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from nbprof.analysis.device import Signals
-from nbprof.analysis.model import utilization_tool
+from nbprof.analysis.model import compute_units, utilization_tool
 from nbprof.analysis.verdict import primary
 from nbprof.trace.model import Trace
 
@@ -32,13 +32,15 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
             else "."
         )
     ]
+    units = compute_units(m.vendor)
     if m.sm_efficiency_pct is not None:
         parts.append(
-            f"It says nothing about how many of the {m.sm_count} SMs those kernels kept busy: "
-            f"weighting each kernel by the share of the SMs its grid can fill gives an SM "
-            f"efficiency of {m.sm_efficiency_pct:.1f}%"
+            f"It says nothing about how many of the {m.sm_count} {units} those kernels kept "
+            f"busy: weighting each kernel by the share of the {units} its grid can fill gives "
+            f"an efficiency of {m.sm_efficiency_pct:.1f}%"
             + (
-                f", and the warps resident per SM average {m.occupancy_pct:.0f}% of the maximum "
+                f", and the warps resident per {units[:-1]} average {m.occupancy_pct:.0f}% of "
+                f"the maximum "
                 f"(occupancy)."
                 if m.occupancy_pct is not None
                 else "."
@@ -46,7 +48,7 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
         )
     else:
         parts.append(
-            "How much of each SM the kernels used cannot be read from this trace "
+            f"How much of each {units[:-1]} the kernels used cannot be read from this trace "
             f"({m.basis['sm_efficiency_pct'].how})."
         )
     if m.sm_active_pct is not None:
@@ -92,7 +94,8 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
         )
     elif eff is not None and eff < 0.8 * busy:
         parts.append(
-            f"So {tool} can read {busy:.0f}% while only {eff:.0f}% of the SM capacity was in use."
+            f"So {tool} can read {busy:.0f}% while only {eff:.0f}% of the {units[:-1]} capacity "
+            "was in use."
         )
     elif tc is not None and tc < 50.0:
         parts.append(
@@ -101,7 +104,7 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
         )
     else:
         parts.append(
-            "Here utilization, SM efficiency and Tensor Core use broadly agree: the GPU did "
-            "real work for most of the span."
+            f"Here utilization, {units[:-1]} efficiency and Tensor Core use broadly agree: "
+            "the GPU did real work for most of the span."
         )
     return " ".join(parts)

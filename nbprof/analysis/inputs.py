@@ -1,4 +1,10 @@
-"""The input pipeline: how much of each step the DataLoader took."""
+"""The input pipeline: when the DataLoader fetched batches, and how much of each step.
+
+PyTorch records a batch fetch as ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.
+__next__``, as a ``cpu_op`` in older releases and a ``user_annotation`` in newer ones; a
+trace taken with ``with_stack=True`` adds the Python frame
+``torch/utils/data/dataloader.py(...): __next__``. Any of them marks a fetch.
+"""
 
 from __future__ import annotations
 
@@ -8,43 +14,62 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import matches
-from nbprof.analysis.utilization import union_length
 
 logger = logging.getLogger(__name__)
 
-_DATALOADER = re.compile(r"DataLoader|DataLoaderIter\.__next__|_DataLoaderIter", re.IGNORECASE)
+_DATALOADER = re.compile(
+    r"DataLoader|DataLoaderIter\.__next__|_DataLoaderIter|dataloader\.py\(\d+\): __next__",
+    re.IGNORECASE,
+)
 
 
-def dataloader_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
-    """CPU ops that fetch a batch (``enumerate(DataLoader)#..._DataLoaderIter.__next__``)."""
-    if cpu_ops.empty:
-        return cpu_ops
-    return cpu_ops[matches(cpu_ops["name"], _DATALOADER)]
+def dataloader_ops(cpu_ops: pd.DataFrame, annotations: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The batch fetches: rank, tid, name, ts, dur, from CPU ops and CPU-side annotations."""
+    parts = []
+    for f in (cpu_ops, annotations):
+        if f is None or f.empty:
+            continue
+        if "on_gpu" in f:
+            f = f[~f["on_gpu"].to_numpy(bool)]
+        hit = f[matches(f["name"], _DATALOADER)]
+        if not hit.empty:
+            parts.append(hit[["rank", "tid", "name", "ts", "dur"]])
+    if not parts:
+        return pd.DataFrame(
+            {c: pd.Series(dtype=t) for c, t in
+             (("rank", "int32"), ("tid", "int64"), ("name", "object"), ("ts", "float64"),
+              ("dur", "float64"))}
+        )  # fmt: skip
+    return pd.concat(parts, ignore_index=True)
+
+
+def dataloader_set(fetches: pd.DataFrame) -> iv.Set:
+    """The time the host spent fetching batches, as an interval set."""
+    if fetches.empty:
+        return iv.EMPTY
+    s = fetches["ts"].to_numpy(dtype="float64")
+    return iv.merge(s, s + fetches["dur"].to_numpy(dtype="float64"))
 
 
 def dataloader_pct(
-    cpu_ops: pd.DataFrame, steps: pd.DataFrame, window: tuple[float, float] | None
+    fetches: pd.DataFrame, steps: pd.DataFrame, window: tuple[float, float] | None
 ) -> tuple[float | None, str]:
     """Share of step time (or of ``window`` when there are no steps) spent in DataLoader."""
-    dl = dataloader_ops(cpu_ops)
-    if dl.empty:
-        return None, "no DataLoader ops in the trace"
-    s = dl["ts"].to_numpy(dtype="float64")
-    e = s + dl["dur"].to_numpy(dtype="float64")
+    if fetches.empty:
+        return None, "no DataLoader __next__ ops or annotations in the trace"
+    fetch = dataloader_set(fetches)
     if not steps.empty:
         ss = steps["ts"].to_numpy(dtype="float64")
-        se = ss + steps["dur"].to_numpy(dtype="float64")
-        total = union_length(ss, se)
-        lo, hi = float(ss.min()), float(se.max())
+        within = iv.merge(ss, ss + steps["dur"].to_numpy(dtype="float64"))
         how = f"DataLoader __next__ time ÷ {len(steps)} ProfilerStep(s)"
     elif window is not None and window[1] > window[0]:
-        lo, hi = window
-        total = hi - lo
+        within = (np.array([window[0]]), np.array([window[1]]))
         how = "DataLoader __next__ time ÷ traced CPU span (no ProfilerStep)"
     else:
         return None, "no step or span to compare with"
+    total = iv.total(within)
     if total <= 0:
         return None, "empty steps"
-    cs, ce = np.clip(s, lo, hi), np.clip(e, lo, hi)
-    return union_length(cs, ce) / total * 100.0, how
+    return iv.total(iv.intersect(fetch, within)) / total * 100.0, how

@@ -7,7 +7,7 @@ its provenance is how nvidia-smi's "100%" misleads in the first place.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pandas as pd
 
@@ -15,12 +15,13 @@ SCHEMA = "nbprof.analysis/1"
 
 BasisKind = Literal["measured", "trace", "estimated", "unknown"]
 Bottleneck = Literal[
-    "compute_bound", "memory_bound", "launch_bound", "input_bound", "sync_bound",
-    "transfer_bound", "communication_bound", "idle", "cpu_only",
+    "compute_bound", "memory_bound", "host_bound", "launch_bound", "input_bound",
+    "sync_bound", "transfer_bound", "communication_bound", "idle", "insufficient_gpu_work",
+    "cpu_only",
 ]  # fmt: skip
 Severity = Literal["high", "medium", "low", "info"]
 Confidence = Literal["high", "low"]
-BOTTLENECKS: tuple[str, ...] = Bottleneck.__args__  # type: ignore[attr-defined]
+BOTTLENECKS: tuple[str, ...] = get_args(Bottleneck)
 
 
 def utilization_tool(vendor: str) -> str:
@@ -31,6 +32,11 @@ def utilization_tool(vendor: str) -> str:
 def matrix_units(vendor: str) -> str:
     """What a device's matrix-multiply units are called: AMD has matrix cores, not Tensor Cores."""
     return "Matrix cores" if vendor == "amd" else "Tensor Cores"
+
+
+def compute_units(vendor: str) -> str:
+    """What a device's multiprocessors are called: AMD GPUs have CUs, NVIDIA GPUs SMs."""
+    return "CUs" if vendor == "amd" else "SMs"
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,11 @@ class Basis:
 
 @dataclass
 class IdleBreakdown:
+    """The device's idle time (the union over its streams, never more than the span) and
+    the shares of it that are ``host_wait`` (nothing was queued when the GPU went idle),
+    ``kernel_wait`` (work was queued; a gap shorter than the back-to-back launch delay) and
+    ``other`` (work was queued and waited longer, or its launch is unknown)."""
+
     host_wait_pct: float = 0.0
     kernel_wait_pct: float = 0.0
     other_pct: float = 0.0
@@ -83,17 +94,39 @@ class DeviceMetrics:
     occupancy_pct: float | None
     tensor_core_pct: float | None
     tensor_core_basis: str  # "measured" | "kernel_names" | "ops" | "unknown"
-    memcpy_bytes: int
+    #: Bytes the copies moved; None when no copy carries a byte count.
+    memcpy_bytes: int | None
     pageable_memcpy_count: int
     short_kernel_pct: float | None
     idle: IdleBreakdown = field(default_factory=IdleBreakdown)
-    # Extras (welcome by the schema): roofline, launches, copies, input pipeline.
+    #: Share of kernel time in collectives; share of the span where a collective runs and
+    #: no compute kernel does; share of collective time with a compute kernel beside it.
+    comm_pct: float | None = None
+    exposed_comm_pct: float | None = None
+    comm_overlap_pct: float | None = None
+    #: First to last event of any kind on this device's rank (host and GPU), µs; the
+    #: median ProfilerStep, and the median share of a step before its first GPU event.
+    window_us: float | None = None
+    step_us: float | None = None
+    pre_gpu_step_pct: float | None = None
+    #: Median host time between consecutive launches, median launch-call duration, and
+    #: median launch-to-start delay of kernels, µs.
+    host_us_per_kernel: float | None = None
+    launch_us_per_kernel: float | None = None
+    launch_to_start_us: float | None = None
+    #: Share of idle time during which work was queued (launched, not yet started).
+    idle_queued_pct: float | None = None
+    #: Copies per direction and host-memory kind: kind, count, bytes, us, gbps.
+    copies: list[dict[str, Any]] = field(default_factory=list)
+    #: The GPU span cut into disjoint shares (%): compute, exposed_comm, copy_only, then
+    #: the idle causes of nbprof.analysis.stalls (sync, dependency, kernel_wait, input,
+    #: setup, host, unknown). They add up to 100.
+    span_breakdown: dict[str, float] = field(default_factory=dict)
+    # Extras (welcome by the schema): roofline, input pipeline, syncs.
     achieved_tflops: float | None = None
     peak_tflops: float | None = None
     achieved_gbps: float | None = None
     peak_gbps: float | None = None
-    median_launch_delay_us: float | None = None
-    copy_gbps: float | None = None
     dataloader_pct: float | None = None
     sync_pct: float | None = None
     #: Means of NVML/GPM samples taken during the GPU span (None: not sampled).
@@ -132,10 +165,12 @@ class Verdict:
 
     ``confidence`` is ``low`` when the deciding evidence covers too little of what the GPU
     did (compute vs memory from kernel classes when most kernel time is in kernels nbprof
-    cannot classify); the summary then says so with the share. ``basis`` names what decided:
-    ``no_gpu_events``, ``communication_kernels``, ``dataloader_gaps``, ``sync_gaps``,
-    ``memcpy_time``, ``kernel_busy``, ``short_kernels``, ``hardware_counters``,
-    ``roofline``, ``kernel_classes`` or ``none`` (no evidence either way; a default).
+    cannot classify), or when two bases disagree; the summary then says so with the
+    numbers. ``basis`` names what decided: ``no_gpu_events``, ``little_gpu_work``,
+    ``graph_capture``, ``exposed_communication``, ``dataloader_gaps``, ``sync_gaps``,
+    ``copy_time``, ``host_gaps``, ``launch_gaps``, ``kernel_gaps``, ``one_time_setup``,
+    ``queued_idle``, ``kernel_busy``, ``hardware_counters``, ``roofline``,
+    ``kernel_classes`` or ``none`` (no evidence either way; a default).
     """
 
     bottleneck: Bottleneck
@@ -163,7 +198,12 @@ class Diagnosis:
     #: ``top_kernels``   name, count, total_us, mean_us, pct (of kernel time), cls,
     #:     tensor_core
     #: ``idle_gaps``     rank, device, stream, start, end, dur, cause ("host_wait",
-    #:     "kernel_wait", "other"), cpu_work (what the CPU did meanwhile, "" unknown)
+    #:     "kernel_wait", "other"), cpu_work (what the CPU did meanwhile, "" unknown):
+    #:     gaps of each stream, as the timeline shades them
+    #: ``stalls``        rank, device, start, end, dur, queued (bool), cause (the idle
+    #:     cause covering most of the gap: "sync", "dependency", "kernel_wait", "input",
+    #:     "setup", "host", "unknown"), cpu_work: idle gaps of the whole device, largest
+    #:     first; what decides the verdict
     #: ``ops_roofline``  op, count, flops, bytes, total_us, tflops, gbps, intensity,
     #:     bound ("compute", "memory", "unknown"), basis
     #: ``copies``        rank, device, kind, src, dst, count, bytes, total_us, gbps,

@@ -1,11 +1,23 @@
-"""Synchronization points: where the CPU stopped to wait for the GPU."""
+"""Blocking calls: where the host stopped to wait for the GPU.
+
+A call blocks the host until GPU work finishes: the synchronize APIs, ``.item()`` (which
+copies a scalar to the host and waits for it), and every copy call that returned only
+after its copy had run on the GPU (``cudaMemcpy``, a device-to-host ``cudaMemcpyAsync``
+into pageable memory, ``hipMemcpyWithStream``, ``.cpu()``/``.to("cpu")``). A copy call
+counts as blocking on that physical evidence alone (its call ended at or after its copy
+ended), whatever its name says: an asynchronous copy that returned before its copy ran
+did not make the host wait.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pandas as pd
+
+from nbprof.analysis._text import matches
 
 logger = logging.getLogger(__name__)
 
@@ -17,35 +29,80 @@ SYNC_RUNTIME = (
 #: CPU ops that force a device-to-host sync (``.item()``, ``.tolist()``, printing a tensor).
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 SYNC_COLUMNS = ("name", "count", "total_us", "pct")
+_COPY_CALL = re.compile(r"^(?:cuda|hip|cu)Memcpy")
+_CALL_COLUMNS = ("rank", "pid", "tid", "name", "ts", "dur", "kind", "bytes")
 
 
-def sync_calls(runtime: pd.DataFrame, cpu_ops: pd.DataFrame) -> pd.DataFrame:
-    """Every sync call (runtime API, ``cuda_sync`` activity on the CPU side, ``.item()``).
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"rank": pd.Series(dtype="int32"), "pid": pd.Series(dtype="int64"),
+         "tid": pd.Series(dtype="int64"), "name": pd.Series(dtype="object"),
+         "ts": pd.Series(dtype="float64"), "dur": pd.Series(dtype="float64"),
+         "kind": pd.Series(dtype="object"), "bytes": pd.Series(dtype="int64")}
+    )  # fmt: skip
+
+
+def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame:
+    """Copy calls that returned only after their copy ran: ``name`` reads
+    ``"cudaMemcpyAsync (DtoH)"``; ``kind`` and ``bytes`` are the copy's."""
+    if runtime.empty or memcpy.empty:
+        return _empty()
+    calls = runtime[matches(runtime["name"], _COPY_CALL)]
+    if calls.empty:
+        return _empty()
+    copies = memcpy[memcpy["correlation"].to_numpy() >= 0][
+        ["rank", "correlation", "ts", "dur", "kind", "bytes"]
+    ]
+    j = calls.merge(copies, on=["rank", "correlation"], suffixes=("", "_copy"))
+    if j.empty:
+        return _empty()
+    waited = (j["ts"] + j["dur"]).to_numpy() >= (j["ts_copy"] + j["dur_copy"]).to_numpy()
+    j = j[waited]
+    kind = j["kind"].astype(str).replace("", "copy")
+    return pd.DataFrame(
+        {
+            "rank": j["rank"].to_numpy(dtype="int32"),
+            "pid": j["pid"].to_numpy(dtype="int64"),
+            "tid": j["tid"].to_numpy(dtype="int64"),
+            "name": (j["name"].astype(str) + " (" + kind + ")").to_numpy(),
+            "ts": j["ts"].to_numpy(dtype="float64"),
+            "dur": j["dur"].to_numpy(dtype="float64"),
+            "kind": kind.to_numpy(),
+            "bytes": j["bytes"].to_numpy(dtype="int64"),
+        }
+    )
+
+
+def sync_calls(
+    runtime: pd.DataFrame, cpu_ops: pd.DataFrame, memcpy: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Every blocking call: the synchronize APIs (runtime, or ``cuda_sync`` activity on the
+    CPU side when the trace has no runtime ones), ``.item()``, and blocking copies.
 
     ``cuda_sync`` events Kineto places on a GPU stream row (pid = device) describe the
     same waits as the runtime calls; only the CPU-side ones are counted.
     """
     parts = []
+    cols = ["rank", "pid", "tid", "name", "ts", "dur"]
     if not runtime.empty:
         rt = runtime[runtime["name"].isin(SYNC_RUNTIME) & (runtime["cat"] != "cuda_sync")]
-        parts.append(rt[["rank", "pid", "tid", "name", "ts", "dur"]])
+        parts.append(rt[cols])
         cs = runtime[runtime["cat"] == "cuda_sync"]
         if not cs.empty and rt.empty:
-            parts.append(cs[["rank", "pid", "tid", "name", "ts", "dur"]])
+            parts.append(cs[cols])
     if not cpu_ops.empty:
         ops = cpu_ops[cpu_ops["name"].isin(SYNC_OPS)]
         # aten::item encloses aten::_local_scalar_dense: count the outer one only.
         item = ops[ops["name"] == "aten::item"]
         ops = item if not item.empty else ops
-        parts.append(ops[["rank", "pid", "tid", "name", "ts", "dur"]])
+        parts.append(ops[cols])
+    parts = [p.assign(kind="", bytes=-1) for p in parts if not p.empty]
+    if memcpy is not None:
+        parts.append(blocking_copies(runtime, memcpy))
     parts = [p for p in parts if not p.empty]
     if not parts:
-        return pd.DataFrame(
-            {"rank": pd.Series(dtype="int32"), "pid": pd.Series(dtype="int64"),
-             "tid": pd.Series(dtype="int64"), "name": pd.Series(dtype="object"),
-             "ts": pd.Series(dtype="float64"), "dur": pd.Series(dtype="float64")}
-        )  # fmt: skip
-    return pd.concat(parts, ignore_index=True)
+        return _empty()
+    return pd.concat(parts, ignore_index=True)[list(_CALL_COLUMNS)]
 
 
 def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:

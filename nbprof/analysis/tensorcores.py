@@ -145,7 +145,7 @@ def classify(
     none = np.zeros(n, dtype=bool)
     if vendor not in ("nvidia", "amd"):
         return TensorCoreResult(none, "unknown", f"vendor {vendor!r}: no evidence rules")
-    cc = _cc(compute_capability)
+    cc = cc_value(compute_capability)
     if vendor == "nvidia" and cc is not None and cc < 7.0:
         return TensorCoreResult(
             none, "kernel_names", f"compute capability {compute_capability} < 7.0: no Tensor Cores"
@@ -185,7 +185,8 @@ def classify(
     return TensorCoreResult(flags, "kernel_names", how)
 
 
-def _cc(text: str | None) -> float | None:
+def cc_value(text: str | None) -> float | None:
+    """A compute capability as a number ("8.6" -> 8.6); None when absent or unreadable."""
     try:
         return float(text) if text else None
     except ValueError:

@@ -1,4 +1,10 @@
-"""Copies between host and device: direction, pageable vs pinned, achieved bandwidth."""
+"""Copies between host and device: direction, pageable vs pinned, achieved bandwidth.
+
+Bandwidth is only meaningful per direction and memory kind: a device-to-device copy runs
+at HBM speed (hundreds of GB/s), a pinned host-to-device copy at PCIe/NVLink speed, a
+pageable one at whatever the host's staging memcpy manages. Summing all bytes over all
+copy time mixes them into a number that describes none.
+"""
 
 from __future__ import annotations
 
@@ -48,3 +54,53 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     out["gbps"] = np.where((tot > 0) & np.isfinite(rate), rate, np.nan)
     out = out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
     return out[list(COPY_COLUMNS)]
+
+
+#: Copy kinds in the order they are listed: host copies first, then on-device ones.
+COPY_KINDS = (
+    "HtoD pageable", "HtoD pinned", "HtoD", "DtoH pageable", "DtoH pinned", "DtoH", "DtoD",
+    "PtoP", "HtoH", "other",
+)  # fmt: skip
+
+
+def copy_kind(kind: str, src: str, dst: str) -> str:
+    """``"HtoD pageable"``, ``"DtoH pinned"``, ``"DtoD"``...: direction and host memory."""
+    if kind in ("HtoD", "DtoH"):
+        host = src if kind == "HtoD" else dst
+        if host in ("Pageable", "Pinned"):
+            return f"{kind} {host.lower()}"
+        return kind
+    return kind if kind in ("DtoD", "PtoP", "HtoH") else "other"
+
+
+def copies_by_kind(memcpy: pd.DataFrame) -> list[dict[str, object]]:
+    """One entry per copy kind: kind, count, bytes (None when no copy of that kind has a
+    byte count), us (summed copy time), gbps (bytes ÷ time; None when either is unknown)."""
+    if memcpy.empty:
+        return []
+    kinds = [
+        copy_kind(str(k), str(a), str(b))
+        for k, a, b in zip(memcpy["kind"], memcpy["src"], memcpy["dst"], strict=True)
+    ]
+    df = pd.DataFrame(
+        {
+            "kind": kinds,
+            "bytes": memcpy["bytes"].to_numpy(dtype="int64"),
+            "dur": memcpy["dur"].to_numpy(dtype="float64"),
+        }
+    )
+    out: list[dict[str, object]] = []
+    for kind in [k for k in COPY_KINDS if k in set(kinds)]:
+        g = df[df["kind"] == kind]
+        b = g["bytes"].to_numpy()
+        known = b >= 0
+        nbytes = int(b[known].sum()) if known.any() else None
+        us = float(g["dur"].sum())
+        # The rate uses only the copies whose bytes are known, over their own time.
+        known_us = float(g["dur"].to_numpy()[known].sum())
+        gbps = nbytes / known_us / 1e3 if nbytes is not None and known_us > 0 else None
+        out.append(
+            {"kind": kind, "count": len(g), "bytes": nbytes, "us": us,
+             "gbps": gbps if gbps is None or np.isfinite(gbps) else None}
+        )  # fmt: skip
+    return out

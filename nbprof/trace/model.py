@@ -26,7 +26,8 @@ Column contract (every frame has at least these, in this order; extra columns ar
 ``cpu_ops``  rank, pid, tid, name, ts, dur, external_id:int64 (-1), flops:float64 (NaN),
              input_dims:str (raw JSON text, "" none), input_types:str (raw JSON, ""),
              depth:int32 (nesting depth on its thread, 0 = top level)
-``annotations`` rank, pid, tid, name, ts, dur, on_gpu:bool (gpu_user_annotation)
+``annotations`` rank, pid, tid, name, ts, dur, on_gpu:bool (gpu_user_annotation); also
+             the DataLoader's ``python_function`` frame (``dataloader.py(N): __next__``)
 ``steps``    rank, step:int64, name, ts, dur (from ProfilerStep#N; none → empty frame)
 ``devices``  rank, device:str, name:str, vendor:str ("nvidia", "amd", "unknown"),
              sm_count:int64 (-1), compute_capability:str ("" unknown),

@@ -316,7 +316,17 @@ def _chunk(
     )
     ops = op_idx[~step_like]
     acc.add("cpu_ops", tb.cpu_ops(com(ops), offset + ops, path))
-    ann_idx = np.concatenate([k[tb.ANNOTATION], k[tb.GPU_ANNOTATION], op_idx[step_like]])
+    py = k[tb.PYTHON]
+    # A substring test first: a stack trace's frames are many, its DataLoader frames few.
+    fetches = py[
+        [
+            "dataloader.py" in (n := events[i].name) and bool(tb.DATALOADER_FRAME.search(n))
+            for i in py.tolist()
+        ]
+    ]
+    ann_idx = np.concatenate(
+        [k[tb.ANNOTATION], k[tb.GPU_ANNOTATION], op_idx[step_like], fetches.astype(np.int64)]
+    )
     on_gpu = np.zeros(len(ann_idx), bool)
     n_cpu = len(k[tb.ANNOTATION])
     on_gpu[n_cpu : n_cpu + len(k[tb.GPU_ANNOTATION])] = True

@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 # Event kinds. Old Kineto (PyTorch <= 1.9) wrote capitalised categories; newer ones use
 # snake_case. Both map to the same kind.
 OTHER, KERNEL, MEMCPY, MEMSET, RUNTIME, CPU_OP, ANNOTATION, GPU_ANNOTATION, RANGE = range(9)
+#: Python frames (``with_stack=True``): only the DataLoader's ``__next__`` is kept, as an
+#: annotation (a stack trace holds a hundred thousand frames; analysis needs that one).
+PYTHON = 10
 CATEGORY_KIND: dict[str, int] = {
     "kernel": KERNEL,
     "Kernel": KERNEL,
@@ -45,6 +48,7 @@ CATEGORY_KIND: dict[str, int] = {
     "user_annotation": ANNOTATION,
     "gpu_user_annotation": GPU_ANNOTATION,
     "cuda_profiler_range": RANGE,
+    "python_function": PYTHON,
 }
 #: Runtime categories as the ``runtime.cat`` column spells them.
 RUNTIME_CAT_NAMES: dict[str, str] = {"Runtime": "cuda_runtime"}
@@ -55,6 +59,9 @@ _STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")
 _MEMCPY_RE = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
 _MEMCPY_KINDS = frozenset({"HtoD", "DtoH", "DtoD", "HtoH", "PtoP"})
 _MEMORY_PLACES = frozenset({"Pageable", "Pinned", "Device"})
+#: The Python frame of a DataLoader batch fetch, e.g.
+#: ``torch/utils/data/dataloader.py(733): __next__``.
+DATALOADER_FRAME = re.compile(r"dataloader\.py\(\d+\): __next__$")
 
 
 #: The code of a thread id text that no table row holds (codes given out are -2, -3, ...).
@@ -153,7 +160,7 @@ def sort_events(events: list[dec.AnyEvent]) -> Sorted:
     phases = codes >> _CAT_BITS
     kinds = _KIND_OF_NO[cat_no]
     is_x = phases == _X
-    by_kind = {k: np.flatnonzero(is_x & (kinds == k)) for k in range(1, 9)}
+    by_kind = {k: np.flatnonzero(is_x & (kinds == k)) for k in (*range(1, 9), PYTHON)}
     flow = kinds == FLOW
     return Sorted(
         by_kind,

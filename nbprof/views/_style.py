@@ -53,13 +53,30 @@ GAP_CAUSES: dict[str, tuple[str, str]] = {
 BOTTLENECK_LABELS: dict[str, str] = {
     "compute_bound": "Compute-bound",
     "memory_bound": "Memory-bound",
+    "host_bound": "Host-bound",
     "launch_bound": "Launch-bound",
     "input_bound": "Starved by the input pipeline",
     "sync_bound": "Stalled on synchronizations",
     "transfer_bound": "Dominated by host-device copies",
     "communication_bound": "Communication-bound",
     "idle": "GPU mostly idle",
+    "insufficient_gpu_work": "Too little GPU work to judge",
     "cpu_only": "CPU only (no GPU activity)",
+}
+
+#: span_breakdown keys (analysis' disjoint shares of the GPU span) in words.
+SPAN_PARTS: dict[str, str] = {
+    "compute": "kernels",
+    "exposed_comm": "exposed collectives",
+    "copy_only": "copies alone",
+    "sync": "idle: host blocked / just released",
+    "dependency": "idle: work queued behind a dependency",
+    "kernel_wait": "idle: between queued kernels",
+    "capture": "idle: graph capture",
+    "input": "idle: DataLoader",
+    "setup": "idle: set-up calls",
+    "host": "idle: host between kernels",
+    "unknown": "idle: launch unknown",
 }
 
 #: Findings are listed most severe first; an unknown severity sorts last.
@@ -153,3 +170,18 @@ def _nan(v: float) -> bool:
         return math.isnan(float(v))
     except (TypeError, ValueError):
         return True
+
+
+def fmt_breakdown(parts: dict[str, float], *, least: float = 0.05) -> str:
+    """The span breakdown as "kernels 59.4% · idle: DataLoader 28.5% · …", largest first;
+    shares under ``least`` percent are left out."""
+    items = sorted(((v, k) for k, v in parts.items() if v >= least), reverse=True)
+    return " · ".join(f"{SPAN_PARTS.get(k, k)} {v:.1f}%" for v, k in items) or "n/a"
+
+
+def fmt_copy(c: dict[str, Any]) -> str:
+    """One copy kind as "12 copies, 115.6 MB at 10.1 GB/s"."""
+    n = int(c["count"])
+    rate = f" at {c['gbps']:,.1f} GB/s" if c.get("gbps") is not None else ""
+    size = fmt_bytes(c["bytes"]) if c.get("bytes") is not None else "bytes unknown"
+    return f"{n:,} cop{'y' if n == 1 else 'ies'}, {size}{rate}"

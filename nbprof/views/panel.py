@@ -10,14 +10,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from nbprof.analysis.model import matrix_units, utilization_tool
+from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
     CLASSES,
     GAP_CAUSES,
     SEVERITY_ORDER,
     esc,
+    fmt_breakdown,
     fmt_bytes,
+    fmt_copy,
     fmt_evidence,
     fmt_flops_rate,
     fmt_num,
@@ -135,12 +137,14 @@ font-size:11.5px}
 _VERDICT_COLOURS: dict[str, str] = {
     "compute_bound": "#6a3d9a",
     "memory_bound": "#33a02c",
+    "host_bound": "#bc4c00",
     "launch_bound": "#bc4c00",
     "input_bound": "#cf222e",
     "sync_bound": "#cf222e",
     "transfer_bound": "#ff7f00",
     "communication_bound": "#e31a1c",
     "idle": "#57606a",
+    "insufficient_gpu_work": "#57606a",
     "cpu_only": "#57606a",
 }
 
@@ -211,12 +215,18 @@ def legend_html(classes: list[str], gap_causes: list[str] | None = None) -> str:
 #: Verdict.basis codes (what decided the verdict) in words.
 VERDICT_BASIS_WORDS: dict[str, str] = {
     "no_gpu_events": "no GPU events in the trace",
-    "communication_kernels": "time in communication kernels",
+    "little_gpu_work": "how little GPU work ran",
+    "graph_capture": "graph capture (launches recorded, not run)",
+    "exposed_communication": "collectives running with no compute beside them",
     "dataloader_gaps": "GPU idle while the DataLoader ran",
-    "sync_gaps": "GPU idle in synchronizations",
-    "memcpy_time": "time in host-device copies",
+    "sync_gaps": "GPU idle while the host was blocked on it",
+    "copy_time": "time with only copies running",
+    "host_gaps": "GPU idle with nothing queued while the host worked",
+    "launch_gaps": "GPU idle with nothing queued while the host launched",
+    "kernel_gaps": "GPU idle between back-to-back queued kernels",
+    "one_time_setup": "GPU idle during set-up calls",
+    "queued_idle": "GPU idle with work queued behind a dependency",
     "kernel_busy": "how much of the span kernels ran",
-    "short_kernels": "share of very short kernels",
     "hardware_counters": "hardware counters",
     "roofline": "FLOPs and bytes of the ops (roofline)",
     "kernel_classes": "kernel classes, from kernel names",
@@ -291,9 +301,10 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     sm_key = "sm_active_pct" if dm.sm_active_pct is not None else "sm_efficiency_pct"
     v, bar = _pct_value(getattr(dm, sm_key))
     also = _measured(dm, "sm_efficiency_pct", "from the trace") if sm_key == "sm_active_pct" else ""
+    units = compute_units(dm.vendor)
     cards.append(
         _card(
-            "SMs actually busy",
+            f"{units} actually busy",
             v,
             " %" if bar is not None else "",
             basis_label(dm, sm_key),
@@ -340,6 +351,8 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
 
     kv: list[tuple[str, str, str]] = [
         ("GPU span", fmt_us(dm.gpu_span_us), "gpu_span_us"),
+        ("profiled window (any event)", fmt_us(dm.window_us), "window_us"),
+        ("where the GPU span went", fmt_breakdown(dm.span_breakdown), "span_breakdown"),
         ("GPU busy (kernels + copies + memsets)", fmt_pct(dm.gpu_busy_pct), "gpu_busy_pct"),
         ("achieved occupancy", fmt_pct(dm.occupancy_pct), "occupancy_pct"),
         ("kernels shorter than 10 µs", fmt_pct(dm.short_kernel_pct), "short_kernel_pct"),
@@ -353,19 +366,30 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         ("of idle time: GPU waited for the host", fmt_pct(dm.idle.host_wait_pct), "idle"),
         ("of idle time: kernel-to-kernel gaps", fmt_pct(dm.idle.kernel_wait_pct), "idle"),
         ("of idle time: other", fmt_pct(dm.idle.other_pct), "idle"),
+        ("of idle time: work queued", fmt_pct(dm.idle_queued_pct), "idle_queued_pct"),
     ]
     optional = [
         ("achieved bandwidth", dm.achieved_gbps, "GB/s", "achieved_gbps"),
         ("peak bandwidth", dm.peak_gbps, "GB/s", "peak_gbps"),
-        ("median launch delay", dm.median_launch_delay_us, "µs", "median_launch_delay_us"),
-        ("host-device copy rate", dm.copy_gbps, "GB/s", "copy_gbps"),
+        ("ProfilerStep (median)", dm.step_us, "µs", "step_us"),
+        ("of a step before its first GPU event", dm.pre_gpu_step_pct, "%", "pre_gpu_step_pct"),
+        ("host time per kernel (median)", dm.host_us_per_kernel, "µs", "host_us_per_kernel"),
+        ("launch call per kernel (median)", dm.launch_us_per_kernel, "µs", "launch_us_per_kernel"),
+        ("launch-to-start delay (median)", dm.launch_to_start_us, "µs", "launch_to_start_us"),
+        ("collectives: share of kernel time", dm.comm_pct, "%", "comm_pct"),
+        ("collectives alone (exposed)", dm.exposed_comm_pct, "% of span", "exposed_comm_pct"),
+        ("collectives hidden under compute", dm.comm_overlap_pct, "%", "comm_overlap_pct"),
         ("time in the DataLoader", dm.dataloader_pct, "%", "dataloader_pct"),
-        ("time in synchronizations", dm.sync_pct, "%", "sync_pct"),
+        ("host blocked in blocking calls", dm.sync_pct, "% of span", "sync_pct"),
         ("DRAM bandwidth (sampled)", dm.dram_bw_pct, "%", "dram_bw_pct"),
     ]
     kv += [
-        (label, f"{fmt_num(v)} {unit}", key) for label, v, unit, key in optional if v is not None
+        (label, fmt_us(v) if unit == "µs" else f"{fmt_num(v)} {unit}", key)
+        for label, v, unit, key in optional
+        if v is not None
     ]
+    # Copies per direction and host memory: a rate only means something per kind.
+    kv += [(f"copies {c['kind']}", fmt_copy(c), "copies") for c in dm.copies]
     rows = "".join(
         f'<div title="basis: {esc(basis_label(dm, key))}"><span>{esc(label)}</span> '
         f'<span>{esc(value)} <span class="nbp-basis">· {esc(_short_basis(dm, key))}</span>'
@@ -375,7 +399,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     head = (
         f"{'rank ' + esc(dm.rank) + ' · ' if multi else ''}GPU {esc(dm.device)}"
         f" — {esc(dm.name or 'unknown GPU')}"
-        f' <span class="nbp-muted">({esc(dm.sm_count) if dm.sm_count else "?"} SMs'
+        f' <span class="nbp-muted">({esc(dm.sm_count) if dm.sm_count else "?"} {units}'
         f"{', compute capability ' + esc(dm.compute_capability) if dm.compute_capability else ''}"
         f"{', ' + esc(dm.vendor) if dm.vendor and dm.vendor != 'nvidia' else ''})</span>"
     )

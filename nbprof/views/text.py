@@ -10,11 +10,13 @@ import logging
 import textwrap
 from typing import TYPE_CHECKING
 
-from nbprof.analysis.model import matrix_units, utilization_tool
+from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
     SEVERITY_ORDER,
+    fmt_breakdown,
     fmt_bytes,
+    fmt_copy,
     fmt_evidence,
     fmt_flops_rate,
     fmt_num,
@@ -76,7 +78,8 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
     from nbprof.views.panel import basis_label
 
     where = f"rank {dm.rank} · " if multi else ""
-    sms = f"{dm.sm_count} SMs" if dm.sm_count else "SM count unknown"
+    units = compute_units(dm.vendor)
+    sms = f"{dm.sm_count} {units}" if dm.sm_count else f"{units[:-1]} count unknown"
     cc = f", cc {dm.compute_capability}" if dm.compute_capability else ""
     out = [
         _clip(
@@ -102,7 +105,7 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
             basis_label(dm, "kernel_busy_pct"),
         ),
         (
-            "SMs actually busy",
+            f"{units} actually busy",
             fmt_pct(sm_act if sm_act is not None else dm.sm_efficiency_pct),
             basis_label(dm, "sm_active_pct" if sm_act is not None else "sm_efficiency_pct"),
         ),
@@ -135,10 +138,43 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
             "read from the trace",
         ),
         ("bytes copied", fmt_bytes(dm.memcpy_bytes), basis_label(dm, "memcpy_bytes")),
+        *[
+            (
+                label,
+                fmt_us(getattr(dm, attr))
+                if unit == "µs"
+                else f"{fmt_num(getattr(dm, attr))} {unit}",
+                basis_label(dm, attr),
+            )
+            for label, attr, unit in (
+                ("profiled window", "window_us", "µs"),
+                ("ProfilerStep (median)", "step_us", "µs"),
+                ("step before first GPU event", "pre_gpu_step_pct", "%"),
+                ("host time per kernel", "host_us_per_kernel", "µs"),
+                ("launch call per kernel", "launch_us_per_kernel", "µs"),
+                ("launch-to-start (median)", "launch_to_start_us", "µs"),
+                ("idle with work queued", "idle_queued_pct", "%"),
+                ("collectives / kernel time", "comm_pct", "%"),
+                ("collectives exposed", "exposed_comm_pct", "% span"),
+                ("collectives hidden", "comm_overlap_pct", "%"),
+            )
+            if getattr(dm, attr) is not None
+        ],
+        *[(f"copies {c['kind']}", fmt_copy(c), basis_label(dm, "copies")) for c in dm.copies],
     ]
     for label, value, basis in rows:
         out.append(_clip(plain(f"  {label:<27}{value:>24}"), width))
         out += _wrap(f"basis: {basis}", width, first="      ", indent="        ")
+    if dm.span_breakdown:
+        out += _wrap(
+            f"where the GPU span went: {fmt_breakdown(dm.span_breakdown)}",
+            width,
+            first="  ",
+            indent="      ",
+        )
+        out += _wrap(
+            f"basis: {basis_label(dm, 'span_breakdown')}", width, first="      ", indent="        "
+        )
     return out
 
 
@@ -150,9 +186,11 @@ def _findings(diag: Diagnosis, width: int) -> list[str]:
         "",
         f"Findings ({len(fs)}{', top ' + str(TOP_FINDINGS) if len(fs) > TOP_FINDINGS else ''}):",
     ]
+    multi = len(diag.devices) > 1
     for f in fs[:TOP_FINDINGS]:
         head = f"  [{f.severity.upper()}] "
-        out += _wrap(f.title, width, first=head, indent=" " * len(head))
+        where = f" (GPU {f.device})" if multi and f.device else ""
+        out += _wrap(f.title + where, width, first=head, indent=" " * len(head))
         pad = " " * len(head)
         out += _wrap(f.detail, width, first=pad, indent=pad)
         if f.evidence:

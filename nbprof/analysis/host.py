@@ -1,0 +1,211 @@
+"""The host side of one device's work: how fast it issued work, what it recorded instead of
+running (graph capture), what was one-time set-up, and the window the profile covers.
+
+A GPU can only run what the host has queued. These numbers say how the host kept up:
+
+- *host time per kernel*: the median interval between consecutive launch calls on the
+  thread that made them: what the host spends, per GPU operation, on everything (Python,
+  the framework, the launch call itself);
+- *launch-call time per kernel*: the median duration of the kernel launch calls alone;
+- *launch-to-start delay*: the median time from a launch call to its kernel's start. By
+  Little's law the queue holds about delay ÷ host-time-per-kernel operations: a delay
+  near the launch latency means the queue is empty and the GPU waits for every launch;
+  milliseconds mean the host runs far ahead.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nbprof.analysis import intervals as iv
+from nbprof.analysis._text import matches
+
+logger = logging.getLogger(__name__)
+
+#: Runtime/driver calls that launch a kernel (not copies or memsets).
+KERNEL_LAUNCH = re.compile(
+    r"LaunchKernel|LaunchCooperativeKernel|hipLaunch|hipExtLaunch|hipModuleLaunch|"
+    r"cuLaunch|GraphLaunch"
+)
+#: Calls that put any GPU work on a stream (kernels, copies, memsets, graphs).
+WORK_LAUNCH = re.compile(KERNEL_LAUNCH.pattern + r"|Memcpy|Memset")
+_BEGIN_CAPTURE = re.compile(r"StreamBeginCapture")
+_END_CAPTURE = re.compile(r"StreamEndCapture")
+#: One-time (or allocation) set-up: context and stream creation, device queries, memory
+#: allocation and release, module loading, graph instantiation. cudaFree(0) is the classic
+#: way to create the context; the caching allocator calls cudaMalloc/cudaFree when it grows.
+SETUP = re.compile(
+    r"^(?:cuda|hip|cu)(?:Malloc|Free|HostAlloc|MallocHost|FreeHost|HostRegister|"
+    r"HostUnregister|StreamCreate|StreamDestroy|EventCreate|EventDestroy|GetDeviceProperties|"
+    r"DeviceGetStreamPriorityRange|SetDevice|DeviceReset|ModuleLoad|ModuleUnload|"
+    r"LibraryLoad|GraphInstantiate|GraphExecDestroy|GraphDestroy|CtxCreate|DevicePrimaryCtx|"
+    r"Init\b|MemPool|MemCreate|MemMap|MemAddressReserve)",
+)
+#: A launch this many times slower than the trace's median launch call is loading the
+#: kernel's code on its first launch (CUDA lazy module loading, HIP code-object loading), not
+#: launching: a launch is a few µs, loading takes from a hundred µs to seconds.
+LAZY_LOAD_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class Launches:
+    """The launch calls of one device's GPU work, each joined to what it launched."""
+
+    #: runtime rows (ts, dur, tid, name) of calls that put work on this device, outside
+    #: graph capture, sorted by ts; ``kernel`` marks kernel launches.
+    calls: pd.DataFrame
+
+    @property
+    def kernel_calls(self) -> pd.DataFrame:
+        return self.calls[self.calls["kernel"].to_numpy(bool)]
+
+
+def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Set) -> Launches:
+    """The runtime calls whose correlation id matches one of ``events`` (this device's
+    kernels, copies and memsets), outside the capture windows ``captured``."""
+    cols = ["ts", "dur", "tid", "name", "kernel"]
+    if runtime.empty or events.empty:
+        return Launches(pd.DataFrame({c: pd.Series(dtype="object") for c in cols}))
+    corr = events["correlation"].to_numpy(dtype="int64")
+    corr = corr[corr >= 0]
+    rt = runtime[runtime["correlation"].isin(corr) & (runtime["cat"] != "cuda_sync")]
+    rt = rt[matches(rt["name"], WORK_LAUNCH)] if not rt.empty else rt
+    rt = rt[~inside(rt["ts"].to_numpy(dtype="float64"), captured)] if not rt.empty else rt
+    out = pd.DataFrame(
+        {
+            "ts": rt["ts"].to_numpy(dtype="float64"),
+            "dur": rt["dur"].to_numpy(dtype="float64"),
+            "tid": rt["tid"].to_numpy(),
+            "name": rt["name"].astype(str).to_numpy(),
+            "kernel": matches(rt["name"], KERNEL_LAUNCH) if not rt.empty else np.zeros(0, bool),
+        }
+    )
+    return Launches(out.sort_values("ts", kind="stable").reset_index(drop=True))
+
+
+def host_us_per_kernel(launches: Launches) -> float | None:
+    """Median interval between consecutive launch calls of one thread (µs)."""
+    c = launches.calls
+    if len(c) < 2:
+        return None
+    steps = [np.diff(g["ts"].to_numpy(dtype="float64")) for _, g in c.groupby("tid", sort=False)]
+    d = np.concatenate([s for s in steps if len(s)]) if any(len(s) for s in steps) else []
+    return float(np.median(d)) if len(d) else None
+
+
+def launch_us_per_kernel(launches: Launches) -> float | None:
+    """Median duration of the kernel launch calls (µs)."""
+    k = launches.kernel_calls
+    return float(np.median(k["dur"].to_numpy(dtype="float64"))) if len(k) else None
+
+
+def launch_to_start_us(kernels: pd.DataFrame, captured: iv.Set) -> float | None:
+    """Median kernel start minus the start of its launch call (µs), for kernels whose
+    launch is known and was not recorded into a graph."""
+    if kernels.empty:
+        return None
+    launch = kernels["launch_ts"].to_numpy(dtype="float64")
+    ok = ~np.isnan(launch)
+    ok &= ~inside(np.nan_to_num(launch), captured)
+    if not ok.any():
+        return None
+    return float(np.median(kernels["ts"].to_numpy(dtype="float64")[ok] - launch[ok]))
+
+
+def inside(ts: np.ndarray, windows: iv.Set) -> np.ndarray:
+    """Which times fall inside one of ``windows``."""
+    if not len(windows[0]) or not len(ts):
+        return np.zeros(len(ts), dtype=bool)
+    j = np.searchsorted(windows[0], ts, side="right") - 1
+    ok = j >= 0
+    out = np.zeros(len(ts), dtype=bool)
+    out[ok] = ts[ok] < windows[1][j[ok]]
+    return out
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Stream-capture windows (CUDA/HIP graph capture): launches inside are recorded into
+    a graph, not executed, so they are neither launch overhead nor idle GPU time."""
+
+    windows: iv.Set
+    recorded: int  # launch calls made inside the windows
+
+    @property
+    def us(self) -> float:
+        return iv.total(self.windows)
+
+
+def capture_windows(runtime: pd.DataFrame) -> Capture:
+    """Each ``*StreamBeginCapture`` to the next ``*StreamEndCapture`` on its thread."""
+    if runtime.empty:
+        return Capture(iv.EMPTY, 0)
+    names = runtime["name"].astype(str)
+    begin = matches(names, _BEGIN_CAPTURE)
+    end = matches(names, _END_CAPTURE)
+    if not begin.any():
+        return Capture(iv.EMPTY, 0)
+    starts: list[float] = []
+    ends: list[float] = []
+    marks = runtime[begin | end].sort_values("ts", kind="stable")
+    for _, g in marks.groupby("tid", sort=False):
+        open_at: float | None = None
+        for name, ts, dur in zip(g["name"].astype(str), g["ts"], g["dur"], strict=True):
+            if _BEGIN_CAPTURE.search(name):
+                open_at = float(ts) if open_at is None else open_at
+            elif open_at is not None:
+                starts.append(open_at)
+                ends.append(float(ts) + float(dur))
+                open_at = None
+        if open_at is not None:  # capture still open when the trace ends
+            starts.append(open_at)
+            ends.append(float((runtime["ts"] + runtime["dur"]).max()))
+    windows = iv.merge(np.array(starts), np.array(ends))
+    launch = matches(names, KERNEL_LAUNCH) | matches(names, re.compile(r"Memcpy|Memset"))
+    recorded = int(inside(runtime["ts"].to_numpy(dtype="float64")[launch], windows).sum())
+    return Capture(windows, recorded)
+
+
+def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
+    """Set-up runtime calls (allocation, context/stream creation, module loading) and
+    launches that took ``LAZY_LOAD_FACTOR`` × the median launch or more (loading the
+    kernel's code on its first launch): ts, dur, name."""
+    cols = ["ts", "dur", "name"]
+    if runtime.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    rt = runtime[runtime["cat"] != "cuda_sync"]
+    names = rt["name"].astype(str)
+    setup = matches(names, SETUP)
+    launch = matches(names, KERNEL_LAUNCH)
+    if launch.any():
+        durs = rt["dur"].to_numpy(dtype="float64")
+        med = float(np.median(durs[launch]))
+        # A slow launch also happens when the launch queue is full, but then the GPU has
+        # work queued and no idle time is charged to it: only idle time is attributed.
+        setup = setup | (launch & (durs >= LAZY_LOAD_FACTOR * max(med, 1.0)))
+    out = rt[setup]
+    out = out[~inside(out["ts"].to_numpy(dtype="float64"), captured)] if not out.empty else out
+    return pd.DataFrame(
+        {
+            "ts": out["ts"].to_numpy(dtype="float64"),
+            "dur": out["dur"].to_numpy(dtype="float64"),
+            "name": out["name"].astype(str).to_numpy(),
+        }
+    )
+
+
+def window(frames: list[pd.DataFrame]) -> tuple[float, float]:
+    """(first start, last end) over events of any kind; (0, 0) without events."""
+    lo, hi = np.inf, -np.inf
+    for f in frames:
+        if f.empty:
+            continue
+        s = f["ts"].to_numpy(dtype="float64")
+        e = s + f["dur"].to_numpy(dtype="float64")
+        lo, hi = min(lo, float(np.nanmin(s))), max(hi, float(np.nanmax(e)))
+    return (lo, hi) if hi >= lo else (0.0, 0.0)

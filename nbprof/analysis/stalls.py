@@ -1,0 +1,367 @@
+"""Where one device's GPU span went: what ran, and why the GPU sat idle the rest of it.
+
+The span is cut into disjoint time, so every share below adds up to 100% of it:
+
+- ``compute``: at least one kernel other than a collective ran;
+- ``exposed_comm``: only collectives ran (nothing hid them);
+- ``copy_only``: only copies or memsets ran;
+- idle: nothing ran. Each idle gap of the whole device (the union over its streams) is
+  then charged to a cause, from what was queued and what the host was doing:
+
+  ``sync``        the host was blocked in a synchronize, a blocking copy or ``.item()``
+                  during the gap, or had just returned from one: a block of B µs drained
+                  the queue, so up to B µs of the idle time after it are the block's (had
+                  the host not waited, it would have been B µs further ahead). A 1 µs
+                  synchronize explains 1 µs of a 100 ms gap, not the gap;
+  ``dependency``  work had been queued before the gap opened but did not start: it waited
+                  on something else (an event on another stream, a peer rank);
+  ``kernel_wait`` the same, but shorter than :data:`KERNEL_WAIT_US`: the normal delay
+                  between back-to-back queued kernels;
+  ``capture``     nothing was queued and the host was recording a CUDA/HIP graph (stream
+                  capture: its launches are recorded, not run);
+  ``input``       nothing was queued and the host was fetching a batch (DataLoader);
+  ``setup``       nothing was queued and the host was in a set-up call (allocation,
+                  context creation, a first launch loading the kernel's code);
+  ``host``        nothing was queued and the host was doing anything else: Python, the
+                  framework's per-op work, the launch calls themselves;
+  ``unknown``     nothing known was queued but the work that ended the gap has no launch
+                  record, so whether the host was late cannot be told.
+
+The host activity is the rank's (every thread of the process that drove the device).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from nbprof.analysis import intervals as iv
+from nbprof.analysis.syncs import SYNC_OPS
+
+logger = logging.getLogger(__name__)
+
+#: Idle gaps with work queued that are shorter than this (µs) are the GPU's own delay
+#: between back-to-back queued work (1-4 µs between kernels of one stream on current
+#: NVIDIA GPUs, more between graph nodes and on AMD GPUs), not a wait on another stream
+#: or a peer, which takes from tens of µs to milliseconds. HolisticTraceAnalysis uses the
+#: same 30: it documents its ``consecutive_kernel_delay`` default as 30 ns, but compares
+#: it with its traces' microsecond times, so it acts as 30 µs.
+KERNEL_WAIT_US = 30.0
+#: How many of the largest idle gaps get the host's work during them named.
+NAMED_GAPS = 50
+#: A top-level op names a gap's host work when it covers at least this share of the gap.
+OP_COVER = 0.25
+CAUSES: tuple[str, ...] = (
+    "sync", "dependency", "kernel_wait", "capture", "input", "setup", "host", "unknown",
+)  # fmt: skip
+GAP_COLUMNS = ("rank", "device", "start", "end", "dur", "queued", "cause", "cpu_work")
+
+
+@dataclass(frozen=True)
+class HostActivity:
+    """What the host of one rank was doing, as interval sets and labelled calls."""
+
+    #: Blocking calls: ts, dur, name (label).
+    blocking: pd.DataFrame
+    #: DataLoader fetches.
+    fetch: iv.Set
+    #: Set-up calls: ts, dur, name.
+    setup: pd.DataFrame
+    #: Top-level CPU ops: ts, dur, name.
+    top_ops: pd.DataFrame
+    #: Stream-capture windows.
+    capture: iv.Set = iv.EMPTY
+    block_set: iv.Set = field(init=False)
+    _blocked: _Calls = field(init=False, repr=False)
+    _released: _Calls = field(init=False, repr=False)
+    _setup: _Calls = field(init=False, repr=False)
+    _ops: _Calls = field(init=False, repr=False)
+    release_set: iv.Set = field(init=False)
+    setup_set: iv.Set = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.blocking["ts"].to_numpy(dtype="float64")
+        e = s + self.blocking["dur"].to_numpy(dtype="float64")
+        names = self.blocking["name"].to_numpy(str)
+        object.__setattr__(self, "_blocked", _Calls(s, e, names))
+        # A block's release window: as long as the block, from its end.
+        object.__setattr__(self, "_released", _Calls(e, e + (e - s), names))
+        object.__setattr__(self, "_setup", _Calls.of(self.setup))
+        object.__setattr__(self, "_ops", _Calls.of(self.top_ops))
+        object.__setattr__(self, "block_set", iv.merge(s, e))
+        object.__setattr__(self, "release_set", iv.merge(e, e + (e - s)))
+        ss = self.setup["ts"].to_numpy(dtype="float64")
+        object.__setattr__(
+            self, "setup_set", iv.merge(ss, ss + self.setup["dur"].to_numpy(dtype="float64"))
+        )
+
+    def describe(self, a: float, b: float) -> str:
+        """What the host did during [a, b]: of the parts charged as :func:`account` does
+        (blocked, just released, capturing, DataLoader, set-up, the rest), the largest;
+        the rest is named after the top-level op covering at least ``OP_COVER`` of the gap,
+        else ``python`` (no op recorded: untraced Python)."""
+        g = (np.array([a]), np.array([b]))
+        length = b - a
+        if length <= 0:
+            return ""
+        # The host's sets are long; only their intervals near the gap matter.
+        block, release, capture_set, fetch_set, setup_set = (
+            iv.window(x, a, b)
+            for x in (self.block_set, self.release_set, self.capture, self.fetch, self.setup_set)
+        )
+        blocked = iv.total(iv.intersect(g, block))
+        rest = iv.subtract(g, block)
+        after = iv.total(iv.intersect(rest, release))
+        rest = iv.subtract(rest, release)
+        capture = iv.total(iv.intersect(rest, capture_set))
+        rest = iv.subtract(rest, capture_set)
+        fetch = iv.total(iv.intersect(rest, fetch_set))
+        rest = iv.subtract(rest, fetch_set)
+        setup = iv.total(iv.intersect(rest, setup_set))
+        rest = iv.subtract(rest, setup_set)
+        shares = {
+            "blocked": blocked, "after": after, "capture": capture, "fetch": fetch,
+            "setup": setup, "rest": iv.total(rest),
+        }  # fmt: skip
+        best = max(shares, key=lambda k: shares[k])
+        if best == "blocked":
+            return f"blocked in {self._blocked.covering(a, b)}"
+        if best == "after":
+            return f"after {self._released.covering(a, b)}"
+        if best == "capture":
+            return "recording a CUDA graph (stream capture)"
+        if best == "fetch":
+            return "DataLoader __next__"
+        if best == "setup":
+            return f"set-up: {self._setup.covering(a, b)}"
+        # The rest: the top-level op covering the most of it, if enough to name it.
+        op = ""
+        if len(rest[0]):
+            lo, hi = float(rest[0][0]), float(rest[1][-1])
+            op = self._ops.covering(lo, hi, at_least=OP_COVER * length)
+        return op or "python"
+
+
+class _Calls:
+    """Named intervals sorted by start, for asking which name covers most of a window."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, names: np.ndarray) -> None:
+        order = np.argsort(starts, kind="stable")
+        self.s, self.e = starts[order], ends[order]
+        self.names = names[order]
+        self.longest = float((self.e - self.s).max()) if len(self.s) else 0.0
+
+    @classmethod
+    def of(cls, calls: pd.DataFrame) -> _Calls:
+        s = calls["ts"].to_numpy(dtype="float64")
+        return cls(s, s + calls["dur"].to_numpy(dtype="float64"), calls["name"].to_numpy(str))
+
+    def covering(self, a: float, b: float, at_least: float = 0.0) -> str:
+        """The name whose intervals cover the most of [a, b] (at least ``at_least``), or ""."""
+        # Only intervals starting after a - longest and before b can overlap [a, b].
+        lo = int(np.searchsorted(self.s, a - self.longest, side="left"))
+        hi = int(np.searchsorted(self.s, b, side="left"))
+        s, e = self.s[lo:hi], self.e[lo:hi]
+        m = e > a
+        if not m.any():
+            return ""
+        ov = np.minimum(e[m], b) - np.maximum(s[m], a)
+        names, codes = np.unique(self.names[lo:hi][m], return_inverse=True)
+        by = np.bincount(codes, weights=ov)
+        best = int(by.argmax())
+        return str(names[best]) if float(by[best]) >= at_least else ""
+
+
+def host_activity(
+    blocking: pd.DataFrame,
+    fetch: iv.Set,
+    setup: pd.DataFrame,
+    cpu_ops: pd.DataFrame,
+    capture: iv.Set = iv.EMPTY,
+) -> HostActivity:
+    top = cpu_ops[cpu_ops["depth"] == 0] if not cpu_ops.empty else cpu_ops
+    if not top.empty:
+        # .item() is blocking, already counted as such: never the op that "ran".
+        top = top[~top["name"].isin(SYNC_OPS)]
+    top = (
+        top[["ts", "dur", "name"]]
+        if not top.empty
+        else pd.DataFrame({"ts": [], "dur": [], "name": []})
+    )
+    return HostActivity(
+        blocking[["ts", "dur", "name"]], fetch, setup[["ts", "dur", "name"]], top, capture
+    )
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """The span of one device cut into disjoint time (µs), and the idle time's causes."""
+
+    span_us: float
+    compute_us: float
+    exposed_comm_us: float
+    comm_us: float  # union of collective kernels, hidden or not
+    copy_only_us: float
+    idle_us: float
+    queued_idle_us: float  # idle time with work queued (launched, not started)
+    setup_idle: iv.Set  # the idle time charged to set-up calls, as intervals
+    causes: dict[str, float]  # idle µs per cause (every key of CAUSES)
+    blockers: dict[str, float]  # blocking-call name -> idle µs charged to it (disjoint)
+    gaps: pd.DataFrame  # whole-device idle gaps, largest first (GAP_COLUMNS)
+
+    def pct(self, us: float) -> float:
+        return us / self.span_us * 100.0 if self.span_us > 0 else 0.0
+
+
+def _queued_at_open(ev: pd.DataFrame, gaps: iv.Set) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap: was work queued when it opened (its launch call had returned before, and
+    it started after), and is the launch of the work that ended it known."""
+    n = len(gaps[0])
+    if not n:
+        return np.zeros(0, bool), np.zeros(0, bool)
+    order = np.argsort(ev["ts"].to_numpy(dtype="float64"), kind="stable")
+    ts = ev["ts"].to_numpy(dtype="float64")[order]
+    queued_at = ev["launch_end"] if "launch_end" in ev else ev["launch_ts"]
+    launch = queued_at.to_numpy(dtype="float64")[order]
+    known = ~np.isnan(launch)
+    # Earliest launch among the events starting at or after each position.
+    suffix = np.minimum.accumulate(np.where(known, launch, np.inf)[::-1])[::-1]
+    suffix = np.concatenate((suffix, [np.inf]))
+    j = np.searchsorted(ts, gaps[1], side="left")
+    queued = suffix[j] < gaps[0]
+    closer_known = np.concatenate((known, [False]))[j]
+    return queued, closer_known
+
+
+def _charged(calls: pd.DataFrame, blocked: iv.Set, released: iv.Set) -> dict[str, float]:
+    """Idle µs charged to each blocking call name: the part of ``blocked`` its calls cover
+    and the part of ``released`` their release windows cover. Calls nest (``.item()``
+    holds a copy and a synchronize), so each piece of idle time goes to one name only: the
+    names that explain the most take their share first."""
+    if calls.empty:
+        return {}
+    s = calls["ts"].to_numpy(dtype="float64")
+    e = s + calls["dur"].to_numpy(dtype="float64")
+    names = calls["name"].astype(str).to_numpy()
+    own: dict[str, iv.Set] = {}
+    for n in dict.fromkeys(names):
+        m = names == n
+        during = iv.intersect(iv.merge(s[m], e[m]), blocked)
+        after = iv.intersect(iv.merge(e[m], e[m] + (e[m] - s[m])), released)
+        both = iv.merge(
+            np.concatenate((during[0], after[0])), np.concatenate((during[1], after[1]))
+        )
+        own[n] = both
+    out: dict[str, float] = {}
+    taken: iv.Set = iv.EMPTY
+    for n in sorted(own, key=lambda k: -iv.total(own[k])):
+        mine = iv.subtract(own[n], taken)
+        if iv.total(mine) > 0:
+            out[n] = iv.total(mine)
+            taken = iv.merge(
+                np.concatenate((taken[0], mine[0])), np.concatenate((taken[1], mine[1]))
+            )
+    return out
+
+
+def account(
+    events: pd.DataFrame,
+    collective: np.ndarray,
+    host: HostActivity,
+    rank: int,
+    device: str,
+) -> Accounting:
+    """Cut one device's GPU span into what ran and why it idled.
+
+    ``events``: the device's kernels, copies and memsets (ts, dur, launch_ts, launch_end
+    when the launch call returned, table ``"kernel"``/``"memcpy"``/``"memset"``);
+    ``collective`` marks its collective kernels.
+    """
+    ts = events["ts"].to_numpy(dtype="float64")
+    end = ts + events["dur"].to_numpy(dtype="float64")
+    is_kernel = events["table"].to_numpy() == "kernel"
+    comm = np.asarray(collective, dtype=bool) & is_kernel
+    t0, t1 = (float(ts.min()), float(end.max())) if len(ts) else (0.0, 0.0)
+    span_us = t1 - t0
+    every = iv.merge(ts, end)
+    kernels = iv.merge(ts[is_kernel], end[is_kernel])
+    compute = iv.merge(ts[is_kernel & ~comm], end[is_kernel & ~comm])
+    comm_set = iv.merge(ts[comm], end[comm])
+    idle = iv.gaps(every, t0, t1)
+    queued, closer_known = _queued_at_open(events, idle)
+    dur = idle[1] - idle[0]
+
+    def sub(mask: np.ndarray) -> iv.Set:
+        return idle[0][mask], idle[1][mask]
+
+    g_queued, g_free = sub(queued), sub(~queued)
+    blocked = iv.intersect(idle, host.block_set)
+    rest_q = iv.subtract(g_queued, host.block_set)
+    rest_n = iv.subtract(g_free, host.block_set)
+    after = iv.intersect(rest_n, host.release_set)
+    r1 = iv.subtract(rest_n, host.release_set)
+    capture = iv.intersect(r1, host.capture)
+    r2 = iv.subtract(r1, host.capture)
+    fetch = iv.intersect(r2, host.fetch)
+    r3 = iv.subtract(r2, host.fetch)
+    setup = iv.intersect(r3, host.setup_set)
+    r4 = iv.subtract(r3, host.setup_set)
+
+    per = {
+        "blocked": iv.per_interval(blocked, idle),
+        "after": iv.per_interval(after, idle),
+        "queued": iv.per_interval(rest_q, idle),
+        "capture": iv.per_interval(capture, idle),
+        "input": iv.per_interval(fetch, idle),
+        "setup": iv.per_interval(setup, idle),
+        "rest": iv.per_interval(r4, idle),
+    }
+    short = dur < KERNEL_WAIT_US
+    cause_us = {
+        "sync": per["blocked"] + per["after"],
+        "dependency": np.where(short, 0.0, per["queued"]),
+        "kernel_wait": np.where(short, per["queued"], 0.0),
+        "capture": per["capture"],
+        "input": per["input"],
+        "setup": per["setup"],
+        "host": np.where(closer_known, per["rest"], 0.0),
+        "unknown": np.where(closer_known, 0.0, per["rest"]),
+    }
+    causes = {c: float(cause_us[c].sum()) for c in CAUSES}
+    stacked = np.vstack([cause_us[c] for c in CAUSES]) if len(dur) else np.zeros((len(CAUSES), 0))
+    main = np.array(CAUSES, dtype=object)[stacked.argmax(axis=0)] if len(dur) else []
+    blockers = _charged(host.blocking, blocked, after)
+    gaps = pd.DataFrame(
+        {
+            "rank": np.full(len(dur), rank, dtype="int32"),
+            "device": device,
+            "start": idle[0],
+            "end": idle[1],
+            "dur": dur,
+            "queued": queued,
+            "cause": main,
+            "cpu_work": "",
+        }
+    )
+    gaps = gaps.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    for i in range(min(NAMED_GAPS, len(gaps))):
+        if gaps.at[i, "cause"] in ("dependency", "kernel_wait"):
+            gaps.at[i, "cpu_work"] = "queued work waiting on another stream or device"
+        else:
+            gaps.at[i, "cpu_work"] = host.describe(gaps.at[i, "start"], gaps.at[i, "end"])
+    return Accounting(
+        span_us=span_us,
+        compute_us=iv.total(compute),
+        exposed_comm_us=iv.total(iv.subtract(comm_set, compute)),
+        comm_us=iv.total(comm_set),
+        copy_only_us=iv.total(iv.subtract(every, kernels)),
+        idle_us=float(dur.sum()),
+        queued_idle_us=float(dur[queued].sum()),
+        setup_idle=setup,
+        causes=causes,
+        blockers=blockers,
+        gaps=gaps[list(GAP_COLUMNS)],
+    )
