@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 
 import nbprof
-from nbprof.analysis._text import NAME_PREFIX, matches
+from nbprof.analysis._text import NAME_PREFIX, matches, token_matches
 from nbprof.errors import TraceError
 from nbprof.telemetry import read_recording
 from nbprof.trace import read
@@ -353,6 +353,19 @@ def test_long_names_are_classified_on_a_bounded_prefix() -> None:
     huge = "void at::native::vectorized_" + "x" * (16 * 2**20) + "elementwise_kernel"
     names = pd.Series([huge, "a" * (NAME_PREFIX - 18) + "elementwise_kernel", "gemm"])
     assert matches(names, pattern).tolist() == [False, True, False]
+    many = "x_" * (4 * 2**20) + "elementwise"  # 4M words before the one that matters
+    words = pd.Series([many, "x_" * (NAME_PREFIX // 2 - 8) + "elementwise", "gemm"])
+    assert token_matches(words, lambda t: "elementwise" in t).tolist() == [False, True, False]
+
+
+@pytest.mark.timeout(30)
+def test_a_huge_kernel_name_is_diagnosed_quickly(tmp_path: Path) -> None:
+    """The whole analysis (name families, identities, the verdict) on a 16 MB kernel name:
+    it took ~30 s, most of it reading the name past any part that identifies it."""
+    name = "void cutlass::Kernel<" + "a<b>" * (4 * 2**20) + ">"
+    doc = {"traceEvents": [{**EV, "name": name}, {**EV, "name": "gemm", "ts": 20}]}
+    prof = nbprof.load(put(tmp_path, "huge.json", json.dumps(doc).encode()))
+    assert prof.diagnosis.devices and prof.diagnosis.devices[0].kernel_count == 2
 
 
 # -- item: messages ---------------------------------------------------------------------------

@@ -97,11 +97,13 @@ def token_matches(
     part: Callable[[str], str] | None = None,
 ) -> np.ndarray:
     """Boolean array: does ``test`` hold for the :func:`name_tokens` of each value (of
-    ``part(value)`` when given), worked out once per distinct value."""
+    ``part(value)`` when given), worked out once per distinct value, on its first
+    :data:`NAME_PREFIX` characters."""
     if len(values) == 0:
         return np.zeros(0, dtype=bool)
     codes, uniq = _factorize(values)
-    texts = (str(u) for u in uniq) if part is None else (part(str(u)) for u in uniq)
+    heads = (str(u)[:NAME_PREFIX] for u in uniq)
+    texts = heads if part is None else (part(h) for h in heads)
     hit = np.fromiter((test(name_tokens(t)) for t in texts), dtype=bool, count=len(uniq))
     return hit[codes]
 
