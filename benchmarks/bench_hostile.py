@@ -39,6 +39,7 @@ SECTION = "## Hostile input: ops sharing one timestamp, whitespace around the ev
 _CHILD = """
 import json, sys, time
 import nbprof, nbprof.trace  # imported before the clock starts
+assert nbprof.__file__.startswith(sys.argv[2]), nbprof.__file__
 t = time.perf_counter()
 tr = nbprof.load(sys.argv[1], progress=False).trace
 print(json.dumps({"s": time.perf_counter() - t, "ops": len(tr.cpu_ops),
@@ -90,12 +91,14 @@ def load_once(tree: Path, path: Path, timeout: float) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t = time.perf_counter()
     try:
+        # Run from the tree itself: ``python -c`` puts the working folder first on sys.path.
         done = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(path)],
+            [sys.executable, "-c", _CHILD, str(path.resolve()), str(tree)],
             capture_output=True,
             text=True,
             timeout=timeout,
             env=env,
+            cwd=tree,
         )
     except subprocess.TimeoutExpired:
         return {"timeout": True, "wall": time.perf_counter() - t}
