@@ -175,6 +175,18 @@ def atomic_output(
                 os.unlink(tmp)
 
 
+def inputs_of(source: str | os.PathLike[str]) -> list[Path]:
+    """The local files a trace (or a folder of rank files) was read from: what an output
+    written from it must never replace. Empty for URLs and live captures."""
+    src = Path(source)
+    try:
+        if src.is_dir():
+            return sorted(f for f in src.iterdir() if f.is_file())
+        return [src] if src.is_file() else []
+    except OSError:
+        return []
+
+
 def write_atomic(
     path: str | os.PathLike[str], data: bytes | str, *, not_over: list[Path] | None = None
 ) -> Path:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from nbprof.analysis.model import Diagnosis
+    from nbprof.job import Job
     from nbprof.telemetry.model import Samples
     from nbprof.trace.model import Trace
 
@@ -90,25 +91,18 @@ class Profile:
         over the trace it was read from; :class:`nbprof.errors.OutputError` names it when it cannot
         be written.
         """
-        from nbprof._files import check_writable, write_atomic
+        from nbprof._files import check_writable, inputs_of, write_atomic
 
         if path is not None:
             # Before rendering, which can take a while on a big trace.
-            check_writable(path, not_over=self._source_files())
+            check_writable(path, not_over=inputs_of(self.trace.source))
         from nbprof.views.report import render
 
         html = render(self)
         if path is not None:
-            write_atomic(path, html, not_over=self._source_files())
+            write_atomic(path, html, not_over=inputs_of(self.trace.source))
             logger.info("wrote %s", path)
         return html
-
-    def _source_files(self) -> list[Path]:
-        """The files this profile was read from (none for a live capture)."""
-        src = Path(self.trace.source)
-        if src.is_dir():
-            return sorted(f for f in src.iterdir() if f.is_file())
-        return [src] if src.is_file() else []
 
     def show(self) -> None:
         """Display the dashboard below the current cell (timeline + diagnosis panel)."""
@@ -125,12 +119,37 @@ class Profile:
         return f"<nbprof.Profile {self.trace!r}>"
 
 
-def load(path: str | os.PathLike[str], *, progress: bool | None = None) -> Profile:
-    """Read a saved trace (``.json``, ``.json.gz`` or a folder of rank files).
+def load(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    progress: bool | None = None,
+    job: bool | None = None,
+    workers: int | None = None,
+    scheduler: Any = None,
+) -> Profile | Job:
+    """Read a saved trace (``.json``, ``.json.gz``), or a job's rank files.
+
+    A folder (or a list of files, or an fsspec URL such as ``s3://bucket/run/``) whose
+    files' ``distributedInfo`` agree is one job and gives a :class:`nbprof.job.Job`; files
+    that do not agree are refused with a :class:`nbprof.TraceError` naming them, unless
+    ``job=True`` says they are one job anyway (``job=False``: read a folder as one flat
+    trace, as a Profile). ``workers=N`` reads and analyses the ranks in N local processes;
+    ``scheduler`` (an address or a ``dask.distributed.Client``) runs them on Dask.
 
     Raises :class:`nbprof.TraceError` with the file and the plain reason on bad input.
     ``progress``: show a progress bar (``None``: only when the load takes over ~1 s).
     """
+    if (
+        job is not None
+        or workers is not None
+        or scheduler is not None
+        or isinstance(path, (list, tuple))
+        or "://" in os.fspath(path)
+        or os.path.isdir(path)
+    ):
+        from nbprof.job import load_job
+
+        return load_job(path, job=job, workers=workers, scheduler=scheduler, progress=progress)
     from nbprof.trace import read
 
     return Profile(read(path, progress=progress))
