@@ -229,6 +229,25 @@ def test_json_larger_than_memory_is_refused_before_reading(tmp_path: Path) -> No
 
 @needs_linux
 @pytest.mark.timeout(120)
+def test_damaged_gzip_says_damaged_not_what_its_first_bytes_look_like(tmp_path: Path) -> None:
+    """The start of the output is checked early (a bomb is refused from its first bytes), but
+    garbage that comes out of a cut or corrupt stream is the damage's fault: say that."""
+    whole = gzip.compress(b"not json at all " * 4096)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(TraceError, match="gzip data is truncated"):
+        read(cut)
+    header_only = tmp_path / "header.json.gz"
+    header_only.write_bytes(b"\x1f\x8b\x08\x00 not gzip")
+    with pytest.raises(TraceError, match="gzip data is (truncated|corrupt)"):
+        read(header_only)
+    # A whole stream of the wrong content is still named by its content.
+    ok = tmp_path / "text.json.gz"
+    ok.write_bytes(whole)
+    with pytest.raises(TraceError, match="no JSON trace"):
+        read(ok)
+
+
 def test_forged_gzip_size_trailer_is_corrupt_not_out_of_memory(tmp_path: Path) -> None:
     """A trailer claiming ~4 GiB: a buffer of that size was allocated up front, so with
     less memory than that free this read as "not enough memory"."""

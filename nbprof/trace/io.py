@@ -15,6 +15,7 @@ import os
 import re
 import zlib
 from pathlib import Path
+from typing import Any
 
 from nbprof import _memory
 from nbprof._files import open_regular
@@ -119,7 +120,13 @@ def _gunzip(raw: bytes, where: str) -> bytearray:
             # filled up on the way, unconsumed_tail): count it once.
             at += len(chunk) - len(d.unused_data if d.eof else d.unconsumed_tail)
             if piece:
-                checked = checked or _check_start(piece, where)
+                try:
+                    checked = checked or _check_start(piece, where)
+                except TraceError:
+                    # What the first bytes look like is only the reason when the gzip data
+                    # itself is whole: a damaged file says so instead.
+                    _raise_if_damaged(d, view[at:], where)
+                    raise
                 if limit is not None and len(out) + len(piece) > limit:
                     raise TraceError(
                         where, _too_big(f"decompresses to more than {_memory.gb(limit)}", free)
@@ -137,6 +144,26 @@ def _gunzip(raw: bytes, where: str) -> bytearray:
     except MemoryError:
         raise TraceError(where, _memory.not_enough(len(out), free, "decompressed trace")) from None
     return out
+
+
+#: How much more output :func:`_raise_if_damaged` decompresses, at most, to find damage.
+_PROBE_OUT = 16 << 20
+
+
+def _raise_if_damaged(d: Any, rest: memoryview, where: str) -> None:
+    """Raise the corrupt/truncated TraceError if the member ``d`` is reading turns out broken
+    within the next :data:`_PROBE_OUT` bytes of output; return quietly otherwise."""
+    produced, at = 0, 0
+    try:
+        while not d.eof and produced < _PROBE_OUT:
+            chunk = rest[at : at + _IN]
+            piece = d.decompress(chunk, _OUT)
+            at += len(chunk) - len(d.unconsumed_tail)
+            produced += len(piece)
+            if not piece and at >= len(rest):
+                raise TraceError(where, "gzip data is truncated (the file was cut short)")
+    except zlib.error as e:
+        raise TraceError(where, f"gzip data is corrupt ({e})") from None
 
 
 _SPACE_RUN = re.compile(rb"[ \t\r\n]*")
