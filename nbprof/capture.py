@@ -19,7 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nbprof.errors import NbprofError, TraceError
+from nbprof._files import atomic_output, check_writable
+from nbprof.errors import NbprofError, NestedProfilerError, OutputError, TraceError
 
 if TYPE_CHECKING:
     from nbprof.result import Profile
@@ -34,6 +35,18 @@ NO_GPU_NOTE = (
 ALREADY_RUNNING = (
     "a torch profiler is already running (nested %gpuprof or an open "
     "torch.profiler.profile); stop it first"
+)
+
+
+NESTED_PROFILER = (
+    "a torch profiler cannot start inside %%gpuprof / nbprof.profile(): torch runs one "
+    "profiling session per process, and the inner one would end nbprof's (exporting it "
+    "then crashes the process, pytorch/pytorch#155146). Remove the inner "
+    "torch.profiler.profile() / torch.autograd.profiler.profile(), or profile without nbprof"
+)
+HIJACKED = (
+    "Something in the profiled code ended nbprof's profiling session (a torch profiler of "
+    "its own, or torch.autograd.profiler.emit_nvtx/emit_itt): no trace was recorded."
 )
 
 
@@ -66,6 +79,49 @@ def _profiler_active(torch: Any) -> bool:
         return bool(torch._C._autograd._profiler_enabled())
 
 
+def _ended_by_another(prof: Any, torch: Any) -> bool:
+    """Whether ``prof``'s session started, has not stopped by its own doing, and yet no
+    profiler is active any more (a schedule that finished its cycle stops on its own, and
+    one still in warm-up never started: neither counts)."""
+    session = getattr(prof, "profiler", None)
+    started = getattr(session, "profiling_start_time_ns", 0) or 0
+    stopped = getattr(session, "kineto_results", None) is not None
+    return started > 0 and not stopped and not _profiler_active(torch)
+
+
+class _NestedGuard:
+    """While installed, a torch profiler other than ``own()`` refuses to start.
+
+    torch has one profiling session per process: a second profiler started inside it
+    silently takes it over, its exit ends it, and exporting the first then segfaults
+    (pytorch/pytorch#155146). Both ``torch.profiler.profile`` and
+    ``torch.autograd.profiler.profile`` set a session up through
+    ``torch.autograd.profiler.profile._prepare_trace``; refusing there leaves nbprof's
+    session untouched, so the run still ends with a (partial) profile.
+    """
+
+    def __init__(self, torch: Any, own: Any) -> None:
+        self._cls = getattr(getattr(torch.autograd, "profiler", None), "profile", None)
+        self._orig = getattr(self._cls, "__dict__", {}).get("_prepare_trace")
+        self._own = own
+
+    def install(self) -> None:
+        if self._orig is None:  # another torch layout: the check at the end still holds
+            return
+        orig, own = self._orig, self._own
+
+        def _prepare_trace(prof: Any, *args: Any, **kwargs: Any) -> Any:
+            if prof is not own():
+                raise NestedProfilerError(NESTED_PROFILER)
+            return orig(prof, *args, **kwargs)
+
+        self._cls._prepare_trace = _prepare_trace
+
+    def remove(self) -> None:
+        if self._orig is not None:
+            self._cls._prepare_trace = self._orig
+
+
 class Capture:
     """A profiling run in progress; after the ``with`` block, :attr:`result` holds the Profile.
 
@@ -91,6 +147,16 @@ class Capture:
     ) -> None:
         if repeat is not None and repeat < 1:
             raise ValueError(f"repeat must be at least 1, got {repeat}")
+        if trace_path is not None:
+            # Before the run, not after it: a path that cannot be written would cost the
+            # trace of a run that may have taken hours. Missing folders are made.
+            try:
+                Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise OutputError(
+                    str(trace_path), f"could not make its folder ({e.strerror})"
+                ) from None
+            check_writable(trace_path)
         if warmup < 0:
             raise ValueError(f"warmup must be 0 or more, got {warmup}")
         if warmup and repeat is None:
@@ -115,6 +181,9 @@ class Capture:
         self._end_ns = 0
         self._notes: list[str] = []
         self._used = False
+        self._guard = _NestedGuard(self._torch, self._own_session)
+        #: Why the raw trace could not be kept at ``trace_path`` ("" when it was).
+        self.save_error = ""
 
     # -- the context manager ------------------------------------------------------------
     def __enter__(self) -> Capture:
@@ -134,6 +203,7 @@ class Capture:
             self._prof = self._make_profiler()
             self._sync()
             self._start_ns = time.time_ns()
+            self._guard.install()
             self._prof.start()
         except BaseException:
             # Undo what started; a profiler that never started may refuse to stop, and that
@@ -206,6 +276,10 @@ class Capture:
         return self.result
 
     # -- internals ----------------------------------------------------------------------
+    def _own_session(self) -> Any:
+        """The torch autograd profiler behind this run's profiler (None before it exists)."""
+        return getattr(self._prof, "profiler", None)
+
     def _make_profiler(self) -> Any:
         tp = self._torch.profiler
         activities = [tp.ProfilerActivity.CPU]
@@ -248,10 +322,16 @@ class Capture:
         """Stop profiler, gauge and sampler, each even if another fails; return the samples."""
         samples = None
         try:
+            self._guard.remove()
             if self._prof is not None:
                 prof, self._prof = self._prof, None
-                prof.stop()
-                self._finished = prof
+                if _ended_by_another(prof, self._torch):
+                    # Stopping or exporting it now would crash the process
+                    # (pytorch/pytorch#155146). Keep the run, without its trace.
+                    self._notes.append(HIJACKED)
+                else:
+                    prof.stop()
+                    self._finished = prof
         finally:
             try:
                 if self._gauge is not None:
@@ -310,12 +390,13 @@ class Capture:
                     # trace of metadata only: an empty profile that says so, not a failure.
                     logger.info("captured trace holds nothing: %s", e)
                     self._notes.append(f"The profiler recorded no events ({e.reason}).")
-            else:
+            elif HIJACKED not in self._notes:
                 self._notes.append("The profiler recorded no events (stopped before recording).")
+            saved = self.trace_path is not None and not self.save_error
             if trace is None:
-                source = str(self.trace_path or "live capture")
+                source = str(self.trace_path) if saved else "live capture"
                 trace = Trace(source=source, event_count=0, origin_ns=None)
-            elif self.trace_path is None:
+            elif not saved:
                 trace.source = "live capture"
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -345,15 +426,27 @@ class Capture:
                 )
 
     def _keep(self, raw: Path) -> Path:
-        """Save the raw trace at ``trace_path`` (gzipped when it ends in .gz)."""
+        """Save the raw trace at ``trace_path`` (gzipped when it ends in .gz); the path to
+        read it from: the saved copy, or ``raw`` when saving failed (said in the notes)."""
         dest = self.trace_path
         assert dest is not None
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if dest.name.endswith(".gz"):
-            with open(raw, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as out:
-                shutil.copyfileobj(src, out, 1 << 20)
-        else:
-            shutil.copyfile(raw, dest)
+        try:
+            with atomic_output(dest) as out:
+                if dest.name.endswith(".gz"):
+                    with (
+                        open(raw, "rb") as src,
+                        gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6) as gz,
+                    ):
+                        shutil.copyfileobj(src, gz, 1 << 20)
+                else:
+                    with open(raw, "rb") as src:
+                        shutil.copyfileobj(src, out, 1 << 20)
+        except OutputError as e:
+            # The profile still stands on the temporary copy; only the saving failed.
+            self.save_error = str(e)
+            self._notes.append(f"The raw trace could not be saved: {e}.")
+            logger.warning("could not save the raw trace: %s", e)
+            return raw
         logger.info("saved the raw trace to %s", dest)
         return dest
 

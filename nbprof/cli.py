@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbprof import __version__
-from nbprof.errors import NbprofError
+from nbprof import __version__, _memory
+from nbprof.errors import NbprofError, plain_text
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Diagnosis
@@ -69,7 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("trace", metavar="TRACE")
     r.add_argument(
-        "-o", "--output", metavar="OUT.html", help="where to write (default: TRACE's name + .html)"
+        "-o",
+        "--output",
+        metavar="OUT.html",
+        help="where to write (default: beside TRACE, its name + .html); never over TRACE",
     )
     _job_options(r)
 
@@ -154,12 +157,15 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.trace, args.output, opts=opts)
     except (_BadInput, NbprofError) as e:  # TraceError says "<file>: <reason>" already
         return _fail(str(e))
+    except MemoryError:
+        # Past the reader (which words its own): the analysis or the report ran out.
+        return _fail(f"{args.trace}: {_memory.not_enough(_size_of(args.trace), None)}")
+    except BrokenPipeError:  # `nbprof analyze x | head`
+        return EXIT_OK
     except OSError as e:
         return _fail(f"{e.filename or getattr(args, 'trace', args.command)}: {e.strerror or e}")
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `nbprof analyze x | head`
-        return EXIT_OK
     except Exception as e:
         # A bug, not bad input: still one line, with the way to see the traceback.
         if os.environ.get("NBPROF_DEBUG"):
@@ -179,8 +185,17 @@ def _exit_status(e: SystemExit) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"nbprof: error: {message}", file=sys.stderr)
+    # File names and trace text can hold terminal control sequences: never echo them.
+    print(f"nbprof: error: {plain_text(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+def _size_of(path: str) -> int:
+    try:
+        p = Path(path)
+        return sum(f.stat().st_size for f in p.iterdir()) if p.is_dir() else p.stat().st_size
+    except OSError:
+        return 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,11 +206,10 @@ class _JobOptions:
 
 
 def _load(path: str, opts: _JobOptions = _JobOptions()) -> Profile | Job:
-    from nbprof.job import is_url
     from nbprof.result import load
 
-    if not is_url(path) and not os.path.exists(path.removeprefix("file://")):
-        raise _BadInput(f"{path}: no such file or folder")
+    # The reader words every way a path can be wrong (missing, a broken or looping link,
+    # a FIFO, a device).
     return load(path, job=opts.job, workers=opts.workers, scheduler=opts.scheduler)
 
 
@@ -266,24 +280,32 @@ def _analyze_job(job: Job, path: str, *, as_json: bool, devices: list[str] | Non
 
 
 def _report(path: str, output: str | None, *, opts: _JobOptions = _JobOptions()) -> int:
-    out = Path(output) if output else Path(_stem(path) + ".html")
-    if not out.parent.is_dir():
-        raise _BadInput(f"{out}: no such folder")
+    from nbprof._files import check_writable, inputs_of
+
+    src = Path(path)
+    # Beside the trace by default, not in whatever folder the command runs in.
+    out = Path(output) if output else src.parent / (_stem(path) + ".html")
+    check_writable(out, not_over=inputs_of(src))  # before the load, which may take a while
+    replaced = out.exists()
     profile = _load(path, opts)
     profile.to_html(out)
     size = out.stat().st_size
-    print(f"wrote {out} ({size / 1e6:.1f} MB)" if size >= 1e6 else f"wrote {out} ({size} bytes)")
+    shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size} bytes"
+    note = ", replacing the previous file" if replaced else ""
+    print(f"wrote {plain_text(out)} ({shown}{note})")
     return EXIT_OK
 
 
 def _compare(before: str, after: str, *, as_json: bool, output: str | None) -> int:
-    out = Path(output) if output else None
-    if out is not None and not out.parent.is_dir():
-        raise _BadInput(f"{out}: no such folder")
-    for path in (before, after):  # both checked before either is read
-        if not os.path.exists(path):
-            raise _BadInput(f"{path}: no such file or folder")
+    from nbprof._files import check_writable, inputs_of
     from nbprof.comparison import compare
+
+    out = Path(output) if output else None
+    if out is not None:  # before either run is read, which may take a while
+        check_writable(out, not_over=[*inputs_of(before), *inputs_of(after)])
+    for path in (before, after):  # a missing run is said before the other is read
+        if not os.path.lexists(path):  # broken links, loops, FIFOs: the reader words them
+            raise _BadInput(f"{path}: no such file or folder")
 
     cmp = compare(before, after)
     if out is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -84,15 +85,27 @@ class Comparison:
         return self.diff.to_json()
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
-        """The standalone comparison page (works offline). Writes it when given a path."""
+        """The standalone comparison page (works offline). Writes it when given a path.
+
+        Written as a profile's page is: replaced atomically, and never over either run's
+        trace (:class:`nbprof.errors.OutputError` names the path when it cannot be written).
+        """
+        from nbprof._files import check_writable, write_atomic
         from nbprof.views.compare import page
 
+        inputs = self._inputs()
+        if path is not None:
+            check_writable(path, not_over=inputs)  # before rendering, which can take a while
         html = page(self)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(html)
+            write_atomic(path, html, not_over=inputs)
             logger.info("wrote %s", path)
         return html
+
+    def _inputs(self) -> list[Path]:
+        from nbprof._files import inputs_of
+
+        return [*inputs_of(self.before.trace.source), *inputs_of(self.after.trace.source)]
 
     def show(self) -> None:
         """Display the comparison below the current cell."""

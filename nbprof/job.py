@@ -149,11 +149,17 @@ class Job:
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
         """The job's standalone dashboard (works offline). Writes it when given a path."""
+        from nbprof._files import check_writable, inputs_of, write_atomic
         from nbprof.views.job import page
 
+        # As Profile.to_html: checked before rendering, replaced atomically, never over a
+        # rank file of the job.
+        inputs = inputs_of(self.diagnosis.source)
+        if path is not None:
+            check_writable(path, not_over=inputs)
         html = page(self)
         if path is not None:
-            Path(path).write_text(html, encoding="utf-8")
+            write_atomic(path, html, not_over=inputs)
             logger.info("wrote %s", path)
         return html
 

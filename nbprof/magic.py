@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import html
+import keyword
 import logging
 import re
 import sys
@@ -22,7 +23,8 @@ from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
 
-from nbprof.errors import NbprofError
+from nbprof._files import check_writable
+from nbprof.errors import NbprofError, NestedProfilerError, OutputError, plain_text
 
 try:  # IPython >= 8.12: lets a trailing ';' in the body silence the displayed value
     from IPython.core.magic import output_can_be_silenced
@@ -156,9 +158,16 @@ class GpuprofMagics(Magics):
             # IPython splits magic lines keeping the quotes (arg_split, posix=False).
             path = _unquote(getattr(args, option))
             setattr(args, option, path)
-            if path is not None and not Path(path).expanduser().parent.is_dir():
-                raise UsageError(f"--{option} {path}: no such folder")
-        if args.out_var is not None and not args.out_var.isidentifier():
+            if path is not None:
+                # Up front: the body may run for hours, and its profile must not be lost to
+                # an output that could never be written (a folder, /proc, no permission).
+                try:
+                    check_writable(Path(path).expanduser())
+                except OutputError as e:
+                    raise UsageError(f"--{option} {e.path}: {e.reason}") from None
+        if args.trace and args.html and _same_place(args.trace, args.html):
+            raise UsageError(f"--trace and --html both name {args.html}: give them two files")
+        if args.out_var is not None and not _is_variable_name(args.out_var):
             raise UsageError(f"-o {args.out_var}: not a valid variable name")
         # Checked before the body runs: a typo must not cost the user a whole profile.
         args.baseline = self._baseline(args.compare)
@@ -239,7 +248,7 @@ class GpuprofMagics(Magics):
                     trace_path=Path(args.trace).expanduser() if args.trace else None,
                     gauge=widget,
                 )
-            except (ImportError, ValueError) as e:
+            except (ImportError, ValueError, NbprofError) as e:
                 raise UsageError(str(e)) from None
             if _profiler_active(cap._torch):
                 # Refused before anything is shown (e.g. %gpuprof inside a %%gpuprof cell).
@@ -257,13 +266,15 @@ class GpuprofMagics(Magics):
                 raise UsageError(str(e)) from None
             try:
                 value = _run_all(run, cap, args)
-            except BaseException:
+            except BaseException as e:
                 # The partial profile first, then the body's own exception and traceback
                 # (which a failure to show the profile must not replace).
                 try:
                     self._finish(cap, args, handle, display)
                 except Exception:
                     logger.exception("could not show the partial profile")
+                if isinstance(e, NestedProfilerError):
+                    raise UsageError(str(e)) from None
                 raise
             self._finish(cap, args, handle, display)
             return value
@@ -290,8 +301,14 @@ class GpuprofMagics(Magics):
             handle.update(shown)
         else:
             display(shown)
+        # What could not be written is said in one line each; the profile above stands.
+        if cap.save_error:
+            _say(f"nbprof: the raw trace was not saved: {cap.save_error}")
         if args.html:
-            prof.to_html(Path(args.html).expanduser())
+            try:
+                prof.to_html(Path(args.html).expanduser())
+            except NbprofError as e:
+                _say(f"nbprof: the HTML report was not saved: {e}")
 
 
 def _run_all(run: Callable[[], Any], cap: Capture, args: Any) -> Any:
@@ -308,6 +325,25 @@ def _run_all(run: Callable[[], Any], cap: Capture, args: Any) -> Any:
         raise
     cap.__exit__(None, None, None)
     return value
+
+
+def _say(line: str) -> None:
+    """One line for the user below the cell (stderr: a notebook shows it, logs keep it)."""
+    sys.stderr.write(plain_text(line) + "\n")
+    sys.stderr.flush()
+
+
+def _is_variable_name(name: str) -> bool:
+    # `class` or `None` are identifiers too, but assigning to them is a syntax error.
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _same_place(a: str, b: str) -> bool:
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    try:
+        return pa.resolve() == pb.resolve()
+    except OSError:
+        return pa == pb
 
 
 def _unquote(value: str | None) -> str | None:

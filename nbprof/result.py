@@ -85,13 +85,22 @@ class Profile:
         return self.diagnosis.to_json()
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
-        """The standalone dashboard (works offline from file://). Writes it when given a path."""
+        """The standalone dashboard (works offline from file://). Writes it when given a path.
+
+        The file is replaced atomically (a failed write leaves the previous one), and never
+        over the trace it was read from; :class:`nbprof.errors.OutputError` names it when it cannot
+        be written.
+        """
+        from nbprof._files import check_writable, inputs_of, write_atomic
+
+        if path is not None:
+            # Before rendering, which can take a while on a big trace.
+            check_writable(path, not_over=inputs_of(self.trace.source))
         from nbprof.views.report import render
 
         html = render(self)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(html)
+            write_atomic(path, html, not_over=inputs_of(self.trace.source))
             logger.info("wrote %s", path)
         return html
 

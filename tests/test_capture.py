@@ -355,3 +355,119 @@ def test_kineto_lines_stay_out_of_the_users_output() -> None:
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.strip()) > 0
     assert "profiler_start" not in out.stderr and "SyncActivityProfilerHandler" not in out.stderr
+
+
+# -- a torch profiler inside the profiled code ---------------------------------------------------
+
+_NESTED = """
+import sys, torch, nbprof
+mode = sys.argv[1]
+x = torch.ones(8, 8)
+error = None
+try:
+    with nbprof.profile(sample=False) as run:
+        x @ x
+        if mode == "profiler":
+            with torch.profiler.profile():
+                x @ x
+        elif mode == "autograd":
+            with torch.autograd.profiler.profile():
+                x @ x
+        else:  # ended behind the profiler's back: the check at the end must hold
+            torch.autograd.profiler._disable_profiler()
+            torch.autograd.profiler._run_on_profiler_stop()
+        x @ x
+except Exception as e:
+    error = e
+prof = run.result
+mm = int((prof.cpu_ops["name"] == "aten::mm").sum())
+print(f"error={type(error).__name__}")
+print(f"mm={mm}")
+print("notes=" + " | ".join(prof.notes))
+with nbprof.profile(sample=False) as again:  # the process can profile again
+    x @ x
+print("again=" + str(int((again.result.cpu_ops["name"] == "aten::mm").sum())))
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["profiler", "autograd", "ended-outside"])
+def test_a_torch_profiler_inside_never_kills_the_process(mode: str) -> None:
+    """It segfaulted the process (pytorch/pytorch#155146): the inner profiler took over
+    torch's one session, its exit ended it, and exporting nbprof's then crashed."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", _NESTED, mode], capture_output=True, text=True, timeout=240, env=env
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    out = dict(line.split("=", 1) for line in done.stdout.splitlines())
+    assert out["again"] == "1"
+    if mode == "ended-outside":
+        assert out["error"] == "NoneType" and out["mm"] == "0"
+        assert "ended nbprof's profiling session" in out["notes"]
+    else:
+        # A clear error at the inner profiler's start, and the partial profile before it.
+        assert out["error"] == "NestedProfilerError" and out["mm"] == "1"
+        assert "NestedProfilerError" in out["notes"]
+
+
+def test_the_inner_profiler_error_says_what_to_do() -> None:
+    from nbprof.capture import NESTED_PROFILER
+
+    with profile(sample=False) as run:
+        with pytest.raises(NbprofError, match="cannot start inside") as info:
+            with torch.profiler.profile():
+                pass
+        _work()
+    assert "Remove the inner" in str(info.value) and NESTED_PROFILER == str(info.value)
+    assert run.result is not None and (run.result.cpu_ops["name"] == "aten::mm").any()
+    # Outside a run, torch's own profilers work as they always did.
+    with torch.profiler.profile() as own:
+        _work()
+    assert any(e.name == "aten::mm" for e in own.events())
+
+
+# -- where the raw trace goes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["folder", "proc"])
+def test_an_unwritable_trace_path_is_refused_before_the_run(tmp_path: Path, where: str) -> None:
+    from nbprof.errors import OutputError
+
+    target = tmp_path if where == "folder" else Path("/proc/nbprof-trace.json")
+    if where == "proc" and not Path("/proc").is_dir():
+        pytest.skip("no /proc")
+    with pytest.raises(OutputError) as info:
+        profile(trace_path=target)
+    assert info.value.path == str(target)
+    assert not _profiler_on()
+
+
+def test_a_failed_trace_save_keeps_the_profile_and_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills up while the trace is saved: the profile still stands (read from the
+    temporary export), the file that was there is untouched, and the reason is kept."""
+    import errno
+    import shutil
+
+    from nbprof import capture
+
+    dest = tmp_path / "run.json.gz"
+    dest.write_bytes(b"previous")
+    real = shutil.copyfileobj
+
+    def full_disk(src: object, dst: object, *args: object) -> None:
+        real(src, dst, *args)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(capture.shutil, "copyfileobj", full_disk)
+    with profile(trace_path=dest, sample=False) as run:
+        _work()
+    prof = run.result
+    assert prof is not None and (prof.cpu_ops["name"] == "aten::mm").any()
+    assert "no space left" in run.save_error and str(dest) in run.save_error
+    assert any("could not be saved" in n for n in prof.notes)
+    assert prof.trace.source == "live capture"
+    assert dest.read_bytes() == b"previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json.gz"]  # no temporary left

@@ -170,14 +170,75 @@ def test_report_writes_self_contained_html(
     assert "Bokeh" in html
 
 
-def test_report_default_output_name(
+def test_report_is_written_beside_the_trace_by_default(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
+    """Not into whatever folder the command runs in (it wrote ./tiny.html there)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     code, out, _ = run(["report", str(tiny)], capsys)
     assert code == 0
-    assert (tmp_path / "tiny.html").is_file()
-    assert "tiny.html" in out
+    assert (tiny.parent / "tiny.html").is_file() and not list(elsewhere.iterdir())
+    assert f"wrote {tiny.parent / 'tiny.html'} (" in out
+    assert "replacing" not in out
+    # Again: the previous report is replaced, and that is said.
+    code, out, _ = run(["report", str(tiny)], capsys)
+    assert code == 0 and "replacing the previous file" in out
+
+
+def test_report_never_overwrites_its_input(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = tiny.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(tiny)
+    for target in (tiny, link):
+        code, out, err = run(["report", str(tiny), "-o", str(target)], capsys)
+        assert_one_line_error(code, err, target)
+        assert "is the input" in err and not out
+    assert tiny.read_bytes() == before
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    rank = folder / "rank0.json"
+    rank.write_bytes(before)
+    code, _, err = run(["report", str(folder), "-o", str(rank)], capsys)
+    assert_one_line_error(code, err, rank)
+    assert rank.read_bytes() == before
+
+
+@pytest.mark.parametrize("where", ["a-folder", "proc", "dev-full"])
+def test_report_to_an_unwritable_place_names_the_output(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    target = {"a-folder": tmp_path, "proc": Path("/proc/nbprof.html"),
+              "dev-full": Path("/dev/full")}[where]  # fmt: skip
+    if where != "a-folder" and not target.parent.is_dir():
+        pytest.skip(f"no {target.parent}")
+    code, out, err = run(["report", str(tiny), "-o", str(target)], capsys)
+    assert_one_line_error(code, err, target)
+    assert str(tiny) not in err and not out
+
+
+def test_a_failed_report_write_leaves_the_previous_file(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+
+    from nbprof import _files
+
+    out_path = tmp_path / "out.html"
+    out_path.write_text("previous report")
+
+    def full(fd: int) -> None:  # the disk fills up: fsync reports it
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_files.os, "fsync", full)
+    code, _, err = run(["report", str(tiny), "-o", str(out_path)], capsys)
+    assert_one_line_error(code, err, out_path)
+    assert "no space left" in err
+    assert out_path.read_text() == "previous report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.html", "tiny.json"]
 
 
 def test_corpus_trace_json_and_text(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -274,6 +335,64 @@ def test_console_script(tiny: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"nbprof: error: {bad}: ")
+
+
+def test_symlink_loop_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    code, _, err = run(["analyze", str(a)], capsys)
+    assert_one_line_error(code, err, a)
+    assert "symbolic link loop" in err  # it said "no such file or folder"
+
+
+def test_error_lines_carry_no_terminal_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "evil\x1b[2J\x07.json"
+    path.write_text("not json")
+    code, _, err = run(["analyze", str(path)], capsys)
+    assert code == 2 and "\x1b" not in err and "\x07" not in err
+    assert err.count("\n") == 1 and "evil" in err
+
+
+def test_out_of_memory_in_the_analysis_is_one_line(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reader words its own (tests/test_hostile.py, under a real limit); past it, the
+    analysis can run out too."""
+    import nbprof.analysis
+
+    def exhausted(*args: object, **kwargs: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(nbprof.analysis, "analyze", exhausted)
+    code, _, err = run(["analyze", str(tiny)], capsys)
+    assert_one_line_error(code, err, tiny)
+    assert "not enough memory" in err
+
+
+@pytest.mark.timeout(300)
+def test_no_progress_bar_text_before_the_error_line(tmp_path: Path) -> None:
+    """A load slow enough for the progress bar (over ~1 s), failing at its last event: the
+    bar went to stderr when it was a pipe, before the one-line error."""
+    ev = (b'{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1,"dur":1,'
+          b'"args":{"External id":1}},')  # fmt: skip
+    path = tmp_path / "slow.json"
+    with path.open("wb") as f:
+        f.write(b'{"traceEvents":[')
+        for _ in range(15):
+            f.write(ev * 100_000)
+        f.write(b'{"ph":"X","cat":"cpu_op","name":"x","ts":1,"dur":-1}]}')
+    done = subprocess.run(
+        [sys.executable, "-m", "nbprof", "analyze", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"nbprof: error: {path}: ")
+    assert "negative duration" in done.stderr
 
 
 def _words(text: str) -> str:

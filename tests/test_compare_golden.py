@@ -497,3 +497,27 @@ def test_exposed_communication_and_copies_by_direction(tmp_path: Path) -> None:
     out = cmp.text()
     assert re.search(r"copies HtoD: rate\s+5\.0 GB/s\s+20\.0 GB/s\s+\+15\.0 GB/s\s+better", out)
     assert "copies DtoH" not in out  # unknown in both: left out of the table
+
+
+def test_html_page_is_never_written_over_a_run_and_a_failed_write_keeps_the_old_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nbprof.errors import OutputError
+
+    cmp = pair(tmp_path)
+    before_trace = Path(cmp.before.trace.source)
+    original = before_trace.read_bytes()
+    with pytest.raises(OutputError, match="refusing to overwrite"):
+        cmp.to_html(before_trace)
+    assert before_trace.read_bytes() == original
+    out = tmp_path / "cmp.html"
+    out.write_text("the previous page", encoding="utf-8")
+
+    def boom(_: object) -> str:
+        raise RuntimeError("rendering failed half way")
+
+    monkeypatch.setattr("nbprof.views.compare.page", boom)
+    with pytest.raises(RuntimeError):
+        cmp.to_html(out)
+    assert out.read_text(encoding="utf-8") == "the previous page"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

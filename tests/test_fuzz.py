@@ -3,7 +3,9 @@
 The seed is a small real trace from the corpus plus a sample of a larger one (so Kineto's
 real key names and value shapes are what gets mutated); without the corpus, a hand-made
 trace. Mutations: dropped keys, wrong types, negative and huge numbers, truncated bytes,
-flipped bytes in the JSON and in its gzip stream.
+flipped bytes in the JSON and in its gzip stream; and, on the JSON text itself, structural
+ones a dict cannot hold: deep nesting anywhere, repeated keys, the event array without its
+closing bracket, absurd durations.
 """
 
 from __future__ import annotations
@@ -182,6 +184,80 @@ def test_truncated_and_flipped_gzip(tmp_path: Path, cut: int, flips: list[tuple[
     p = tmp_path / "g.json.gz"
     p.write_bytes(bytes(data))
     _check(p)
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _object(pairs: list[tuple[str, str]]) -> str:
+    """A JSON object from (key, value text) pairs, repeats kept."""
+    return "{" + ",".join(f"{_text(k)}:{v}" for k, v in pairs) + "}"
+
+
+@st.composite
+def structural(draw: st.DrawFn) -> bytes:
+    """The seed as JSON text, with the mutations only text can express."""
+    events = [e for e in SEED["traceEvents"] if isinstance(e, dict)]
+    events = [dict(e) for e in events[: draw(st.integers(1, min(len(events), 40)))]]
+    top = [(k, _text(v)) for k, v in SEED.items() if k != "traceEvents"]
+    ev_text = [[(k, _text(v)) for k, v in e.items()] for e in events]
+    bare = False
+    for _ in range(draw(st.integers(1, 3))):
+        what = draw(st.sampled_from(["deep", "dup-top", "dup-event", "unclosed", "dur"]))
+        i = draw(st.integers(0, len(ev_text) - 1))
+        if what == "deep":
+            depth = draw(st.integers(1, 3000))
+            opener, closer = draw(st.sampled_from([("[", "]"), ('{"a":', "}")]))
+            deep = opener * depth + "1" + closer * depth
+            where = draw(st.sampled_from(["arg", "event-key", "top", "event"]))
+            if where == "arg":
+                ev_text[i].append(("args", '{"grid":' + deep + "}"))
+            elif where == "event-key":
+                ev_text[i].append((draw(st.sampled_from(["x", "ts", "dur", "name"])), deep))
+            elif where == "top":
+                top.append((draw(st.sampled_from(["meta", "distributedInfo"])), deep))
+            else:
+                ev_text.insert(i, [("deep", deep)])
+        elif what == "dup-top":
+            key = draw(st.sampled_from(["traceEvents", "schemaVersion", "deviceProperties"]))
+            top.append((key, "[]" if key != "schemaVersion" else "2"))
+        elif what == "dup-event":
+            key = draw(st.sampled_from(["ts", "dur", "cat", "ph", "args"]))
+            ev_text[i].append((key, _text(draw(WRONG))))
+        elif what == "unclosed":
+            bare = True
+        else:
+            dur = draw(st.sampled_from(["1e18", "1e300", "1e999", "9.1e15", "9e15", "-1e300"]))
+            ev_text[i] = [(k, v) for k, v in ev_text[i] if k != "dur"] + [("dur", dur)]
+    array = "[" + ",".join(_object(e) for e in ev_text)
+    if bare:
+        return (array + draw(st.sampled_from(["", ",", ",\n", "\n  "]))).encode()
+    return _object([*top, ("traceEvents", array + "]")]).encode()
+
+
+@FAST
+@given(structural())
+def test_structural_mutations(tmp_path: Path, data: bytes) -> None:
+    p = tmp_path / "s.json"
+    p.write_bytes(data)
+    _check(p)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_structural_mutations_each_once(tmp_path: Path, gz: bool) -> None:
+    """One of each, read plain and gzipped: the errors they must give, in words."""
+    ev = _text(SEED["traceEvents"][0] if isinstance(SEED["traceEvents"][0], dict) else {})
+    cases = {
+        '{"traceEvents":[' + ev + '],"m":' + "[" * 3000 + "]" * 3000 + "}": "nested too deeply",
+        '{"traceEvents":[' + ev + '],"traceEvents":[' + ev + "]}": "more than once",
+        '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1e300}]}': "duration",
+    }
+    for i, (text, words) in enumerate(cases.items()):
+        p = tmp_path / (f"c{i}.json.gz" if gz else f"c{i}.json")
+        p.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+        with pytest.raises(TraceError, match=words):
+            read(p, progress=False)
 
 
 def test_seed_itself_loads(tmp_path: Path) -> None:

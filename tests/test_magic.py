@@ -345,3 +345,107 @@ def test_unload_removes_the_magics(shell: InteractiveShell) -> None:
     finally:
         shell.run_line_magic("load_ext", "nbprof")
     assert shell.find_cell_magic("gpuprof") is not None
+
+
+# -- hostile options and unlucky outputs ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["class", "None", "lambda"])
+def test_keywords_are_not_variable_names(shell: InteractiveShell, name: str) -> None:
+    shell.user_ns.pop("never", None)
+    result, _ = run(shell, f"%%gpuprof --no-gauge -o {name}\nnever = 1\n")
+    assert not result.success
+    assert "not a valid variable name" in str(result.error_in_exec)
+    assert "never" not in shell.user_ns
+
+
+@pytest.mark.parametrize("option", ["--trace", "--html"])
+@pytest.mark.parametrize("where", ["a-folder", "proc", "same-for-both"])
+def test_unwritable_outputs_are_refused_before_the_body_runs(
+    shell: InteractiveShell, tmp_path: Path, option: str, where: str
+) -> None:
+    shell.user_ns.pop("never", None)
+    if where == "proc" and not Path("/proc").is_dir():
+        pytest.skip("no /proc")
+    target = {"a-folder": str(tmp_path), "proc": "/proc/self/nbprof.json"}.get(where)
+    both = f"--trace {tmp_path}/x.json --html {tmp_path}/x.json"
+    line = both if where == "same-for-both" else f"{option} {target}"
+    result, cap = run(shell, f"%%gpuprof --no-gauge {line}\nnever = 1\n")
+    assert not result.success
+    assert "never" not in shell.user_ns and not cap.outputs
+    message = str(result.error_in_exec)
+    assert "\n" not in message
+    assert (target or "x.json") in message
+
+
+def _fill_the_disk_on_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills up as a file is written: fsync reports it (delayed allocation)."""
+    import errno
+
+    from nbprof import _files
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_files.os, "fsync", full)
+
+
+@pytest.mark.parametrize("option", ["--trace", "--html"])
+def test_a_failed_write_keeps_the_profile_and_says_so_in_one_line(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """The body ran, then the output could not be written: the profile is in -o and on
+    screen, one line says what was not saved, and no half-written file is left."""
+    target = tmp_path / ("out.json.gz" if option == "--trace" else "out.html")
+    target.write_bytes(b"previous")
+    _fill_the_disk_on_fsync(monkeypatch)
+    shell.user_ns.pop("fw", None)
+    result, cap = run(
+        shell, f"%%gpuprof --no-gauge {option} {target} -o fw\ny = torch.ones(4) @ torch.ones(4)\n"
+    )
+    assert result.success, result.error_in_exec
+    prof = shell.user_ns["fw"]
+    assert isinstance(prof, Profile) and (prof.cpu_ops["name"] == "aten::dot").any()
+    assert is_profile_bundle(final_bundle(cap))
+    said = [line for line in cap.stderr.splitlines() if line.startswith("nbprof:")]
+    assert len(said) == 1 and str(target) in said[0] and "no space left" in said[0], cap.stderr
+    assert target.read_bytes() == b"previous"
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+_NESTED_CELL = """
+import sys
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+sh = InteractiveShell.instance()
+sh.run_line_magic("load_ext", "nbprof")
+with capture_output() as cap:
+    r = sh.run_cell(
+        "%%gpuprof --no-gauge -o outer\\n"
+        "import torch\\n"
+        "x = torch.ones(4) @ torch.ones(4)\\n"
+        "with torch.profiler.profile():\\n"
+        "    x = torch.ones(4) @ torch.ones(4)\\n"
+    )
+print("error=" + type(r.error_in_exec).__name__)
+print("message=" + str(r.error_in_exec).replace("\\n", " "))
+print("outputs=" + str(len(cap.outputs)))
+print("dots=" + str(int((sh.user_ns["outer"].cpu_ops["name"] == "aten::dot").sum())))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_torch_profiler_in_the_cell_is_a_usage_error_with_the_partial_profile() -> None:
+    """In a subprocess: before, this killed the process (the notebook's kernel)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", _NESTED_CELL], capture_output=True, text=True, timeout=240, env=env
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    out = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert out["error"] == "UsageError" and "cannot start inside" in out["message"]
+    assert out["outputs"] == "1" and out["dots"] == "1"

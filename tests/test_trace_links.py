@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nbprof.trace import links
 from nbprof.trace.links import innermost_ops, link_launches, nest
 
 
@@ -70,3 +72,101 @@ def test_link_launches_first_call_wins_and_sync_records_are_skipped() -> None:
     launcher = np.array([True, False, True, True, True])
     got = link_launches(np.array([5, 7, 9, -1, 42]), rt_corr, launcher)
     assert got.tolist() == [0, -1, 3, -1, -1]
+
+
+def reference_any(ivs: list[tuple[int, float, float]]) -> tuple[list[int], list[int]]:
+    """Depth and parent for any intervals, nested or not, by nest()'s definition: depth =
+    earlier rows (in sorted order) on the thread still open after this one starts; parent =
+    the last earlier row on the thread one level up."""
+    depth: list[int] = []
+    parent: list[int] = []
+    for i, (th, s, _e) in enumerate(ivs):
+        d = sum(1 for th2, _s2, e2 in ivs[:i] if th2 == th and e2 > s)
+        up = [j for j in range(i) if ivs[j][0] == th and depth[j] == d - 1]
+        depth.append(d)
+        parent.append(up[-1] if d and up else -1)
+    return depth, parent
+
+
+def walk_reference(
+    ivs: list[tuple[int, float, float]], parent: list[int], th: int, t: float
+) -> int:
+    """innermost_ops by its definition: the latest op on the thread starting at or before
+    ``t``, then up the parents while the op has ended before ``t``."""
+    cur = max((i for i, (th2, s, _e) in enumerate(ivs) if th2 == th and s <= t), default=-1)
+    while cur >= 0 and ivs[cur][2] < t:
+        cur = parent[cur]
+    return cur
+
+
+# Few distinct times, so that many intervals share a start, an end, or both (zero-length
+# ones included), and overlaps that do not nest.
+_TIMES = st.integers(0, 6).map(float)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), _TIMES, st.integers(0, 4).map(float)), max_size=40),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(-1, 12).map(lambda v: v / 2)), max_size=20),
+)
+def test_nest_matches_the_reference_on_any_intervals(
+    raw: list[tuple[int, float, float]], queries: list[tuple[int, float]]
+) -> None:
+    ivs = sorted(((th, s, s + d) for th, s, d in raw), key=lambda v: (v[1], -v[2]))
+    th = np.array([v[0] for v in ivs], np.int64)
+    s = np.array([v[1] for v in ivs], np.float64)
+    e = np.array([v[2] for v in ivs], np.float64)
+    depth, parent = nest(np.zeros_like(th), th, s, e)
+    want_depth, want_parent = reference_any(ivs)
+    assert depth.tolist() == want_depth
+    assert parent.tolist() == want_parent
+    q_th = np.array([q[0] for q in queries], np.int64)
+    q_t = np.array([q[1] for q in queries], np.float64)
+    got = innermost_ops(np.zeros_like(th), th, s, e, parent, np.zeros_like(q_th), q_th, q_t)
+    assert got.tolist() == [walk_reference(ivs, want_parent, qt, qv) for qt, qv in queries]
+
+
+@pytest.mark.parametrize("walk_steps", [0, 1, 32])
+def test_deep_walks_jump_exactly(monkeypatch: pytest.MonkeyPatch, walk_steps: int) -> None:
+    """Past the level-by-level steps, innermost_ops jumps up the tree (binary lifting): the
+    same answers, also where ends do not grow towards the root (ops that overlap without
+    nesting)."""
+    rng = np.random.default_rng(7)
+    n = 300
+    s = np.sort(rng.integers(0, 40, n)).astype(np.float64)
+    e = s + rng.integers(0, 30, n)
+    order = np.lexsort((-(e - s), s))
+    s, e = s[order], e[order]
+    th = rng.integers(0, 2, n)
+    depth, parent = nest(np.zeros(n, np.int64), th, s, e)
+    assert depth.max() > 32  # deep enough for the jumps to matter
+    ivs = [(int(a), float(b), float(c)) for a, b, c in zip(th, s, e, strict=True)]
+    q_th = rng.integers(0, 2, 200)
+    q_t = rng.integers(0, 80, 200).astype(np.float64)
+    monkeypatch.setattr(links, "_WALK_STEPS", walk_steps)
+    got = innermost_ops(np.zeros(n, np.int64), th, s, e, parent, np.zeros(200, np.int64), q_th, q_t)
+    want = [
+        walk_reference(ivs, parent.tolist(), int(a), float(b))
+        for a, b in zip(q_th, q_t, strict=True)
+    ]
+    assert got.tolist() == want
+
+
+@pytest.mark.timeout(30)
+def test_many_ops_sharing_one_timestamp_nest_in_near_linear_time() -> None:
+    """300k ops on one thread, all [0, 10] us: each encloses the next (depth = row), the
+    worst case for a pass per nesting level (it took minutes). The timeout is a hang guard,
+    ~100x what the sorted searches take."""
+    n = 300_000
+    s = np.zeros(n)
+    e = np.full(n, 10.0)
+    zeros = np.zeros(n, np.int64)
+    depth, parent = nest(zeros, zeros, s, e)
+    assert depth.tolist() == list(range(n))
+    assert parent.tolist() == list(range(-1, n - 1))
+    # A call inside every op belongs to the deepest; one after them all, to none.
+    got = innermost_ops(
+        zeros, zeros, s, e, parent, np.zeros(2, np.int64), np.zeros(2, np.int64),
+        np.array([5.0, 20.0]),
+    )  # fmt: skip
+    assert got.tolist() == [n - 1, -1]

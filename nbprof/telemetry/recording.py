@@ -52,6 +52,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from nbprof._files import read_regular
 from nbprof.errors import TraceError
 from nbprof.telemetry.model import Samples
 from nbprof.telemetry.nvml import METRIC_NAMES, Block
@@ -190,13 +191,23 @@ def _parse_state(path: Path, lineno: int, obj: dict[str, Any], t: int) -> _State
     return _State(t, gpus, reasons, unavailable, cuda)
 
 
+#: The values a sample's time (int64 ns) and GPU index (NVML counts GPUs from 0) can take.
+_I64 = range(-(2**63), 2**63)
+_GPU_INDEX = range(0, 2**31)
+
+
+def _is_int(v: object, valid: range) -> bool:
+    # bool is an int to Python, but `"t": true` is no time.
+    return isinstance(v, int) and not isinstance(v, bool) and v in valid
+
+
 def read_recording(path: str | os.PathLike[str]) -> Recording:
     """Parse a sample file; a clear :class:`~nbprof.TraceError` when it is not one."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as err:
-        raise TraceError(str(p), f"cannot read the sample file ({err.strerror or err})") from None
+        raw = read_regular(p)  # a FIFO would block, a device never end: refused
+    except TraceError as err:
+        raise TraceError(str(p), f"cannot read the sample file ({err.reason})") from None
     lines = raw.split(b"\n")
     while lines and not lines[-1].strip():
         lines.pop()
@@ -228,8 +239,10 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
                 logger.warning("%s: last line is truncated; ignored", p)
                 break
             raise TraceError(str(p), f"line {lineno} is not JSON") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("t"), int):
-            raise TraceError(str(p), f'line {lineno}: expected an object with an integer "t"')
+        if not isinstance(obj, dict) or not _is_int(obj.get("t"), _I64):
+            raise TraceError(
+                str(p), f'line {lineno}: expected an object with an integer "t" (ns since 1970)'
+            )
         if "state" in obj:
             state = _parse_state(p, lineno, obj["state"] or {}, obj["t"])
             if not state.cuda_devices:  # a state line need not repeat the CUDA match
@@ -237,14 +250,14 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
             states.append(state)
             continue
         g = obj.get("gpu")
-        if not isinstance(g, int):
-            raise TraceError(str(p), f'line {lineno}: expected an integer "gpu"')
+        if not _is_int(g, _GPU_INDEX):
+            raise TraceError(str(p), f'line {lineno}: expected an integer "gpu" (an NVML index)')
         row = [nan] * len(METRIC_NAMES)
         for key, v in obj.items():
             k = col.get(key)
             if k is None:
                 continue  # "t", "gpu", or a metric a newer writer knows
-            if not isinstance(v, int | float):
+            if isinstance(v, bool) or not isinstance(v, int | float):
                 raise TraceError(str(p), f"line {lineno}: {key} is not a number")
             row[k] = float(v)
         times.append(obj["t"])

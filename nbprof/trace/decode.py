@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -25,7 +26,8 @@ from typing import Any, TypeVar
 import msgspec
 import numpy as np
 
-from nbprof.errors import TraceError
+from nbprof.errors import TraceError, plain_text
+from nbprof.trace.io import encoding_problem
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,8 @@ def decode_flows(raws: list[msgspec.Raw], path: str) -> tuple[list[FlowEvent], n
         events = _flows_decoder.decode(b"[" + b",".join(raws) + b"]")
     except msgspec.DecodeError as e:
         raise TraceError(path, f"not valid JSON in a flow event ({e})") from None
+    except RecursionError:
+        raise TraceError(path, f"a flow event: {too_deep()}") from None
     return events, parse_ts_ns([e.ts for e in events], path)
 
 
@@ -165,13 +169,67 @@ def explain_validation(e: msgspec.ValidationError) -> tuple[int | None, str, str
     return index, sub, problem
 
 
-def _json_error(path: str, data: bytes, e: msgspec.DecodeError) -> TraceError:
+#: Text of any kind nbprof reads: the file's bytes (gzip output comes as a bytearray).
+Buffer = bytes | bytearray
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_SPACE_RUN = re.compile(rb"[ \t\r\n]*")
+
+
+def too_deep() -> str:
+    """The reason for JSON nested beyond what the decoder (Python's recursion limit) takes."""
+    return (
+        f"JSON nested too deeply (more than about {sys.getrecursionlimit()} arrays or objects "
+        "inside one another; a profiler trace nests a handful)"
+    )
+
+
+def _skip_space(data: Buffer, pos: int) -> int:
+    """The first position at or after ``pos`` that is not JSON whitespace."""
+    m = _SPACE_RUN.match(data, pos)
+    return m.end() if m else pos
+
+
+def _last_non_space(data: Buffer, end: int) -> int:
+    """The last position before ``end`` that is not JSON whitespace (-1 if none).
+
+    Scanned backwards in growing blocks with numpy: megabytes of padding cost milliseconds,
+    and the usual case (a byte or two) looks at one small block.
+    """
+    step = 256
+    while end > 0:
+        lo = max(0, end - step)
+        # Every byte above 32 is solid; of those at or below it (whitespace, or control
+        # bytes, which JSON does not allow there) only the run after the last one above 32
+        # needs the exact test.
+        above = np.frombuffer(data, np.uint8, count=end - lo, offset=lo) > 32
+        back = int(above[::-1].argmax())  # argmax stops at the first True
+        low = end - back if above[-1 - back] else lo
+        tail = np.frombuffer(data, np.uint8, count=end - low, offset=low)
+        solid = np.flatnonzero((tail != 32) & (tail != 10) & (tail != 13) & (tail != 9))
+        if len(solid):
+            return low + int(solid[-1])
+        if low > lo:
+            return low - 1
+        end = lo
+        step = min(step * 16, 1 << 24)
+    return -1
+
+
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _json_error(path: str, data: Buffer, e: msgspec.DecodeError) -> TraceError:
     msg = str(e)
-    if not data.strip():
+    if _last_non_space(data, len(data)) < 0:
         return TraceError(path, "file is empty")
+    encoding = encoding_problem(bytes(data[:4]))
+    if encoding:
+        return TraceError(path, encoding)
     if "truncated" in msg:
         return TraceError(path, "JSON is truncated (the file was cut short)")
-    return TraceError(path, f"not valid JSON ({msg.removeprefix('JSON is malformed: ')})")
+    msg = _AT_BYTE.sub(r"at byte \1", msg.removeprefix("JSON is malformed: "))
+    return TraceError(path, f"not valid JSON ({msg})")
 
 
 class _File(msgspec.Struct, gc=False):
@@ -179,13 +237,26 @@ class _File(msgspec.Struct, gc=False):
 
 
 _file_decoder = msgspec.json.Decoder(_File)
-_LEADING_SPACE = re.compile(rb"\s*")
 
 
-def decode_file(data: bytes, path: str) -> Decoded:
+def decode_file(data: Buffer, path: str) -> Decoded:
     """Decode one trace file's bytes (a Kineto object, or a bare Chrome-trace array)."""
-    start = _LEADING_SPACE.match(data)
-    head = data[start.end() : start.end() + 1] if start else data[:1]
+    try:
+        return _decode_file(data, path)
+    except RecursionError:
+        raise TraceError(path, too_deep()) from None
+
+
+def _decode_file(data: Buffer, path: str) -> Decoded:
+    if data[:3] == _UTF8_BOM:
+        # JSON may start with a byte-order mark (RFC 8259 lets readers ignore it): as
+        # whitespace it changes no offset; in place when the buffer allows.
+        if isinstance(data, bytearray):
+            data[:3] = b"   "
+        else:
+            data = b"   " + data[3:]
+    start = _skip_space(data, 0)
+    head = bytes(data[start : start + 1])
     metadata: dict[str, Any] = {}
     props: list[DeviceProps] = []
     base_ns: int | None = None
@@ -196,22 +267,36 @@ def decode_file(data: bytes, path: str) -> Decoded:
     if not bare:
         split = _split_top(data)
         if split is not None:
-            raws, top = split
+            raws, top, dup = split
         else:
-            top = _skim_top(data, path, head)
+            top, dup = _skim_top(data, path, head)
+        if dup == "traceEvents":
+            raise TraceError(
+                path,
+                "`traceEvents` appears more than once at the top level: refusing to guess "
+                "which one is the trace (a JSON reader keeps only the last)",
+            )
+        if dup is not None:
+            notes.append(
+                f"top-level `{plain_text(dup)}` appears more than once; the last one is used"
+            )
         if "traceEvents" not in top:
             raise TraceError(path, "no `traceEvents` in the file (is this a profiler trace?)")
         del top["traceEvents"]
         for key, raw in top.items():
             try:
                 metadata[key] = msgspec.json.decode(raw)
-            except msgspec.DecodeError as e:
+            except (msgspec.DecodeError, RecursionError) as e:
                 # The skim checks the JSON's structure but not the UTF-8 inside raw strings,
                 # so a value can still fail here. Metadata only adds to the tables: ignore it.
+                why = too_deep() if isinstance(e, RecursionError) else str(e)
                 metadata[key] = None
                 if key != "deviceProperties":  # logged and noted below, as malformed
-                    logger.warning("%s: ignoring unreadable top-level `%s` (%s)", path, key, e)
-                    notes.append(f"top-level `{key}` could not be read ({e}) and is ignored")
+                    safe = plain_text(key)
+                    logger.warning(
+                        "%s: ignoring unreadable top-level `%s` (%s)", plain_text(path), safe, why
+                    )
+                    notes.append(f"top-level `{safe}` could not be read ({why}) and is ignored")
         raw_props = top.get("deviceProperties")
         got = _device_props(raw_props, path)
         if got is None:
@@ -230,28 +315,53 @@ def decode_file(data: bytes, path: str) -> Decoded:
     if raws is None:
         try:
             # Slices of the file's own bytes (not of the skim's raw value, which would copy).
-            raws = (
-                _raw_list_decoder.decode(data) if bare else _file_decoder.decode(data).traceEvents
-            )
+            if bare:
+                raws = _raw_list_decoder.decode(data)
+            else:
+                raws = _file_decoder.decode(data).traceEvents
         except msgspec.ValidationError as e:
             _, _, problem = explain_validation(e)
             raise TraceError(path, f"`traceEvents` {problem}") from None
         except msgspec.DecodeError as e:
-            raise _json_error(path, data, e) from None
+            closed = _closed_array(data) if bare and "truncated" in str(e) else None
+            if closed is None:
+                raise _json_error(path, data, e) from None
+            # The Trace Event Format lets the array format end without its "]" (a traced
+            # process that died mid-trace leaves it so): close it and read again.
+            data = closed
+            try:
+                raws = _raw_list_decoder.decode(data)
+            except msgspec.DecodeError:
+                raise _json_error(path, data, e) from None
+            notes.append("the event array had no closing `]` (allowed by the format); read as is")
     if not raws:
         raise TraceError(path, "trace is empty (no events)")
     return Decoded(raws, metadata, props, base_ns, rank, notes)
 
 
-def _address(buf: bytes | msgspec.Raw) -> int:
+def _closed_array(data: Buffer) -> Buffer | None:
+    """A bare event array that lacks its closing ``]``, closed (a trailing comma dropped);
+    None when it does not end like one (after an event's ``}``, or a comma)."""
+    last = _last_non_space(data, len(data))
+    if last < 0 or data[last] not in b",}":
+        return None
+    keep = last if data[last] == ord(",") else last + 1
+    if isinstance(data, bytearray):
+        del data[keep:]
+        data += b"]"
+        return data
+    return data[:keep] + b"]"
+
+
+def _address(buf: Buffer | msgspec.Raw) -> int:
     return int(np.frombuffer(buf, np.uint8).ctypes.data)
 
 
-_SPACE = b" \t\r\n"
-
-
-def _split_top(data: bytes) -> tuple[list[msgspec.Raw], dict[str, msgspec.Raw]] | None:
-    """The events and the other top-level values, in one pass over the events, or None.
+def _split_top(
+    data: Buffer,
+) -> tuple[list[msgspec.Raw], dict[str, msgspec.Raw], str | None] | None:
+    """The events, the other top-level values and a repeated top-level key, in one pass over
+    the events; or None.
 
     The events' raw slices point into ``data``, so their addresses say where the
     ``traceEvents`` array lies; the rest of the object (the metadata, a few hundred bytes)
@@ -270,26 +380,58 @@ def _split_top(data: bytes) -> tuple[list[msgspec.Raw], dict[str, msgspec.Raw]] 
     end = _address(raws[-1]) - base + len(raws[-1])
     if not (0 < first < end <= len(data)) or data[first : first + len(raws[0])] != bytes(raws[0]):
         return None
-    opening = first - 1
-    while opening > 0 and data[opening] in _SPACE:
-        opening -= 1
-    closing = end
-    while closing < len(data) and data[closing] in _SPACE:
-        closing += 1
+    opening = _last_non_space(data, first)
+    closing = _skip_space(data, end)
     if data[opening : opening + 1] != b"[" or data[closing : closing + 1] != b"]":
         return None
+    rest = bytes(data[:opening]) + b"[]" + bytes(data[closing + 1 :])
     try:
-        top = _top_decoder.decode(data[:opening] + b"[]" + data[closing + 1 :])
+        top = _top_decoder.decode(rest)
     except msgspec.DecodeError:
         return None
-    return raws, top
+    return raws, top, _repeated_key(rest, top)
 
 
-def _skim_top(data: bytes, path: str, head: bytes) -> dict[str, msgspec.Raw]:
-    """The top-level object's values, left raw; TraceError when it is not a JSON object."""
+_KEY = rb'"(?:[^"\\]|\\.)*"'
+_FIRST_GAP = re.compile(rb"[ \t\r\n]*\{[ \t\r\n]*(" + _KEY + rb")[ \t\r\n]*:[ \t\r\n]*")
+_GAP = re.compile(rb"[ \t\r\n]*,[ \t\r\n]*(" + _KEY + rb")[ \t\r\n]*:[ \t\r\n]*")
+
+
+def _repeated_key(text: Buffer, top: dict[str, msgspec.Raw]) -> str | None:
+    """A key of the top-level object ``text`` that appears more than once, else None.
+
+    A JSON object read into a dict keeps the last value of a repeated key, silently. The
+    values kept are slices of ``text``: between two of them there must be exactly one
+    ``, "key":``; a gap holding anything more holds a value that was dropped, and its key.
+    (A key that cannot be told from the gap is not reported: this only adds a note.)
+    """
+    base = _address(text)
+    spans = sorted((_address(v) - base, len(v)) for v in top.values())
+    view = memoryview(text)
+    at = 0
+    for i, (start, size) in enumerate(spans):
+        gap = view[at:start]
+        m = (_FIRST_GAP if i == 0 else _GAP).fullmatch(gap)
+        if m is None:
+            found = (_FIRST_GAP if i == 0 else _GAP).match(gap)
+            return _key_text(found.group(1)) if found else None
+        at = start + size
+    return None
+
+
+def _key_text(raw: bytes) -> str:
+    try:
+        return str(msgspec.json.decode(raw))
+    except msgspec.DecodeError:
+        return raw.decode("utf-8", "replace")
+
+
+def _skim_top(data: Buffer, path: str, head: bytes) -> tuple[dict[str, msgspec.Raw], str | None]:
+    """The top-level object's values, left raw, and a repeated key (see :func:`_repeated_key`);
+    TraceError when it is not a JSON object."""
     try:
         # A skim of the top level (values left raw): validates the JSON, finds the keys.
-        return _top_decoder.decode(data)
+        top = _top_decoder.decode(data)
     except msgspec.ValidationError:
         kind = {b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}.get(
             head, "a number"
@@ -300,6 +442,7 @@ def _skim_top(data: bytes, path: str, head: bytes) -> dict[str, msgspec.Raw]:
         ) from None
     except msgspec.DecodeError as e:
         raise _json_error(path, data, e) from None
+    return top, _repeated_key(data, top)
 
 
 @dataclass
@@ -309,8 +452,9 @@ class TsMode:
     try_int: bool = True
 
 
-#: The largest integer µs timestamp taken as is (the exact path checks the same bound).
-_MAX_TS_US = 9_000_000_000_000_000
+#: The largest integer µs timestamp taken as is (the exact path checks the same bound), and
+#: the longest duration: about 285 years, so that ns times still fit in an int64.
+MAX_TS_US = 9_000_000_000_000_000
 
 
 def decode_chunk(
@@ -342,6 +486,9 @@ def decode_chunk(
         # seen here.
         last = offset + len(raws) - 1
         raise TraceError(path, f"not valid JSON in events {offset}-{last} ({e})") from None
+    except RecursionError:
+        last = offset + len(raws) - 1
+        raise TraceError(path, f"events {offset}-{last}: {too_deep()}") from None
     return events, parse_ts_ns([e.ts for e in events], path, offset)
 
 
@@ -354,7 +501,7 @@ def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
         events = _int_ts_decoder.decode(joined)
     except msgspec.ValidationError:
         return None
-    except msgspec.DecodeError:  # e.g. invalid UTF-8: the exact path words the error
+    except (msgspec.DecodeError, RecursionError):  # the exact path words the error
         return None
     values = [e.ts for e in events]
     ts = np.array(values)
@@ -365,7 +512,7 @@ def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
         missing = np.array([v is unset for v in values], bool)
         ts = np.array([0 if v is unset else v for v in values])
     # int64 only when every value is an int (a float or a huge int changes the dtype).
-    if ts.dtype != np.int64 or not len(ts) or ts.min() < 0 or ts.max() > _MAX_TS_US:
+    if ts.dtype != np.int64 or not len(ts) or ts.min() < 0 or ts.max() > MAX_TS_US:
         return None
     ts = ts * 1000
     if missing is not None:
@@ -380,11 +527,12 @@ def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps] | Non
         return []
     try:
         return _props_decoder.decode(raw)
-    except msgspec.DecodeError as e:  # ValidationError included; also invalid UTF-8
+    except (msgspec.DecodeError, RecursionError) as e:  # ValidationError, bad UTF-8 too
         # Raw values skip string contents, so bad UTF-8 inside them surfaces only here.
         # Device properties only enrich the devices table: a malformed list is not worth
         # refusing the whole trace for. The caller notes that they were ignored.
-        logger.warning("%s: ignoring malformed deviceProperties (%s)", path, e)
+        why = too_deep() if isinstance(e, RecursionError) else plain_text(e)
+        logger.warning("%s: ignoring malformed deviceProperties (%s)", plain_text(path), why)
         return None
 
 
@@ -410,7 +558,7 @@ def parse_ts_ns(raws: list[msgspec.Raw], path: str, offset: int = 0) -> np.ndarr
             warnings.simplefilter("error")
             try:
                 got = np.fromstring(joined, dtype=np.int64, sep=",")
-                if len(got) == n and (got <= _MAX_TS_US).all():
+                if len(got) == n and (got <= MAX_TS_US).all():
                     out = got * 1000
             except (ValueError, DeprecationWarning, OverflowError):
                 out = None
@@ -427,13 +575,22 @@ def _parse_decimal(arr: np.ndarray, raws: list[msgspec.Raw], path: str, offset: 
         frac = np.strings.ljust(fp, 3, b"0").astype("S3").astype(np.int64)
         if np.strings.startswith(ip, b"-").any() or (frac < 0).any():
             raise ValueError("negative")
-        if (whole > _MAX_TS_US).any():
+        if (whole > MAX_TS_US).any():
             raise OverflowError
         return whole * 1000 + frac
     except (ValueError, OverflowError):
         return np.array(
             [_parse_one(bytes(r), offset + i, path) for i, r in enumerate(raws)], np.int64
         )
+
+
+def _json_kind(text: bytes) -> str:
+    """A JSON value's kind in words (``null``, ``a boolean``, ...), or its first characters."""
+    kinds = {b"n": "null", b"t": "a boolean", b"f": "a boolean", b"[": "an array",
+             b"{": "an object", b'"': "a string"}  # fmt: skip
+    if text[:1] in kinds:
+        return kinds[text[:1]]
+    return repr(plain_text(text[:20].decode("utf-8", "replace")))
 
 
 def _parse_one(text: bytes, index: int, path: str) -> int:
@@ -445,7 +602,7 @@ def _parse_one(text: bytes, index: int, path: str) -> int:
         value = Decimal(text.decode("ascii"))
     except (InvalidOperation, UnicodeDecodeError):
         raise TraceError(
-            path, f"event {index}: `ts` should be a number, got {text[:20]!r}"
+            path, f"event {index}: `ts` should be a number, got {_json_kind(text)}"
         ) from None
     if not value.is_finite():
         raise TraceError(path, f"event {index}: `ts` should be a finite number")
@@ -484,6 +641,9 @@ def decode_args(
         raise TraceError(
             path, f"not valid JSON in the `args` of events {first}-{last} ({e})"
         ) from None
+    except RecursionError:
+        first, last = int(event_index[0]), int(event_index[-1])
+        raise TraceError(path, f"the `args` of events {first}-{last}: {too_deep()}") from None
 
 
 # -- args, per event kind: only the keys nbprof reads ------------------------------------------

@@ -1,17 +1,25 @@
 """Bytes off disk: plain or gzip-compressed JSON, with every failure turned into a TraceError.
 
 Gzip is recognised by its magic bytes, not by the file name, so a ``.json`` that is really
-compressed (or a ``.gz`` that is not) still reads.
+compressed (or a ``.gz`` that is not) still reads. Other compressed formats and archives
+are named, not reported as bad JSON. Only regular files are read (see
+:func:`nbprof._files.open_regular`), and nothing larger than the memory that is free: gzip
+data is decompressed a piece at a time and refused as soon as it outgrows that, so a
+10 MB file that decompresses to 10 GB costs a moment, not the machine.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import zlib
 from pathlib import Path
+from typing import Any
 
-from nbprof.errors import TraceError
+from nbprof import _memory
+from nbprof._files import open_regular
+from nbprof.errors import TraceError, plain_text
 
 logger = logging.getLogger(__name__)
 
@@ -19,62 +27,198 @@ _GZIP_MAGIC = b"\x1f\x8b"
 #: File names a folder of per-rank traces may hold.
 TRACE_SUFFIXES: tuple[str, ...] = (".json", ".json.gz")
 
+#: Formats recognised by their first bytes: (magic, name, what to do instead).
+_OTHER_FORMATS: tuple[tuple[bytes, str, str], ...] = (
+    (b"BZh", "bzip2-compressed", "bunzip2 FILE"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "unxz FILE"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "unzstd FILE"),
+    (b"PK\x03\x04", "a zip archive", "unzip FILE"),
+    (b"PK\x05\x06", "an empty zip archive", "unzip -l FILE"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", "7z x FILE"),
+    (b"\x04\x22\x4d\x18", "lz4-compressed", "unlz4 FILE"),
+)
+#: Compressed input read per step (the decompressed output comes in pieces of ``_OUT``).
+_IN = 1 << 16
+#: Small enough to be reused from the heap (and stay in cache) while it is copied out.
+_OUT = 1 << 19
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
+
+def other_format(head: bytes) -> str | None:
+    """The reason for data that is some other known format than JSON or gzip, else None."""
+    for magic, name, fix in _OTHER_FORMATS:
+        if head.startswith(magic):
+            if name == "bzip2-compressed" and head[3:4] not in b"123456789":
+                continue
+            return f"is {name}, not JSON or gzip: decompress it first ({fix})"
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        return "is a tar archive, not JSON or gzip: extract it first (tar xf FILE)"
+    return None
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes | bytearray:
     """The uncompressed bytes of ``path``; raises :class:`TraceError` with a plain reason."""
     p = Path(path)
+    where = str(p)
+    f, size = open_regular(p)
+    free = _memory.free_bytes()
+    with f:
+        try:
+            head = f.read(512)
+            if head[:2] == _GZIP_MAGIC:
+                f.seek(0)
+                return _gunzip(f.read(), where)
+            why = other_format(head)
+            if why:
+                raise TraceError(where, why)
+            _check_fits(size, where)
+            f.seek(0)
+            return f.read()
+        except OSError as e:
+            raise TraceError(where, f"could not read the file ({e.strerror or e})") from None
+        except MemoryError:
+            raise TraceError(where, _memory.not_enough(size, free)) from None
+
+
+def _limit() -> tuple[int | None, int | None]:
+    """(the most JSON bytes this process can hold and still build the tables beside them,
+    the bytes free now); no limit when the free memory is unknown."""
+    free = _memory.free_bytes()
+    return (None, None) if free is None else (free // _memory.JSON_FACTOR, free)
+
+
+def _too_big(lead: str, free: int | None) -> str:
+    return (
+        f"{lead}; this machine has {_memory.gb(free or 0)} free, and reading a trace takes "
+        f"about {_memory.JSON_FACTOR}x its JSON's size"
+    )
+
+
+def _check_fits(size: int, where: str) -> None:
+    limit, free = _limit()
+    if limit is not None and size > limit:
+        raise TraceError(where, _too_big(f"is {_memory.gb(size)} of JSON", free))
+
+
+def _gunzip(raw: bytes, where: str) -> bytearray:
+    """Decompress every gzip member of ``raw`` (``cat a.gz b.gz`` is legal), a piece at a
+    time, into one buffer; refuse as soon as the output outgrows what memory can hold.
+
+    The buffer grows by appending (a ``realloc`` that the system can move without copying),
+    and the message readers keep pointing into it (no copy to ``bytes`` at the end).
+    """
+    limit, free = _limit()
+    out = bytearray()
+    view = memoryview(raw)
+    at = 0
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    checked = False
     try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(str(p), "file not found") from None
-    except IsADirectoryError:
-        raise TraceError(str(p), "is a folder, expected a trace file") from None
-    except PermissionError:
-        raise TraceError(str(p), "permission denied") from None
-    except OSError as e:
-        raise TraceError(str(p), f"could not read the file ({e.strerror or e})") from None
-    if raw[:2] == _GZIP_MAGIC:
-        return _gunzip(raw, str(p))
-    return raw
-
-
-def _gunzip(raw: bytes, where: str) -> bytes:
-    # The gzip trailer holds the uncompressed size (mod 2**32): decompressing into a buffer of
-    # that size from the start avoids zlib's grow-then-join, which briefly holds the output
-    # twice (hundreds of MB for a big trace).
-    size = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
-    try:
-        out = zlib.decompress(raw, 16 + zlib.MAX_WBITS, max(size, 1 << 16))
-    except zlib.error as e:
-        if "-5" in str(e) or "truncated" in str(e):
-            raise TraceError(where, "gzip data is truncated (the file was cut short)") from None
-        raise TraceError(where, f"gzip data is corrupt ({e})") from None
-    except MemoryError:
-        raise TraceError(where, "not enough memory to decompress the file") from None
-    if len(out) % (1 << 32) == size:
-        return out
-    # Several gzip members (``cat a.gz b.gz`` is legal): the last trailer is not the total.
-    return _gunzip_members(raw, where)
-
-
-def _gunzip_members(raw: bytes, where: str) -> bytes:
-    out: list[bytes] = []
-    data = raw
-    try:
-        while data:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out.append(d.decompress(data))
-            if not d.eof:
+        while True:
+            chunk = view[at : at + _IN]
+            piece = d.decompress(chunk, _OUT)
+            # At a member's end, what follows it is unused_data (and also, when the output
+            # filled up on the way, unconsumed_tail): count it once.
+            at += len(chunk) - len(d.unused_data if d.eof else d.unconsumed_tail)
+            if piece:
+                try:
+                    checked = checked or _check_start(piece, where)
+                except TraceError:
+                    # What the first bytes look like is only the reason when the gzip data
+                    # itself is whole: a damaged file says so instead.
+                    _raise_if_damaged(d, view[at:], where)
+                    raise
+                if limit is not None and len(out) + len(piece) > limit:
+                    raise TraceError(
+                        where, _too_big(f"decompresses to more than {_memory.gb(limit)}", free)
+                    )
+                out += piece
+            if d.eof:
+                if view[at : at + 2] != _GZIP_MAGIC:
+                    # Trailing zero padding (some tools add it) ends the stream quietly.
+                    break
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif not piece and at >= len(raw):
                 raise TraceError(where, "gzip data is truncated (the file was cut short)")
-            data = d.unused_data
-            if data[:2] != _GZIP_MAGIC:
-                # Trailing zero padding (some tools add it) ends the stream quietly.
-                break
     except zlib.error as e:
         raise TraceError(where, f"gzip data is corrupt ({e})") from None
     except MemoryError:
-        raise TraceError(where, "not enough memory to decompress the file") from None
-    return b"".join(out)
+        raise TraceError(where, _memory.not_enough(len(out), free, "decompressed trace")) from None
+    return out
+
+
+#: How much more output :func:`_raise_if_damaged` decompresses, at most, to find damage.
+_PROBE_OUT = 16 << 20
+
+
+def _raise_if_damaged(d: Any, rest: memoryview, where: str) -> None:
+    """Raise the corrupt/truncated TraceError if the member ``d`` is reading turns out broken
+    within the next :data:`_PROBE_OUT` bytes of output; return quietly otherwise."""
+    produced, at = 0, 0
+    try:
+        while not d.eof and produced < _PROBE_OUT:
+            chunk = rest[at : at + _IN]
+            piece = d.decompress(chunk, _OUT)
+            at += len(chunk) - len(d.unconsumed_tail)
+            produced += len(piece)
+            if not piece and at >= len(rest):
+                raise TraceError(where, "gzip data is truncated (the file was cut short)")
+    except zlib.error as e:
+        raise TraceError(where, f"gzip data is corrupt ({e})") from None
+
+
+_SPACE_RUN = re.compile(rb"[ \t\r\n]*")
+
+
+def _check_start(piece: bytes, where: str) -> bool:
+    """Refuse, from its first bytes, a gzip file holding something other than JSON text;
+    False while those bytes are still all whitespace (look at the next piece then)."""
+    m = _SPACE_RUN.match(piece)
+    at = m.end() if m else 0
+    if at == len(piece):
+        return False
+    head = piece[at : at + 512]
+    if head[:2] == _GZIP_MAGIC:
+        raise TraceError(
+            where, "is gzip inside gzip (compressed twice): gunzip it once, then load the result"
+        )
+    why = other_format(head) or encoding_problem(head)
+    if why:
+        raise TraceError(where, "holds, once gunzipped, data that " + why)
+    if head[:1] not in (b"{", b"[") and not head.startswith(b"\xef\xbb\xbf"):
+        shown = plain_text(head[:16].decode("utf-8", "replace"))
+        raise TraceError(where, f"holds, once gunzipped, no JSON trace (it starts with {shown!r})")
+    return True
+
+
+_JSON_START = frozenset(b'{[ \t\r\n"')
+
+
+def encoding_problem(head: bytes) -> str | None:
+    """The reason when text starting with ``head`` (4 bytes) is JSON in another encoding
+    than UTF-8, or binary data; else None."""
+    head = head[:4]
+    enc = ""
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        enc = "UTF-32"
+    elif head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        enc = "UTF-16"
+    elif len(head) == 4 and (
+        (head[:3] == b"\x00\x00\x00" and head[3] in _JSON_START)
+        or (head[1:] == b"\x00\x00\x00" and head[0] in _JSON_START)
+    ):
+        enc = "UTF-32"
+    elif len(head) >= 2 and (
+        (head[0] == 0 and head[1] in _JSON_START) or (head[1] == 0 and head[0] in _JSON_START)
+    ):
+        enc = "UTF-16"
+    if enc:
+        return (
+            f"is {enc} text; JSON traces are UTF-8: convert it first "
+            f"(iconv -f {enc} -t UTF-8 FILE > FILE.json)"
+        )
+    if head[:1] == b"\x00":
+        return "is binary data (it starts with a zero byte), not JSON text"
+    return None
 
 
 def trace_files(folder: str | os.PathLike[str]) -> list[Path]:

@@ -6,8 +6,8 @@
   correlation from them.
 * Launch: the runtime/driver call with the same correlation (:func:`link_launches`).
 * Op: the innermost CPU op on the call's thread whose span contains the call's start
-  (:func:`innermost_ops`), found with sorted searches and pointer jumps up the nesting tree,
-  one numpy step per nesting level rather than a Python step per event.
+  (:func:`innermost_ops`), found with sorted searches and jumps up the nesting tree: a
+  fixed number of numpy steps however deep the ops nest, no Python step per event.
 """
 
 from __future__ import annotations
@@ -28,6 +28,33 @@ def _thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return codes.astype(np.int64)
 
 
+def _start_ranks(starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct start times ascending, each row's index among them).
+
+    Ranks are what gets packed with the thread into one int64 key: times are floats, and
+    adding a thread offset to them could merge two of them.
+    """
+    if len(starts) and (starts[1:] >= starts[:-1]).all():
+        # Already sorted (ops are): no sort needed.
+        new = np.empty(len(starts), bool)
+        new[0] = True
+        np.not_equal(starts[1:], starts[:-1], out=new[1:])
+        return starts[new], np.cumsum(new) - 1
+    distinct, rank = np.unique(starts, return_inverse=True)
+    return distinct, rank.reshape(-1).astype(np.int64)
+
+
+def _runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each element of a sorted array: where its run of equal values starts and ends."""
+    n = len(sorted_keys)
+    head = np.empty(n, bool)
+    head[:1] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=head[1:])
+    heads = np.flatnonzero(head)
+    lengths = np.diff(np.append(heads, n))
+    return np.repeat(heads, lengths), np.repeat(np.append(heads[1:], n), lengths)
+
+
 def nest(
     pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -37,7 +64,11 @@ def nest(
     children). ``depth`` is the number of intervals on the same thread that started earlier
     and are still open when the row starts (0 = top level); an interval ending exactly when
     another starts does not enclose it. ``parent`` is the row of the innermost enclosing
-    interval (-1 at top level).
+    interval (-1 at top level): the last row before it on its thread one level up.
+
+    A fixed number of sorts and sorted searches over every thread at once (times packed
+    with their thread into one int64 key), whatever the depth: thousands of ops sharing one
+    timestamp nest thousands deep, and a pass per level would be quadratic.
     """
     n = len(s)
     depth = np.zeros(n, np.int64)
@@ -47,38 +78,50 @@ def nest(
     codes = _thread_codes(pid, tid)
     order = np.argsort(codes, kind="stable")
     gc = codes[order]
-    bounds = np.flatnonzero(np.diff(gc)) + 1
-    starts = np.concatenate([[0], bounds])
-    ends = np.concatenate([bounds, [n]])
-    gs, ge = s[order], e[order]
-    gdepth = np.empty(n, np.int64)
-    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        ss, ee = gs[a:b], ge[a:b]
-        p = np.arange(b - a)
-        ended = np.searchsorted(np.sort(ee), ss, side="right")
-        # Zero-length intervals starting at the same instant sort after the others that start
-        # then; those at or after this row's place were counted as "ended" above but never
-        # started before it: take them back out.
-        zs = np.sort(ss[ee == ss])
-        z = np.searchsorted(zs, ss, side="right") - np.searchsorted(zs, ss, side="left")
-        last = np.searchsorted(ss, ss, side="right") - 1
-        ended = ended - np.minimum(z, last - p + 1)
-        gdepth[a:b] = p - ended
-    # Parent: the last row at depth d-1 before this one, on the same thread.
-    gparent = np.full(n, -1, np.int64)
     pos = np.arange(n)
-    for d in range(1, int(gdepth.max()) + 1):
-        here = pos[gdepth == d]
-        above = pos[gdepth == d - 1]
-        if len(above) == 0 or len(here) == 0:
-            continue
-        k = np.searchsorted(above, here, side="left") - 1
-        cand = np.where(k >= 0, above[np.maximum(k, 0)], -1)
-        same = (cand >= 0) & (gc[np.maximum(cand, 0)] == gc[here])
-        gparent[here] = np.where(same, cand, -1)
+    # In the thread-grouped order: each row's thread's first row, and its place there.
+    group_start, _ = _runs(gc)
+    place = pos - group_start
+    distinct, rank = _start_ranks(s)
+    # An end's rank is that of the first start at or after it: end <= a start exactly when
+    # its rank is at most that start's.
+    span = len(distinct) + 1
+    start_key = gc * span + rank[order]
+    end_key = np.sort(gc * span + np.searchsorted(distinct, e[order], side="left"))
+    # Rows of the thread that have ended by this row's start (end <= start).
+    ended = np.searchsorted(end_key, start_key, side="right") - group_start
+    # Zero-length intervals starting at the same instant sort after the others that start
+    # then; those at or after this row's place were counted as "ended" above but never
+    # started before it: take them back out. start_key is sorted (by thread, then start),
+    # so the rows sharing a row's thread and start are one run of it.
+    run_first, run_end = _runs(start_key)
+    zero = (s[order] == e[order]).astype(np.int64)
+    run_heads = np.flatnonzero(run_first == pos)
+    zeros_in_run = np.repeat(np.add.reduceat(zero, run_heads), np.diff(np.append(run_heads, n)))
+    gdepth = place - (ended - np.minimum(zeros_in_run, run_end - pos))
+    # Parent: the last row before this one at depth d-1 on the same thread. Rows ordered by
+    # (depth, row) make that one sorted search for all rows (depths fit a radix sort).
+    small = gdepth.astype(np.int16) if gdepth.max() < 2**15 else gdepth
+    by_level = np.argsort(small, kind="stable")
+    level_key = gdepth[by_level] * (n + 1) + by_level
+    # The nested rows come last in this order, and their queries (depth-1, row) are then
+    # ascending too, which a sorted search runs through fastest.
+    first = int(np.searchsorted(level_key, n + 1, side="left"))
+    nested = by_level[first:]
+    k = np.searchsorted(level_key, level_key[first:] - (n + 1), side="left") - 1
+    cand = by_level[np.maximum(k, 0)]
+    ok = (k >= 0) & (gdepth[cand] == gdepth[nested] - 1) & (gc[cand] == gc[nested])
+    gparent = np.full(n, -1, np.int64)
+    gparent[nested[ok]] = cand[ok]
     depth[order] = gdepth
     parent[order] = np.where(gparent >= 0, order[np.maximum(gparent, 0)], -1)
     return depth.astype(np.int32), parent
+
+
+#: Steps up the nesting tree taken one level at a time before :func:`_first_open_ancestor`
+#: takes over: real traces nest a few dozen levels deep, and the level-by-level walk needs
+#: no tables.
+_WALK_STEPS = 32
 
 
 def innermost_ops(
@@ -103,28 +146,58 @@ def innermost_ops(
     codes, q_codes = both[:n], both[n:]
     order = np.argsort(codes, kind="stable")
     gc = codes[order]
-    gs = op_s[order]
-    n_codes = int(both.max()) + 1
-    first = np.searchsorted(gc, np.arange(n_codes), side="left")
-    last = np.searchsorted(gc, np.arange(n_codes), side="right")
-    q_codes = np.where(last[q_codes] > first[q_codes], q_codes, -1)  # threads without ops
-    for g in np.unique(q_codes[q_codes >= 0]).tolist():
-        qi = np.flatnonzero(q_codes == g)
-        a, b = int(first[g]), int(last[g])
-        k = np.searchsorted(gs[a:b], q_t[qi], side="right") - 1
-        out[qi] = np.where(k >= 0, order[a + np.maximum(k, 0)], -1)
-    # The latest op starting at or before the call either contains it or has ended; walk up
-    # to the first ancestor still open (one vectorised step per nesting level).
+    # The latest op of the query's thread starting at or before it: one sorted search over
+    # (thread, start) keys for every thread at once.
+    distinct, rank = _start_ranks(op_s)
+    # A query's rank is that of the latest start at or before it (-1 before them all).
+    r_q = np.searchsorted(distinct, q_t, side="right") - 1
+    span = len(distinct) + 1
+    k = np.searchsorted(gc * span + rank[order], q_codes * span + r_q, side="right") - 1
+    hit = (k >= 0) & (gc[np.maximum(k, 0)] == q_codes)
+    out[hit] = order[k[hit]]
+    # That op either contains the query or has ended; walk up to the first ancestor still
+    # open (one vectorised step per nesting level, then jumps when the tree is deep).
     active = np.flatnonzero(out >= 0)
-    while len(active):
-        cur = out[active]
-        closed = op_e[cur] < q_t[active]
+    for _ in range(_WALK_STEPS):
+        if not len(active):
+            return out
+        closed = op_e[out[active]] < q_t[active]
         if not closed.any():
-            break
+            return out
         active = active[closed]
         out[active] = parent[out[active]]
         active = active[out[active] >= 0]
+    if len(active):
+        out[active] = _first_open_ancestor(parent, op_e, out[active], q_t[active])
     return out
+
+
+def _first_open_ancestor(
+    parent: np.ndarray, end: np.ndarray, node: np.ndarray, t: np.ndarray
+) -> np.ndarray:
+    """For each (node, t): the node or its nearest ancestor with ``end >= t``, else -1.
+
+    Binary lifting: ``up[k]`` is the 2**k-th ancestor and ``top[k]`` the latest end among
+    the 2**k nodes from a node upwards, so a query jumps over every run of ended ancestors
+    in log2(depth) steps. Exact for any tree (ends need not grow towards the root). Only
+    for deep trees, where the tables (one int and one float per op per level) pay off.
+    """
+    n = len(parent)
+    root = n  # a sentinel above every root: its own parent, never open
+    up = [np.where(parent >= 0, parent, root).astype(np.int64)]
+    up[0] = np.append(up[0], root)
+    top = [np.append(end.astype(np.float64), -np.inf)]
+    while True:
+        last_up, last_top = up[-1], top[-1]
+        if (last_up[node] == root).all():
+            break
+        up.append(last_up[last_up])
+        top.append(np.maximum(last_top, last_top[last_up]))
+    cur = node.astype(np.int64)
+    for lift, latest in zip(reversed(up), reversed(top), strict=True):
+        jump = latest[cur] < t
+        cur = np.where(jump, lift[cur], cur)
+    return np.where(cur == root, -1, cur)
 
 
 def fill_from_flows(

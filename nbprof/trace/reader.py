@@ -29,6 +29,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.errors import TraceError
+from nbprof import _memory
+from nbprof.errors import TraceError, plain_text
 from nbprof.trace import decode as dec
 from nbprof.trace import links
 from nbprof.trace import tables as tb
@@ -63,6 +65,10 @@ class _Progress:
         try:
             from tqdm.auto import tqdm
         except ImportError:  # pragma: no cover - tqdm is a dependency
+            return
+        if progress is None and not _bar_is_seen(tqdm):
+            # A text bar written to a file or a pipe (a log, a CI job) only garbles what is
+            # read there, e.g. the one-line error that follows it.
             return
         self._bar = tqdm(
             total=total,
@@ -94,6 +100,16 @@ class _Progress:
             self._bar.close()
 
 
+def _bar_is_seen(tqdm: type) -> bool:
+    """Whether a progress bar would be seen: a notebook widget, or text on a terminal."""
+    if any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__):
+        return True
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stderr
+        return False
+
+
 @dataclass
 class _Rank:
     """One file's tables, times relative to ``first_ns`` (its earliest event)."""
@@ -118,20 +134,28 @@ def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace
     # tenth of the load time); it is back on, as it was, once the tables are built.
     collecting = gc.isenabled()
     gc.disable()
+    sizes: dict[str, int] = {}
+    free = _memory.free_bytes()
     try:
-        return _read(Path(path), progress)
+        return _read(Path(path), progress, sizes)
+    except MemoryError:
+        # Out of memory under a process or container limit (beyond one, Linux's OOM killer
+        # ends the process instead; read_bytes refuses what clearly cannot fit beforehand).
+        where, size = next(reversed(sizes.items()), (str(path), 0))
+        raise TraceError(where, _memory.not_enough(size, free)) from None
     finally:
         if collecting:
             gc.enable()
 
 
-def _read(p: Path, progress: bool | None) -> Trace:
+def _read(p: Path, progress: bool | None, sizes: dict[str, int]) -> Trace:
     folder = p.is_dir()
     files = trace_files(p) if folder else [p]
     ranks: list[_Rank] = []
     with _Progress(len(files) * _STAGES_PER_FILE, progress, f"loading {p.name}") as bar:
         for order, f in enumerate(files):
             data = read_bytes(f)
+            sizes[str(f)] = len(data)
             bar.step("read")
             decoded = dec.decode_file(data, str(f))
             del data  # the raw event slices keep the bytes alive until they are decoded
@@ -386,6 +410,12 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     for t in _GPU:
         seen.extend(pd.unique(frames[t]["device"]).tolist())
     frames["devices"] = tb.devices(d.device_props, list(dict.fromkeys(seen)), rank)
+    for p in d.device_props:
+        if p.numSms is not None and p.numSms <= 0:
+            notes.append(
+                f"deviceProperties says device {plain_text(p.id)} has {p.numSms} SMs: its "
+                "SM count is unknown, so SM efficiency is not computed"
+            )
     step("frames")
     return _Rank(rank, first, wall, frames, n_events, dict(d.metadata), notes)
 

@@ -265,6 +265,15 @@ def common(
     if not np.isfinite(dur).all():
         where = offset + int(idx[np.flatnonzero(~np.isfinite(dur))[0]])
         raise dec.TraceError(path, f"event {where}: duration is not a finite number")
+    # The bound timestamps have (see decode): a longer duration is no profiled event, and
+    # taken as is it would make a device "100% busy" over a span of centuries.
+    if (dur > dec.MAX_TS_US).any():
+        i = int(idx[np.flatnonzero(dur > dec.MAX_TS_US)[0]])
+        raise dec.TraceError(
+            path,
+            f"event {offset + i}: duration out of range ({events[i].dur:g} µs; "
+            f"at most {dec.MAX_TS_US:.0e} µs, about 285 years)",
+        )
     # Names repeat (the same kernel, the same op, thousands of times): one string each.
     intern = sys.intern
     return Common(

@@ -141,7 +141,7 @@ def collect(profile: Profile) -> TimelineData:
         for key in keys:
             if key not in lane_index:
                 lane_index[key] = len(lanes)
-                lanes.append(Lane(label(key), kind, key))
+                lanes.append(Lane(_fit_label(label(key)), kind, key))
 
     # Lanes are ordered per rank: steps, annotations, CPU threads, then GPU streams.
     kernels = trace.kernels
@@ -276,6 +276,20 @@ def _frame(
     d = _base(t, idx[key], cls)
     d.update(grid=_NA, block=_NA, occ=_NA, op=_NA, extra=_NA, bytes=np.nan, corr=-1)
     return pd.DataFrame(d)
+
+
+#: Characters of a lane label shown: the axis is as wide as its longest label, and a device
+#: or stream id from a trace can be any length.
+_LABEL_CHARS = 40
+
+
+def _fit_label(text: str) -> str:
+    """``text``, or its start and end around an ellipsis when it is too long for the axis
+    (the end is kept: it says which stream)."""
+    if len(text) <= _LABEL_CHARS:
+        return text
+    keep = _LABEL_CHARS - 1
+    return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
 
 
 def _runtime_label(calls: pd.DataFrame, prefix: Any, thread: str) -> Any:

@@ -1,0 +1,99 @@
+"""How much memory this process may still use, and how to say that a trace does not fit.
+
+Linux overcommits: an allocation far beyond what is free usually succeeds, and the kernel's
+out-of-memory killer ends the process later (a notebook kernel dies, nothing said). So the
+reader checks sizes against what is free *before* it allocates, and turns the
+``MemoryError`` that a process limit (``ulimit -v``, a container's limit) does raise into
+one plain line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+try:
+    import resource
+except ImportError:  # Windows: no address-space limits to read
+    resource = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+#: Reading a trace holds its JSON and builds tables beside it: the load benchmark's peak is
+#: 1.75x the JSON's size at 2.16M events, and tiny events cost more (about 5x at 5M events
+#: of ~60 bytes). JSON larger than the free memory divided by this cannot be read.
+JSON_FACTOR = 2
+#: What a trace of tiny events can cost, for the words of a refusal after the fact.
+WORST_FACTOR = 5
+
+_GB = 1e9
+
+
+def free_bytes() -> int | None:
+    """Bytes this process can still allocate: the least of the machine's available memory,
+    its cgroup's headroom and its own address-space limit; None when none is known."""
+    limits = [v for v in (_meminfo_available(), _cgroup_headroom(), _rlimit_headroom()) if v]
+    return max(min(limits), 0) if limits else None
+
+
+def gb(n: float) -> str:
+    """A size in words: "1.2 GB", "340 MB"."""
+    return f"{n / _GB:.1f} GB" if n >= _GB else f"{n / 1e6:.0f} MB"
+
+
+def not_enough(size: int, free: int | None, what: str = "trace") -> str:
+    """The reason given when a ``size``-byte file ran out of memory while being read, with
+    ``free`` the bytes that were free when reading began (None: unknown)."""
+    room = ""
+    if free is not None:
+        room = f"; {gb(free)} was free, so traces up to about {gb(free / WORST_FACTOR)} of JSON fit"
+    return (
+        f"not enough memory to read this {gb(size)} {what} (reading takes up to "
+        f"{WORST_FACTOR}x the JSON's size{room})"
+    )
+
+
+def _meminfo_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:  # other Unix systems
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _cgroup_headroom() -> int | None:
+    """A cgroup v2 memory limit minus what the group already uses (containers, CI jobs)."""
+    try:
+        rel = Path("/proc/self/cgroup").read_text().strip().splitlines()[0].split("::", 1)[1]
+        base = Path("/sys/fs/cgroup") / rel.lstrip("/")
+        limit = (base / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return int(limit) - int((base / "memory.current").read_text())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _rlimit_headroom() -> int | None:
+    """The address-space limit (``ulimit -v``) minus the process's current size."""
+    if resource is None:
+        return None
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ValueError, OSError):
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return soft - int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return soft
