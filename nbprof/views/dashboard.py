@@ -179,6 +179,43 @@ _KEYS_HTML = (
 )
 
 
+_RANKS_HTML = (
+    '<span class="nbp-ranks">ranks: <button type="button" data-nbp-ranks="fold">fold all'
+    '</button><button type="button" data-nbp-ranks="unfold">unfold all</button> or click '
+    "a rank's label</span>"
+)
+
+
+def timeline_html(tl: Any, title: str = "Timeline") -> str:
+    """The timeline's section of a dashboard: legend, search and keys, its plots' root
+    divs and the payload js/embed.js draws them from (inside a ``div.nbprof``)."""
+    from nbprof.views import panel, timeline
+
+    hint = ""
+    if tl.data.event_count:
+        hint = (
+            '<div class="nbp-basis">Zoomed out, each lane shows how busy it was per time '
+            f"bin; individual events appear once at most {timeline.DEFAULT_CAP:,} are in "
+            "view. Scroll or drag to zoom, drag the box in the overview strip to pan."
+            "</div>"
+        )
+    search = (
+        '<label class="nbp-search"><span>search</span><input type="search" '
+        'placeholder="kernel or op name, or /regex/" aria-label="search events by name" '
+        'spellcheck="false"><span class="nbp-search-count"></span></label>'
+    )
+    ranks = _RANKS_HTML if tl.meta.get("groups") else ""
+    divs, payload = _embed_payload(tl)
+    return (
+        f'<div class="nbp-legend-wrap"><h3>{esc(title)}</h3>'
+        f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>"
+        f'<div class="nbp-timeline" tabindex="0" data-lm-suppress-shortcuts="true">'
+        f'<div class="nbp-tl-bar">{search}{ranks}{_KEYS_HTML}</div>{divs}'
+        '<div class="nbp-details" hidden></div></div>'
+        f"{payload}"
+    )
+
+
 def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
     """The dashboard as an HTML fragment: ``<div class="nbprof">`` with styles and scripts.
 
@@ -197,28 +234,7 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
         notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
     else:
         notes += tl.notes
-        divs, payload = _embed_payload(tl)
-        hint = ""
-        if tl.data.event_count:
-            hint = (
-                '<div class="nbp-basis">Zoomed out, each lane shows how busy it was per time '
-                f"bin; individual events appear once at most {timeline.DEFAULT_CAP:,} are in "
-                "view. Scroll or drag to zoom, drag the box in the overview strip to pan."
-                "</div>"
-            )
-        search = (
-            '<label class="nbp-search"><span>search</span><input type="search" '
-            'placeholder="kernel or op name, or /regex/" aria-label="search events by name" '
-            'spellcheck="false"><span class="nbp-search-count"></span></label>'
-        )
-        tl_html = (
-            '<div class="nbp-legend-wrap"><h3>Timeline</h3>'
-            f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>"
-            f'<div class="nbp-timeline" tabindex="0" data-lm-suppress-shortcuts="true">'
-            f'<div class="nbp-tl-bar">{search}{_KEYS_HTML}</div>{divs}'
-            '<div class="nbp-details" hidden></div></div>'
-            f"{payload}"
-        )
+        tl_html = timeline_html(tl)
     body = panel.render(profile, extra_notes=notes)
     js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
     return (
