@@ -30,6 +30,25 @@ def test_analyze_job_json_and_workers(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0 and "Stragglers (the ranks the others wait for):" in text
 
 
+@pytest.mark.corpus
+@pytest.mark.slow
+def test_workers_json_equals_in_process_on_dlrm(
+    corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = corpus / "param__dlrm_kineto_8ranks"
+    if not folder.is_dir():
+        pytest.skip("no DLRM rank folder")
+    code, out, _ = run(["analyze", str(folder), "--json"], capsys)
+    assert code == 0
+    here = json.loads(out)
+    code, out2, _ = run(["analyze", str(folder), "--json", "--workers", "2"], capsys)
+    assert code == 0
+    # The whole document, every rank's devices and collectives included, byte for byte.
+    assert out2 == out
+    assert [r["rank"] for r in here["job"]["ranks"]] == list(range(8))
+    assert len(here["devices"]) == 8 and len(here["job"]["collectives"]) > 0
+
+
 def test_device_filter_on_a_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_job(tmp_path)
     code, out, _ = run(["analyze", str(tmp_path), "--json", "--device", "2:0"], capsys)

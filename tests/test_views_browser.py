@@ -436,7 +436,8 @@ def test_hover_answers_after_wheel_and_box_zoom_on_eight_ranks(
     from nbprof import load
 
     page, errors = _open(
-        browser, _write(tmp_path, "ranks.html", load(corpus / "param__dlrm_kineto_8ranks"))
+        browser,
+        _write(tmp_path, "ranks.html", load(corpus / "param__dlrm_kineto_8ranks", job=False)),
     )
     f = _frame(page)
     page.evaluate(f"() => ({_API})(0).doc && document.querySelector('.nbp-root-main')"

@@ -185,6 +185,7 @@ def roofline_bounds(
     ops: pd.DataFrame,
     all_cpu_ops: pd.DataFrame,
     roof: pd.DataFrame,
+    flop_ops: pd.DataFrame | None = None,
 ) -> np.ndarray:
     """Per kernel, the roofline bound of the FLOP-counted op it was launched in:
     ``"compute"``, ``"memory"`` or ``""`` (no such op, or its rows disagree).
@@ -193,8 +194,10 @@ def roofline_bounds(
     ``kernels.op_index`` points into, ``roof`` the ``ops_roofline`` table built from them.
     An op name counts only when every roofline row of that name has the same bound (an op
     whose FP32 and BF16 calls fall on both sides of the ridge is no evidence either way).
+    ``flop_ops``: the outermost FLOP-counted ops of ``ops``
+    (:func:`nbprof.analysis.roofline.flop_ops`) when the caller has them already.
     """
-    from nbprof.analysis.roofline import outermost_flops_ops, with_flops
+    from nbprof.analysis import roofline
 
     out = np.full(len(kernels), "", dtype=object)
     if kernels.empty or roof.empty or ops.empty or all_cpu_ops.empty:
@@ -207,8 +210,7 @@ def roofline_bounds(
     bound_of = {str(k): str(v) for k, v in agreed.items()}
     if not bound_of:
         return out
-    cand, _ = with_flops(ops)
-    outer = outermost_flops_ops(cand)
+    outer = flop_ops if flop_ops is not None else roofline.flop_ops(ops)[0]
     outer = outer[outer["name"].isin(list(bound_of))] if not outer.empty else outer
     if outer.empty:
         return out

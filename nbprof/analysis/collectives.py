@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -186,11 +187,18 @@ def rank_collectives(
     cm = comms if comms is not None else pd.DataFrame()
     on_kernel = _kernel_meta(cm, corr)
     host_meta = _host_meta(cm, runtime, corr)
-    rows: list[dict[str, object]] = []
-    for i in range(len(k)):
-        meta = on_kernel.get(int(corr[i])) if corr[i] >= 0 else None
-        host = host_meta.get(int(corr[i]), []) if corr[i] >= 0 else []
-        rows.append(_describe(names[i], meta, host, cm))
+    metas: list[tuple[int | None, list[int]]] = [
+        (
+            on_kernel.get(int(c)) if c >= 0 else None,
+            host_meta.get(int(c), []) if c >= 0 else [],
+        )
+        for c in corr
+    ]
+    # The records these kernels name, as plain dicts once: a row of a DataFrame read
+    # field by field costs a Series each time.
+    wanted = sorted({r for m, h in metas for r in ([m] if m is not None else []) + h})
+    records = cm.loc[wanted].to_dict("index") if wanted else {}
+    rows = [_describe(names[i], m, h, records) for i, (m, h) in enumerate(metas)]
     out = pd.DataFrame(rows)
     out["name"] = names
     out["device"] = k["device"].astype(str).to_numpy()
@@ -260,14 +268,17 @@ def _host_meta(cm: pd.DataFrame, runtime: pd.DataFrame, corr: np.ndarray) -> dic
     return out
 
 
-def _describe(name: str, meta: int | None, host: list[int], cm: pd.DataFrame) -> dict[str, object]:
-    """Kind, group, sequence number and size of one collective kernel (see the module)."""
+def _describe(
+    name: str, meta: int | None, host: list[int], cm: dict[Any, dict[str, Any]]
+) -> dict[str, object]:
+    """Kind, group, sequence number and size of one collective kernel (see the module);
+    ``cm`` holds the comms table's rows by index label."""
     records = ([meta] if meta is not None else []) + host
     kind = pg = dtype = ranks_text = size_from = ""
     seq = group_size = -1
     nbytes = -1
     for r in records:
-        row = cm.loc[r]
+        row = cm[r]
         if not kind:
             kind = kind_of(str(row["collective"])) if row["collective"] else ""
             if not kind and row["source"] == "annotation":
@@ -291,8 +302,8 @@ def _describe(name: str, meta: int | None, host: list[int], cm: pd.DataFrame) ->
     if nbytes < 0:
         # Old releases: the tensors' shapes on the annotation (or the op). An all-reduce
         # of several tensors reduces them all; every other kind moves its largest buffer.
-        for r in sorted(records, key=lambda r: cm.at[r, "source"] != "annotation"):
-            row = cm.loc[r]
+        for r in sorted(records, key=lambda r: cm[r]["source"] != "annotation"):
+            row = cm[r]
             sizes = _shapes(str(row["input_dims"]), str(row["input_types"]))
             if sizes:
                 the_kind = kind or kind_of(name)

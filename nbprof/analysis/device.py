@@ -284,15 +284,23 @@ class Device:
         return peaks.lookup(self.name, total if total > 0 else None, self.vendor_name)
 
     @cached_property
+    def flop_ops(self) -> tuple[pd.DataFrame, bool]:
+        """The rank's outermost FLOP-counted ops (the roofline's and the bounds' input)."""
+        return roofline.flop_ops(self.cpu)
+
+    @cached_property
     def roof(self) -> pd.DataFrame:
         return roofline.roofline(
-            self.cpu, self.k, self.trace.cpu_ops, self.peak, self.tensor_cores[0].flags
-        )
+            self.cpu, self.k, self.trace.cpu_ops, self.peak, self.tensor_cores[0].flags,
+            flops=self.flop_ops,
+        )  # fmt: skip
 
     @cached_property
     def roof_bounds(self) -> np.ndarray:
         """Per kernel, the roofline bound of the FLOP-counted op that launched it ("")."""
-        return roofline_bounds(self.k, self.cpu, self.trace.cpu_ops, self.roof)
+        return roofline_bounds(
+            self.k, self.cpu, self.trace.cpu_ops, self.roof, flop_ops=self.flop_ops[0]
+        )
 
     @cached_property
     def classes(self) -> pd.DataFrame:

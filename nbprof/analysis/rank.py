@@ -100,11 +100,6 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
     info = meta.get("distributedInfo")
     info = dict(info) if isinstance(info, dict) else {}
     rank = trace.ranks[0]
-    steps = pd.DataFrame({"step": [], "name": [], "ts": [], "dur": [], "exposed_comm_us": [],
-                          "compute_us": []})  # fmt: skip
-    colls = rank_collectives(trace.kernels.iloc[0:0], np.zeros(0, bool), iv.EMPTY,
-                             trace.runtime, trace.comms)  # fmt: skip
-    device = ""
     if signals:
         top = primary(signals)
         device = top.metrics.device
@@ -113,6 +108,12 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
         colls = rank_collectives(
             top.view.k, top.view.collective, compute, top.view.runtime, _mine(trace.comms, rank)
         )
+    else:
+        device = ""
+        steps = pd.DataFrame({"step": [], "name": [], "ts": [], "dur": [],
+                              "exposed_comm_us": [], "compute_us": []})  # fmt: skip
+        colls = rank_collectives(trace.kernels.iloc[0:0], np.zeros(0, bool), iv.EMPTY,
+                                 trace.runtime, trace.comms)  # fmt: skip
     lo, hi = _window(signals)
     slim = Diagnosis(
         source=diag.source,

@@ -184,21 +184,30 @@ def gpu_time_per_op(
     return out
 
 
+def flop_ops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """The outermost ops with a FLOP count (:func:`with_flops`, then
+    :func:`outermost_flops_ops`), and whether their FLOPs were estimated from shapes: what
+    the roofline and the per-kernel bounds both start from."""
+    cand, estimated = with_flops(cpu_ops)
+    return outermost_flops_ops(cand), estimated
+
+
 def roofline(
     cpu_ops: pd.DataFrame,
     kernels: pd.DataFrame,
     all_cpu_ops: pd.DataFrame,
     peak: Peak | None,
     tensor_core: np.ndarray,
+    flops: tuple[pd.DataFrame, bool] | None = None,
 ) -> pd.DataFrame:
     """One row per op name: FLOPs, estimated bytes, GPU time, achieved rates and bound.
 
     ``cpu_ops`` are the candidate ops (already limited to one rank); ``all_cpu_ops`` is the
     frame ``kernels.op_index`` points into. ``tensor_core`` flags the kernels that ran on
-    Tensor Cores: an FP32 op whose kernels mostly did is held to the TF32 peak.
+    Tensor Cores: an FP32 op whose kernels mostly did is held to the TF32 peak. ``flops``
+    is :func:`flop_ops` of ``cpu_ops`` when the caller has it already.
     """
-    cand, estimated = with_flops(cpu_ops)
-    ops = outermost_flops_ops(cand)
+    ops, estimated = flops if flops is not None else flop_ops(cpu_ops)
     flops_src = "FLOPs 2mkn from input shapes" if estimated else "FLOPs from the trace"
     if ops.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in ROOFLINE_COLUMNS})

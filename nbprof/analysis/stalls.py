@@ -81,6 +81,11 @@ class HostActivity:
     _ops: _Calls = field(init=False, repr=False)
     release_set: iv.Set = field(init=False)
     setup_set: iv.Set = field(init=False)
+    #: describe()'s answers: a device's idle gaps and its streams' gaps are often the same
+    #: windows, and each is asked about once for the time accounting, once for the lanes.
+    _described: dict[tuple[float, float], str] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         s = self.blocking["ts"].to_numpy(dtype="float64")
@@ -103,6 +108,13 @@ class HostActivity:
         (blocked, just released, capturing, DataLoader, set-up, the rest), the largest;
         the rest is named after the top-level op covering at least ``OP_COVER`` of the gap,
         else ``python`` (no op recorded: untraced Python)."""
+        key = (float(a), float(b))
+        got = self._described.get(key)
+        if got is None:
+            got = self._described[key] = self._describe(key[0], key[1])
+        return got
+
+    def _describe(self, a: float, b: float) -> str:
         g = (np.array([a]), np.array([b]))
         length = b - a
         if length <= 0:

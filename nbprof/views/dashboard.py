@@ -188,6 +188,32 @@ _KEYS_HTML = (
 )
 
 
+_RANKS_HTML = (
+    '<span class="nbp-ranks">ranks: <button type="button" data-nbp-ranks="fold">fold all'
+    '</button><button type="button" data-nbp-ranks="unfold">unfold all</button> or click '
+    "a rank's label</span>"
+)
+
+
+def timeline_section(tl: Any, title: str = "Timeline") -> str:
+    """The timeline's section of a dashboard: its title, legend and zoom hint, then
+    :func:`timeline_html`."""
+    from nbprof.views import panel, timeline
+
+    hint = ""
+    if tl.data.event_count:
+        hint = (
+            '<div class="nbp-basis">Zoomed out, each lane shows how busy it was per time '
+            f"bin; individual events appear once at most {timeline.DEFAULT_CAP:,} are in "
+            "view. Scroll or drag to zoom, drag the box in the overview strip to pan."
+            "</div>"
+        )
+    return (
+        f'<div class="nbp-legend-wrap"><h3>{esc(title)}</h3>'
+        f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>{timeline_html(tl)}"
+    )
+
+
 def timeline_html(tl: Any) -> str:
     """The timeline's container (search bar, Bokeh roots, details pane) and its payload;
     js/embed.js draws it into the ``.nbp-timeline`` of the closest ``.nbprof`` element."""
@@ -197,9 +223,10 @@ def timeline_html(tl: Any) -> str:
         'placeholder="kernel or op name, or /regex/" aria-label="search events by name" '
         'spellcheck="false"><span class="nbp-search-count"></span></label>'
     )
+    ranks = _RANKS_HTML if tl.meta.get("groups") else ""
     return (
         f'<div class="nbp-timeline" tabindex="0" data-lm-suppress-shortcuts="true">'
-        f'<div class="nbp-tl-bar">{search}{_KEYS_HTML}</div>{divs}'
+        f'<div class="nbp-tl-bar">{search}{ranks}{_KEYS_HTML}</div>{divs}'
         '<div class="nbp-details" hidden></div></div>'
         f"{payload}"
     )
@@ -223,18 +250,7 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
         notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
     else:
         notes += tl.notes
-        hint = ""
-        if tl.data.event_count:
-            hint = (
-                '<div class="nbp-basis">Zoomed out, each lane shows how busy it was per time '
-                f"bin; individual events appear once at most {timeline.DEFAULT_CAP:,} are in "
-                "view. Scroll or drag to zoom, drag the box in the overview strip to pan."
-                "</div>"
-            )
-        tl_html = (
-            '<div class="nbp-legend-wrap"><h3>Timeline</h3>'
-            f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>{timeline_html(tl)}"
-        )
+        tl_html = timeline_section(tl)
     body = panel.render(profile, extra_notes=notes)
     js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
     return (

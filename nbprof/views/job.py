@@ -1,8 +1,10 @@
 """The job dashboard: the job's verdict and fixes, the rank table, a rank x step heatmap,
-then the straggler's own panel. Computes nothing: every number is the analysis'.
+then the straggler's own panel, and a timeline of every rank's GPU streams grouped by rank.
+Computes nothing: every number is the analysis'.
 
-Bokeh's JavaScript is inline, as in the single-run dashboard (no CDN, no server). Text from
-the traces (file names, device names, verdicts that quote them) is escaped.
+Bokeh's JavaScript is inline, as in the single-run dashboard (no CDN, no server; in a
+notebook, once per page: :func:`nbprof.views.dashboard.publish_loader`). Text from the
+traces (file names, device names, verdicts that quote them) is escaped.
 """
 
 from __future__ import annotations
@@ -119,23 +121,30 @@ def _verdict(job: Job) -> str:
     )
 
 
-def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
-    """The job dashboard as one HTML fragment."""
-    from bokeh.embed import components
-    from bokeh.embed.bundle import bundle_for_objs_and_resources
-    from bokeh.resources import INLINE
+def timeline_section(job: Job) -> tuple[str, list[str]]:
+    """The job's timeline (each rank's GPU streams, grouped by rank), and its notes."""
+    from nbprof.views import dashboard, timeline
 
-    from nbprof.views import panel
+    data, gaps = timeline.collect_job(job)
+    tl = timeline.build(None, data=data, idle_gaps=gaps)
+    return dashboard.timeline_section(tl, "Timeline of every rank"), list(tl.notes)
+
+
+def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
+    """The job dashboard as one HTML fragment (``include_bokeh_js=False``: the page loads
+    BokehJS once, see :func:`nbprof.views.dashboard.publish_loader`)."""
+    from bokeh.embed import components
+
+    from nbprof.views import dashboard, panel
+    from nbprof.views.assets import scripts
 
     d = job.diagnosis
     title = f"nbprof · {d.source} · job of {len(d.ranks)} ranks"
     parts = [f"<h2>{esc(title)}</h2>", _verdict(job), "<h3>Ranks</h3>", _rank_table(job)]
-    js = ""
+    js = f"<script>{dashboard.bokeh_js()}</script>" if include_bokeh_js else ""
     try:
         hm = heatmap(job)
         script, div = components(hm)
-        if include_bokeh_js:
-            js = bundle_for_objs_and_resources([hm], INLINE).scripts(tag=True)
         parts += [f'<div class="nbp-heatmap">{div}</div>{script}']
     except Exception as e:  # the tables still say everything
         logger.exception("job heatmap failed")
@@ -152,9 +161,19 @@ def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
         parts.append(f"<h3>Rank {s.rank}, the straggler, on its own</h3>")
         parts.append(panel.render(job.rank(s.rank)))
     notes = [*job.notes, *d.notes]
+    try:
+        tl_html, tl_notes = timeline_section(job)
+        parts.append(tl_html)
+        notes += tl_notes
+    except Exception as e:  # the tables and the heatmap still say everything
+        logger.exception("job timeline failed")
+        notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
     if notes:
         parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
-    return f'<style>{panel.CSS}{_CSS}</style>{js}<div class="nbprof nbp-job">{"".join(parts)}</div>'
+    return (
+        f'<style>{panel.CSS}{_CSS}</style>{js}<div class="nbprof nbp-job">{"".join(parts)}</div>'
+        f"<script>{scripts()}</script>"
+    )
 
 
 def page(job: Job) -> str:
@@ -167,9 +186,16 @@ def page(job: Job) -> str:
 
 
 def mimebundle(job: Job) -> dict[str, Any]:
+    """The job dashboard and its text report; in a Jupyter kernel BokehJS comes from the
+    page's load bundle, published first when the page may lack it."""
+    from nbprof.views import dashboard
+
     plain = job.text()
     try:
-        html = fragment(job)
+        small = dashboard._kernel_shell() is not None and not dashboard._on_colab()
+        if small:
+            dashboard.publish_loader()
+        html = fragment(job, include_bokeh_js=not small)
     except Exception as e:  # never let display() raise
         logger.exception("job dashboard failed")
         html = f'<pre class="nbprof">{esc(plain)}</pre><p>dashboard failed: {esc(e)}</p>'

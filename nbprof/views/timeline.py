@@ -37,6 +37,7 @@ from nbprof.views._style import (
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
 
+    from nbprof.job import Job
     from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
@@ -206,6 +207,95 @@ def collect(profile: Profile) -> TimelineData:
     else:
         ev = pd.DataFrame({c: pd.Series(dtype="object") for c in _EVENT_COLUMNS})
     return _pack(ev, lanes, notes)
+
+
+def collect_job(job: Job) -> tuple[TimelineData, pd.DataFrame]:
+    """The timeline of a job: each rank's GPU streams, from the sample of its events its
+    summary keeps (its collectives, then its longest events), the ranks placed on one time
+    axis as the analysis placed them; and the largest idle gaps of each rank (its
+    summary's ``idle_gaps``), in the analysis' columns, on that axis."""
+    notes: list[str] = []
+    lanes: list[Lane] = []
+    lane_index: dict[tuple[Any, ...], int] = {}
+    frames: list[pd.DataFrame] = []
+    gap_parts: list[pd.DataFrame] = []
+    start = {r.path: r.start_us for r in job.diagnosis.ranks}
+    rank_of = {r.path: r.rank for r in job.diagnosis.ranks}
+    sampled = shown = 0
+    unclocked = False
+    for s in sorted(job.summaries, key=lambda s: rank_of.get(s.path, s.rank)):
+        rank = rank_of.get(s.path, s.rank)
+        # Where the analysis put the rank's first event on the job's axis (None: no
+        # shared clock, and each rank is drawn from its own first event).
+        at = start.get(s.path)
+        shift = float(at) - s.window[0] if at is not None else -s.window[0]
+        unclocked |= at is None
+        ev = s.timeline
+        sampled += int(s.gpu_events)
+        shown += len(ev)
+        if ev.empty:
+            continue
+        dev = ev["device"].astype(str).to_numpy()
+        stream = ev["stream"].to_numpy(dtype=np.int64)
+        keys = sorted(set(zip(dev.tolist(), stream.tolist(), strict=True)),
+                      key=lambda k: (_device_sort(k[0]), k[1]))  # fmt: skip
+        for d, st in keys:
+            key = ("gpu", rank, d, st)
+            lane_index[key] = len(lanes)
+            lanes.append(Lane(f"r{rank} GPU {d} stream {st}", "gpu", key))
+        lane = np.array(
+            [lane_index[("gpu", rank, d, st)] for d, st in zip(dev, stream.tolist(), strict=True)],
+            dtype=np.int64,
+        )
+        kind = ev["kind"].astype(str).to_numpy()
+        cls = np.array(
+            [
+                CLASS_IDS["memset"] if k == "memset"
+                else CLASS_IDS["copy_other"] if k == "memcpy"
+                else CLASS_IDS.get(str(c), CLASS_IDS["kernel"])
+                for k, c in zip(kind, ev["cls"].tolist(), strict=True)
+            ],
+            dtype=np.uint8,
+        )  # fmt: skip
+        n = len(ev)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "lane": lane,
+                    "ts": ev["ts"].to_numpy(dtype=np.float64) + shift,
+                    "dur": np.nan_to_num(ev["dur"].to_numpy(dtype=np.float64)).clip(min=0.0),
+                    "cls": cls,
+                    "name": ev["name"].astype(str).to_numpy(),
+                    "grid": "?", "block": "?", "occ": "?", "op": "?", "extra": _NA,
+                    "bytes": np.full(n, np.nan), "corr": np.full(n, -1, dtype=np.int64),
+                }
+            )
+        )  # fmt: skip
+        g = s.diagnosis.tables.get("idle_gaps")
+        if g is not None and len(g):
+            g = g.assign(rank=rank, start=g["start"] + shift, end=g["end"] + shift)
+            gap_parts.append(g)
+    if shown < sampled:
+        notes.append(
+            f"Each rank's timeline is a sample of its GPU events: its collectives first, then "
+            f"its longest events ({shown:,} of {sampled:,} in all); idle gaps are each rank's "
+            "largest."
+        )
+    if unclocked:
+        notes.append(
+            "Some ranks have no wall-clock timestamps: each rank is drawn from its own first "
+            "event, so their times do not line up."
+        )
+    ev = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame({c: pd.Series(dtype="object") for c in _EVENT_COLUMNS})
+    )
+    data = _pack(ev, lanes, notes)
+    gaps = pd.concat(gap_parts, ignore_index=True) if gap_parts else None
+    if gaps is not None:
+        gaps = gaps.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    return data, gaps if gaps is not None else pd.DataFrame()
 
 
 def _thread_names(threads: list[tuple[int, int]], ops: pd.DataFrame) -> dict[tuple[int, int], str]:
@@ -622,9 +712,127 @@ def tooltip_html(kind: str) -> str:
     )
 
 
+#: Pixels of a timeline that are not rows (toolbar, axes, borders): js/lod.js plotHeight.
+PAD_PX = 90
+
+
 def plot_height(n_lanes: int) -> int:
     """Timeline height in px: LANE_PX per lane between MIN_PLOT_PX and MAX_PLOT_PX."""
-    return int(min(max(90 + LANE_PX * n_lanes, MIN_PLOT_PX), MAX_PLOT_PX))
+    return int(min(max(PAD_PX + LANE_PX * n_lanes, MIN_PLOT_PX), MAX_PLOT_PX))
+
+
+# --------------------------------------------------------------------------------------
+# Ranks: lanes grouped by rank, each rank folded to one row or not
+# --------------------------------------------------------------------------------------
+
+#: On a rank-grouped timeline, a time axis at least every this many rows (the headers of
+#: expanded ranks carry one; a long run without gets a ruler row): with LANE_PX rows, one
+#: is on screen wherever a tall timeline is scrolled to.
+AXIS_EVERY = 12
+#: Time axes a rank-grouped timeline holds at most (js/timeline.js moves them as ranks
+#: fold and unfold; each axis costs a little on every redraw).
+MAX_AXES = 64
+#: Ranks start folded when, all expanded, their rows would not fit the tallest plot at
+#: full row height (then they would shrink below readable).
+FOLD_ROWS = (MAX_PLOT_PX - PAD_PX) // LANE_PX
+
+
+@dataclass
+class RowLayout:
+    """Rows of a timeline and the row of each lane: js/lod.js ``rowLayout``, which the
+    browser runs on every fold (a test checks the two agree)."""
+
+    #: (label, kind, group) per row; kind "lane", "header", "rank" (folded) or "ruler".
+    rows: list[tuple[str, str, int]]
+    #: The row each lane is drawn on (-1: a folded rank's lane its row does not show).
+    lane_row: list[int]
+    #: y of each time axis (the top edge of its row), y of each line between ranks.
+    axes: list[float]
+    separators: list[float]
+
+
+def rank_groups(lanes: list[Lane]) -> list[dict[str, Any]]:
+    """Consecutive lanes of each rank, when lanes of more than one rank are drawn:
+    ``first``/``last`` lane (half-open), ``rank``, the lanes its row shows when folded
+    (``folded``), and the rank's row label expanded (``open``) and folded (``closed``)."""
+    if len({int(ln.key[1]) for ln in lanes}) < 2:
+        return []
+    out: list[dict[str, Any]] = []
+    for i, ln in enumerate(lanes):
+        r = int(ln.key[1])
+        if out and out[-1]["rank"] == r and out[-1]["last"] == i:
+            out[-1]["last"] = i + 1
+        else:
+            out.append({"rank": r, "first": i, "last": i + 1})
+    for g in out:
+        # Folded, a rank shows its GPU streams (what a rank is read by at a glance).
+        gpu = [i for i in range(g["first"], g["last"]) if lanes[i].kind == "gpu"]
+        g["folded"] = gpu or list(range(g["first"], g["last"]))
+        n = len(g["folded"])
+        what = ("GPU stream" if gpu else "lane") + ("s" if n != 1 else "")
+        g["open"] = f"▾ rank {g['rank']}"
+        g["closed"] = f"▸ rank {g['rank']} · {n} {what}"
+    return out
+
+
+def row_layout(
+    groups: list[dict[str, Any]], lane_labels: list[str], collapsed: list[bool], every: int
+) -> RowLayout:
+    """The rows of a timeline (see js/lod.js ``rowLayout``, the same rules)."""
+    if not groups:
+        n = len(lane_labels)
+        return RowLayout([(lb, "lane", -1) for lb in lane_labels], list(range(n)), [], [])
+    gap = max(1, every)
+    rows: list[tuple[str, str, int]] = []
+    lane_row = [0] * len(lane_labels)
+    axes: list[float] = []
+    seps: list[float] = []
+    since = 0
+
+    def axis_row(label: str, kind: str, group: int) -> None:
+        nonlocal since
+        axes.append(len(rows) - 0.5)
+        rows.append((label, kind, group))
+        since = 0
+
+    for gi, g in enumerate(groups):
+        boundary = len(rows) - 0.5
+        if collapsed[gi]:
+            if since >= gap:
+                axis_row("", "ruler", -1)
+            elif gi > 0:
+                seps.append(boundary)
+            for lane in range(g["first"], g["last"]):
+                lane_row[lane] = -1
+            for lane in g["folded"]:
+                lane_row[lane] = len(rows)
+            rows.append((g["closed"], "rank", gi))
+            since += 1
+            continue
+        axis_row(g["open"], "header", gi)
+        for lane in range(g["first"], g["last"]):
+            if since >= gap:
+                axis_row("", "ruler", -1)
+            lane_row[lane] = len(rows)
+            rows.append((lane_labels[lane], "lane", gi))
+            since += 1
+    return RowLayout(rows, lane_row, axes, seps)
+
+
+def _axis_labels(lanes: list[Lane], grouped: bool) -> list[str]:
+    """A lane's label on the y axis: without its rank when a rank header says it."""
+    if not grouped:
+        return [ln.label for ln in lanes]
+    return [ln.label.removeprefix(f"r{int(ln.key[1])} ") for ln in lanes]
+
+
+def _axis_pool(groups: list[dict[str, Any]], n_lanes: int) -> int:
+    """Time axes any layout of these groups can need: a header per rank, a ruler per
+    AXIS_EVERY rows (the expanded layout has the most rows)."""
+    if not groups:
+        return 0
+    rows = len(groups) + n_lanes
+    return min(MAX_AXES, len(groups) + -(-rows // AXIS_EVERY) + 1)
 
 
 def _empty(cols: tuple[str, ...]) -> dict[str, list[Any]]:
@@ -632,14 +840,18 @@ def _empty(cols: tuple[str, ...]) -> dict[str, list[Any]]:
 
 
 def build(
-    profile: Profile,
+    profile: Profile | None,
     *,
     cap: int = DEFAULT_CAP,
     agg_cap: int = DEFAULT_AGG_CAP,
     data: TimelineData | None = None,
+    idle_gaps: pd.DataFrame | None = None,
 ) -> Timeline:
     """The timeline as Bokeh figures (main plot, optional NVML tracks, overview strip) and
-    the metadata js/timeline.js draws them with."""
+    the metadata js/timeline.js draws them with.
+
+    Without a ``profile`` (a job's timeline, :func:`collect_job`), ``data`` holds the
+    events and ``idle_gaps`` the gaps to shade (the analysis' ``idle_gaps`` columns)."""
     from bokeh.layouts import column
     from bokeh.models import (
         ColumnDataSource,
@@ -653,19 +865,29 @@ def build(
     )
     from bokeh.plotting import figure
 
-    data = data if data is not None else collect(profile)
+    if data is None:
+        if profile is None:
+            raise ValueError("build() needs a profile or its data")
+        data = collect(profile)
     notes = list(data.notes)
     nl = max(len(data.lanes), 1)
     pad = data.span * 0.01
     full = (-pad, data.span + pad)
     x_range = Range1d(*full, bounds=full, min_interval=1e-3)
-    y_range = Range1d(nl - 0.5, -0.5)
+    groups = rank_groups(data.lanes)
+    lane_axis = _axis_labels(data.lanes, bool(groups))
+    # A big job starts with its ranks folded: one row each, unfolded on a click.
+    open_rows = len(row_layout(groups, lane_axis, [False] * len(groups), AXIS_EVERY).rows)
+    collapsed = [bool(groups) and open_rows > FOLD_ROWS] * len(groups)
+    lay = row_layout(groups, lane_axis, collapsed, AXIS_EVERY)
+    n_rows = max(len(lay.rows), 1)
+    y_range = Range1d(n_rows - 0.5, -0.5)
     ticks = _tick_formatter(CustomJSTickFormatter)
 
     p = figure(
         x_range=x_range,
         y_range=y_range,
-        height=plot_height(nl),
+        height=plot_height(n_rows),
         sizing_mode="stretch_width",
         tools="xpan,xwheel_zoom,xbox_zoom,reset,save",
         active_scroll="xwheel_zoom",
@@ -677,17 +899,39 @@ def build(
         min_border_right=MIN_BORDER_RIGHT,
         name="nbprof-timeline",
     )
-    p.yaxis.ticker = FixedTicker(ticks=list(range(len(data.lanes))))
-    p.yaxis.major_label_overrides = {i: ln.label for i, ln in enumerate(data.lanes)}
+    labelled = [(y, label) for y, (label, _kind, _g) in enumerate(lay.rows) if label]
+    p.yaxis.ticker = FixedTicker(ticks=[y for y, _ in labelled])
+    p.yaxis.major_label_overrides = dict(labelled)
     p.xaxis.formatter = ticks
     # The time axis on top as well: on a tall timeline one of the two is always in view.
     top_axis = LinearAxis(formatter=ticks, name="nbprof-top-axis")
     p.add_layout(top_axis, "above")
+    # Ranks: a time axis along each rank's header row (also the line between ranks), and
+    # on rulers in long runs of rows, so one is in view on every screen of a tall
+    # timeline; js/timeline.js moves them as ranks fold.
+    n_axes = _axis_pool(groups, len(data.lanes))
+    for k in range(n_axes):
+        at = lay.axes[k] if k < len(lay.axes) else 0.0
+        p.add_layout(
+            LinearAxis(formatter=ticks, fixed_location=at, visible=k < len(lay.axes),
+                       major_label_text_font_size="10px", name=f"nbprof-rank-axis-{k}"),
+            "below",
+        )  # fmt: skip
+    if groups:
+        p.hspan(
+            y="y", line_color="#8c959f", line_width=1, line_alpha=0.9,
+            source=ColumnDataSource({"y": list(lay.separators)}, name="nbprof-rank-separators"),
+            name="nbprof-rank-separator-glyphs",
+        )  # fmt: skip
     p.ygrid.grid_line_color = None
     p.xgrid.grid_line_alpha = 0.4
     p.outline_line_color = None
 
-    gaps = _gap_table(profile, data, notes)
+    gaps = (
+        _gap_table(profile, data, notes)
+        if profile is not None
+        else _gaps_on_lanes(idle_gaps, data, notes)
+    )
     for cause, (_label, colour) in GAP_CAUSES.items():
         p.quad(
             left="left", right="right", bottom="bottom", top="top", fill_color=colour,
@@ -786,7 +1030,9 @@ def build(
     holder.tags = [store, sigs, gap_data]
 
     parts: list[Any] = [p]
-    samples_fig = _samples_figure(profile, data, x_range, ticks, notes)
+    samples_fig = (
+        _samples_figure(profile, data, x_range, ticks, notes) if profile is not None else None
+    )
     if samples_fig is not None:
         parts.append(samples_fig)
 
@@ -844,6 +1090,17 @@ def build(
         "labels": _LABELS,
         "tips": _TIPS,
         "lanes": [ln.label for ln in data.lanes],
+        "lane_axis": lane_axis,
+        "groups": groups,
+        "collapsed": collapsed,
+        "axis_every": AXIS_EVERY,
+        "n_axes": n_axes,
+        "plot": {
+            "lane_px": LANE_PX,
+            "min_px": MIN_PLOT_PX,
+            "max_px": MAX_PLOT_PX,
+            "pad_px": PAD_PX,
+        },
         "lane_kinds": [ln.kind for ln in data.lanes],
         "lane_ranks": [int(ln.key[1]) for ln in data.lanes],
         "ranks": len(ranks),
@@ -906,16 +1163,21 @@ def _encode_gaps(gaps: pd.DataFrame, tick: float) -> dict[str, np.ndarray]:
 
 
 def _gap_table(profile: Profile, data: TimelineData, notes: list[str]) -> pd.DataFrame:
-    """Idle gaps from analysis on their lanes: left/right in µs since t0, lane index,
-    cause, and a code into ``attrs["cpu_labels"]`` (what the CPU did meanwhile)."""
-    empty = pd.DataFrame({c: pd.Series(dtype="float64") for c in _GAP_COLUMNS})
-    empty["cause"] = empty["cause"].astype(object)
-    empty.attrs["cpu_labels"] = []
+    """Idle gaps from analysis on their lanes (see :func:`_gaps_on_lanes`)."""
     try:
         gaps = profile.diagnosis.tables.get("idle_gaps")
     except Exception as e:
         logger.warning("diagnosis unavailable for idle gaps: %s", e)
-        return empty
+        gaps = None
+    return _gaps_on_lanes(gaps, data, notes)
+
+
+def _gaps_on_lanes(gaps: pd.DataFrame | None, data: TimelineData, notes: list[str]) -> pd.DataFrame:
+    """The analysis' idle gaps on their lanes: left/right in µs since t0, lane index,
+    cause, and a code into ``attrs["cpu_labels"]`` (what the CPU did meanwhile)."""
+    empty = pd.DataFrame({c: pd.Series(dtype="float64") for c in _GAP_COLUMNS})
+    empty["cause"] = empty["cause"].astype(object)
+    empty.attrs["cpu_labels"] = []
     if gaps is None or not len(gaps):
         return empty
     if len(gaps) > MAX_GAPS:

@@ -313,6 +313,76 @@
     return s.length <= n ? s : s.slice(0, n - 1) + "…";
   }
 
+  /**
+   * The rows of a timeline whose lanes are grouped by rank, and where each lane is drawn.
+   *
+   * `groups` ([{first, last, folded, open, closed}]: lanes [first, last) of one rank, the
+   * lanes its folded row shows, and its row label when expanded and when collapsed) cover
+   * the lanes in order; `laneLabels` label the lanes' own rows; `collapsed[g]` folds group
+   * g into one row holding the events of its `folded` lanes (its GPU streams: what a rank
+   * is read by at a glance); its other lanes are not drawn. An expanded group starts with
+   * a header row (its label; a time axis along its top edge, which is also the line
+   * between ranks); runs of more than `every` rows without an axis get an unlabelled
+   * ruler row with one, so that a tall timeline shows a time axis wherever it is scrolled
+   * to. Without groups every lane is its own row.
+   *
+   * Returns rows [{label, kind: "lane"|"header"|"rank"|"ruler", group, lanes}], the row
+   * (y) of each lane (-1: not drawn), which lanes share a folded row, the y of each time
+   * axis, and the y of the lines between ranks where no axis is.
+   */
+  function rowLayout(groups, laneLabels, collapsed, every) {
+    const nl = laneLabels.length;
+    const laneRow = new Float64Array(nl);
+    const merged = new Uint8Array(nl);
+    const rows = [];
+    const axes = [];
+    const separators = [];
+    if (!groups || !groups.length) {
+      for (let l = 0; l < nl; l++) {
+        laneRow[l] = l;
+        rows.push({ label: laneLabels[l], kind: "lane", group: -1, lanes: [l] });
+      }
+      return { rows, laneRow, merged, axes, separators };
+    }
+    const gap = Math.max(1, every || 1);
+    let since = 0; // rows since the last time axis (the plot's own top axis to begin with)
+    const axisRow = (label, kind, group) => {
+      axes.push(rows.length - 0.5);
+      rows.push({ label, kind, group, lanes: [] });
+      since = 0;
+    };
+    groups.forEach((g, gi) => {
+      const boundary = rows.length - 0.5;
+      if (collapsed && collapsed[gi]) {
+        if (since >= gap) axisRow("", "ruler", -1);
+        else if (gi > 0) separators.push(boundary);
+        const lanes = g.folded ? g.folded.slice() : [];
+        if (!g.folded) for (let l = g.first; l < g.last; l++) lanes.push(l);
+        for (let l = g.first; l < g.last; l++) laneRow[l] = -1;
+        for (const l of lanes) {
+          laneRow[l] = rows.length;
+          merged[l] = 1;
+        }
+        rows.push({ label: g.closed, kind: "rank", group: gi, lanes });
+        since += 1;
+        return;
+      }
+      axisRow(g.open, "header", gi);
+      for (let l = g.first; l < g.last; l++) {
+        if (since >= gap) axisRow("", "ruler", -1);
+        laneRow[l] = rows.length;
+        rows.push({ label: laneLabels[l], kind: "lane", group: gi, lanes: [l] });
+        since += 1;
+      }
+    });
+    return { rows, laneRow, merged, axes, separators };
+  }
+
+  /** The timeline's height in px for `rows` rows (timeline.py plot_height). */
+  function plotHeight(rows, p) {
+    return Math.floor(Math.min(Math.max(p.pad_px + p.lane_px * rows, p.min_px), p.max_px));
+  }
+
   return {
     NO_LINK,
     decode,
@@ -331,5 +401,7 @@
     panRange,
     fmtTime,
     fitLabel,
+    rowLayout,
+    plotHeight,
   };
 });

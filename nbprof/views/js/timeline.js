@@ -174,18 +174,27 @@
     return { left, right, dur, li: g.li, cause: g.cause, cpu: g.cpu };
   }
 
+  /** The rows of the timeline with the ranks in `collapsed` folded (lod.js rowLayout). */
+  function layoutOf(meta, collapsed) {
+    return getLod().rowLayout(meta.groups || [], meta.lane_axis || meta.lanes,
+      collapsed || meta.collapsed || [], meta.axis_every || 0);
+  }
+
   /**
    * What to draw for the window [x0, x1] of a plot area `width` px wide: the columns of
    * every drawn source (exact events per hover kind, or aggregate bars; search marks;
    * hoverable gap pieces; bar and gap labels). `model` holds the decoded store (x, d, sig),
-   * the signature table S and the decoded gaps G; `mark` flags signatures (search).
+   * the signature table S and the decoded gaps G; `mark` flags signatures (search);
+   * `layout` (layoutOf) says on which row each lane is drawn (default: the document's).
    */
-  function draw(model, meta, x0, x1, width, mark) {
+  function draw(model, meta, x0, x1, width, mark, layout) {
     const L = getLod();
     const { x, d, sig, S, G } = model;
     const off = meta.offsets;
     const nl = off.length - 1;
     const half = meta.bar / 2;
+    const lay = layout || layoutOf(meta);
+    const Y = lay.laneRow;
     const out = { mode: "", detail: {}, agg: empty(AGG_COLUMNS), marks: null, gapHover: null,
       barLabels: empty(["x", "y", "text"]), gapLabels: null };
     for (const k of KINDS) out.detail[k] = empty(DETAIL_COLUMNS);
@@ -205,59 +214,69 @@
       for (let j = 0; j < ex.idx.length; j++) {
         const i = ex.idx[j];
         const l = ex.lanes[j];
+        const y = Y[l];
+        if (y < 0) continue; // a folded rank's lane that its row does not show
         const s = sig[i];
         const k = S.cls[s];
         const c = cols[meta.tips[k]];
         const e = x[i] + d[i];
-        c.left.push(x[i]); c.right.push(e); c.bottom.push(l - half); c.top.push(l + half);
+        c.left.push(x[i]); c.right.push(e); c.bottom.push(y - half); c.top.push(y + half);
         c.color.push(meta.colors[k]); c.i.push(i); c.name.push(S.name[s]);
         c.short.push(S.short[s]); c.kind.push(meta.labels[k]); c.dur.push(d[i]);
         c.grid.push(S.grid[s]); c.block.push(S.block[s]); c.occ.push(S.occ[s]);
         c.op.push(S.op[s]); c.extra.push(S.extra[s]); c.lane.push(meta.lanes[l]);
         if (mark && mark[s]) {
-          M.left.push(x[i]); M.right.push(e); M.bottom.push(l - half); M.top.push(l + half);
+          M.left.push(x[i]); M.right.push(e); M.bottom.push(y - half); M.top.push(y + half);
         }
         const vis = (Math.min(e, x1) - Math.max(x[i], x0)) * pxPerUs;
-        if (vis >= LABEL_MIN_PX && lab.x.length < LABELS_MAX) {
+        // No labels on a folded row: its streams' bars overlap, and so would their labels.
+        if (vis >= LABEL_MIN_PX && lab.x.length < LABELS_MAX && !lay.merged[l]) {
           const t = L.fitLabel(S.short[s], vis);
-          if (t) { lab.x.push(Math.max(x[i], x0)); lab.y.push(l); lab.text.push(t); }
+          if (t) { lab.x.push(Math.max(x[i], x0)); lab.y.push(y); lab.text.push(t); }
         }
       }
       out.detail = cols;
       out.barLabels = lab;
-      drawnL = ex.idx.map((i) => x[i]);
-      drawnR = ex.idx.map((i) => x[i] + d[i]);
-      drawnLane = ex.lanes;
+      const shown = ex.idx.map((_, j) => j).filter((j) => Y[ex.lanes[j]] >= 0);
+      drawnL = shown.map((j) => x[ex.idx[j]]);
+      drawnR = shown.map((j) => x[ex.idx[j]] + d[ex.idx[j]]);
+      drawnLane = shown.map((j) => ex.lanes[j]);
     } else {
       out.mode = "aggregate";
       const nb = L.binCount(nl, meta.agg_cap, meta.max_bins);
       const a = L.aggregate(x, d, sig, S.cls, meta.colors.length, b, x0, x1, nb, mark);
       const c = empty(AGG_COLUMNS);
+      const shown = [];
       for (let j = 0; j < a.lane.length; j++) {
         const l = a.lane[j];
-        c.left.push(a.left[j]); c.right.push(a.right[j]); c.bottom.push(l - half);
-        c.top.push(l - half + meta.bar * Math.max(a.busy[j], 0.08));
+        const y = Y[l];
+        if (y < 0) continue;
+        shown.push(j);
+        c.left.push(a.left[j]); c.right.push(a.right[j]); c.bottom.push(y - half);
+        c.top.push(y - half + meta.bar * Math.max(a.busy[j], 0.08));
         c.color.push(meta.colors[a.cls[j]]); c.busy.push(a.busy[j] * 100);
         c.events.push(a.events[j]); c.kind.push(meta.labels[a.cls[j]]);
         c.lane.push(meta.lanes[l]);
         if (a.marked[j]) {
-          M.left.push(a.left[j]); M.right.push(a.right[j]); M.bottom.push(l - half);
-          M.top.push(l + half);
+          M.left.push(a.left[j]); M.right.push(a.right[j]); M.bottom.push(y - half);
+          M.top.push(y + half);
         }
       }
       out.agg = c;
-      drawnL = a.left;
-      drawnR = a.right;
-      drawnLane = a.lane;
+      drawnL = shown.map((j) => a.left[j]);
+      drawnR = shown.map((j) => a.right[j]);
+      drawnLane = shown.map((j) => a.lane[j]);
     }
     out.marks = M;
-    const pieces = L.clipGaps(G.left, G.right, G.li, drawnL, drawnR, drawnLane);
+    // A folded rank's row holds all its streams: one stream's idle gap is not the rank's.
+    const pieces = L.clipGaps(G.left, G.right, G.li, drawnL, drawnR, drawnLane)
+      .filter((p) => !lay.merged[G.li[p.gap]] && Y[G.li[p.gap]] >= 0);
     const gh = empty(["left", "right", "bottom", "top", "dur", "cause_label", "cpu_work",
       "lane"]);
     for (const p of pieces) {
       const l = G.li[p.gap];
-      gh.left.push(p.left); gh.right.push(p.right); gh.bottom.push(l - 0.5);
-      gh.top.push(l + 0.5); gh.dur.push(G.dur[p.gap]);
+      gh.left.push(p.left); gh.right.push(p.right); gh.bottom.push(Y[l] - 0.5);
+      gh.top.push(Y[l] + 0.5); gh.dur.push(G.dur[p.gap]);
       gh.cause_label.push(meta.gap_labels[G.cause[p.gap]]);
       gh.cpu_work.push(meta.cpu_work[G.cpu[p.gap]] || "unknown");
       gh.lane.push(meta.lanes[l]);
@@ -272,7 +291,7 @@
       const t = L.fitLabel(meta.gap_labels[G.cause[p.gap]], px);
       if (!t) continue;
       gl.x.push((Math.max(p.left, x0) + Math.min(p.right, x1)) / 2);
-      gl.y.push(G.li[p.gap]);
+      gl.y.push(Y[G.li[p.gap]]);
       gl.text.push(t);
     }
     out.gapLabels = gl;
@@ -304,26 +323,36 @@
     const linkSrc = get("nbprof-link");
     const barLabels = get("nbprof-bar-labels");
     const gapLabels = get("nbprof-gap-labels");
-    // Idle-gap shading, per cause (static: it does not depend on the zoom).
-    meta.gap_causes.forEach((cause, c) => {
-      const src = get("nbprof-gaps-" + cause);
-      if (!src) return;
-      const o = empty(["left", "right", "bottom", "top"]);
-      for (let g = 0; g < G.left.length; g++) {
-        if (G.cause[g] !== c) continue;
-        o.left.push(G.left[g]); o.right.push(G.right[g]); o.bottom.push(G.li[g] - 0.5);
-        o.top.push(G.li[g] + 0.5);
-      }
-      src.data = o;
-    });
     const full = [xr.bounds ? xr.bounds[0] : xr.start, xr.bounds ? xr.bounds[1] : xr.end];
-    const state = { mark: null, matches: [], cursor: -1, pinned: -1, mouseX: null, mode: "" };
+    const groups = meta.groups || [];
+    const state = { mark: null, matches: [], cursor: -1, pinned: -1, mouseX: null, mode: "",
+      collapsed: groups.map((g, k) => Boolean(meta.collapsed && meta.collapsed[k])),
+      layout: null };
+    state.layout = layoutOf(meta, state.collapsed);
+
+    // Idle-gap shading, per cause: it does not depend on the zoom, only on the rows.
+    function paintGaps() {
+      const Y = state.layout.laneRow;
+      meta.gap_causes.forEach((cause, c) => {
+        const src = get("nbprof-gaps-" + cause);
+        if (!src) return;
+        const o = empty(["left", "right", "bottom", "top"]);
+        for (let g = 0; g < G.left.length; g++) {
+          if (G.cause[g] !== c || state.layout.merged[G.li[g]] || Y[G.li[g]] < 0) continue;
+          o.left.push(G.left[g]); o.right.push(G.right[g]); o.bottom.push(Y[G.li[g]] - 0.5);
+          o.top.push(Y[G.li[g]] + 0.5);
+        }
+        src.data = o;
+      });
+    }
+    paintGaps();
 
     function eventInfo(i) {
       const s = sig[i];
       const k = S.cls[s];
       const lane = L.laneOf(off, i);
       return { i, start: x[i], dur: d[i], end: x[i] + d[i], lane: meta.lanes[lane], li: lane,
+        row: state.layout.laneRow[lane],
         name: S.name[s], short: S.short[s], kind: meta.labels[k], tip: meta.tips[k],
         grid: S.grid[s], block: S.block[s], occ: S.occ[s], op: S.op[s], extra: S.extra[s],
         bytes: S.bytes ? S.bytes[s] : NaN, cls: k };
@@ -335,7 +364,7 @@
     }
 
     function update() {
-      const out = draw(model, meta, xr.start, xr.end, frameWidth(), state.mark);
+      const out = draw(model, meta, xr.start, xr.end, frameWidth(), state.mark, state.layout);
       for (const k of KINDS) detail[k].data = out.detail[k];
       agg.data = out.agg;
       marks.data = out.marks;
@@ -454,8 +483,8 @@
       const ev = eventInfo(i);
       const P = empty(["left", "right", "bottom", "top"]);
       const add = (e) => {
-        P.left.push(e.start); P.right.push(e.end); P.bottom.push(e.li - 0.5);
-        P.top.push(e.li + 0.5);
+        P.left.push(e.start); P.right.push(e.end); P.bottom.push(e.row - 0.5);
+        P.top.push(e.row + 0.5);
       };
       add(ev);
       const LK = empty(["x0", "y0", "x1", "y1"]);
@@ -464,8 +493,8 @@
         add(ev.partner);
         const launch = ev.tip === "runtime" ? ev : ev.partner;
         const gpu = ev.tip === "runtime" ? ev.partner : ev;
-        LK.x0.push(launch.start); LK.y0.push(launch.li); LK.x1.push(gpu.start);
-        LK.y1.push(gpu.li);
+        LK.x0.push(launch.start); LK.y0.push(launch.row); LK.x1.push(gpu.start);
+        LK.y1.push(gpu.row);
       }
       pinned.data = P;
       linkSrc.data = LK;
@@ -473,23 +502,92 @@
       container.setAttribute("data-nbp-pinned", String(i));
     }
 
-    /** The event under data coordinate `t` on lane `l`: the shortest one containing it,
-     * else the nearest within `tol` µs. */
-    function hit(t, l, tol) {
-      if (l < 0 || l >= nl) return -1;
-      const a = L.lower(x, off[l], off[l + 1], t - meta.maxdur[l] - tol);
-      const b = L.lower(x, a, off[l + 1], t + tol + 1e-9);
+    /** The event under data coordinate `t` on row `r` (any of its lanes, when it is a
+     * folded rank): the shortest one containing it, else the nearest within `tol` µs. */
+    function hit(t, r, tol) {
+      const row = state.layout.rows[r];
+      if (!row) return -1;
       let best = -1;
       let bestD = Infinity;
-      for (let i = a; i < b; i++) {
-        const dist = t < x[i] ? x[i] - t : t > x[i] + d[i] ? t - x[i] - d[i] : 0;
-        const score = dist > 0 ? dist + 1e12 : d[i];
-        if (dist <= tol && score < bestD) {
-          bestD = score;
-          best = i;
+      for (const l of row.lanes) {
+        const a = L.lower(x, off[l], off[l + 1], t - meta.maxdur[l] - tol);
+        const b = L.lower(x, a, off[l + 1], t + tol + 1e-9);
+        for (let i = a; i < b; i++) {
+          const dist = t < x[i] ? x[i] - t : t > x[i] + d[i] ? t - x[i] - d[i] : 0;
+          const score = dist > 0 ? dist + 1e12 : d[i];
+          if (dist <= tol && score < bestD) {
+            bestD = score;
+            best = i;
+          }
         }
       }
       return best;
+    }
+
+    // -- ranks: rows grouped by rank, each folded to one row or not ----------------------
+    const yAxis = fig.left.find((m) => m.type && m.type.endsWith("Axis"));
+    const axes = [];
+    for (let k = 0; k < (meta.n_axes || 0); k++) {
+      const a = get("nbprof-rank-axis-" + k);
+      if (a) axes.push(a);
+    }
+    const sepSrc = get("nbprof-rank-separators");
+
+    /** Put the rows of the current layout on the plot: y range, labels, height, the time
+     * axes along the rank headers, the lines between ranks; then redraw. */
+    function applyLayout() {
+      const lay = state.layout = layoutOf(meta, state.collapsed);
+      const n = lay.rows.length;
+      fig.y_range.setv({ start: n - 0.5, end: -0.5 });
+      if (yAxis) {
+        const ticks = [];
+        const labels = [];
+        lay.rows.forEach((r, y) => {
+          if (r.label) { ticks.push(y); labels.push([y, r.label]); }
+        });
+        yAxis.ticker.setv({ ticks });
+        const old = yAxis.major_label_overrides;
+        const o = old instanceof Map ? new Map(labels) : Object.fromEntries(labels);
+        yAxis.setv({ major_label_overrides: o });
+      }
+      axes.forEach((a, k) => {
+        const at = lay.axes[k];
+        a.setv(at === undefined ? { visible: false } : { visible: true, fixed_location: at });
+      });
+      if (sepSrc) sepSrc.data = { y: lay.separators.slice() };
+      if (meta.plot) {
+        const h = L.plotHeight(n, meta.plot);
+        if (fig.height !== h) fig.setv({ height: h });
+      }
+      container.setAttribute("data-nbp-collapsed",
+        state.collapsed.map((c, k) => (c ? k : -1)).filter((k) => k >= 0).join(","));
+      paintGaps();
+      update();
+      if (state.pinned >= 0) pin(state.pinned);
+    }
+
+    /** Fold (true), unfold (false) or flip (undefined) rank group `g`; all when g < 0. */
+    function foldRank(g, fold) {
+      if (!groups.length) return;
+      const which = g < 0 ? groups.map((_, k) => k) : [g];
+      for (const k of which) {
+        if (k < 0 || k >= groups.length) continue;
+        state.collapsed[k] = fold === undefined ? !state.collapsed[k] : Boolean(fold);
+      }
+      applyLayout();
+    }
+
+    /** The rank group whose label row is under a pointer event in the y axis, or -1. */
+    function labelGroup(ev) {
+      const v = plotView(doc, fig);
+      if (!v || !groups.length) return -1;
+      const r = v.canvas_view.el.getBoundingClientRect();
+      const sx = ev.clientX - r.left;
+      const sy = ev.clientY - r.top;
+      const f = v.frame.bbox;
+      if (sx >= f.left || sx < 0 || sy < f.top || sy > f.bottom) return -1;
+      const row = state.layout.rows[Math.round(v.frame.y_scale.invert(sy))];
+      return row && (row.kind === "header" || row.kind === "rank") ? row.group : -1;
     }
 
     function toData(ev) {
@@ -512,6 +610,11 @@
     plotEl.addEventListener("pointerup", (e) => {
       if (!down || Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4) return;
       down = null;
+      const g = labelGroup(e);
+      if (g >= 0) {
+        foldRank(g);
+        return;
+      }
       // Focus (for the keys) on a click only: JupyterLab scrolls to a cell that takes focus,
       // which would move the plot under a drag that has just begun.
       if (container.focus) container.focus({ preventScroll: true });
@@ -523,7 +626,11 @@
     plotEl.addEventListener("pointermove", (e) => {
       const p = toData(e);
       state.mouseX = p ? p.t : null;
+      if (groups.length) plotEl.style.cursor = labelGroup(e) >= 0 ? "pointer" : "";
     });
+    for (const b of container.querySelectorAll("[data-nbp-ranks]")) {
+      b.addEventListener("click", () => foldRank(-1, b.getAttribute("data-nbp-ranks") === "fold"));
+    }
     plotEl.addEventListener("pointerleave", () => { state.mouseX = null; });
 
     // -- search ------------------------------------------------------------------------
@@ -645,9 +752,11 @@
     }
     requestAnimationFrame(align);
 
-    update();
+    if (groups.length) applyLayout();
+    else update();
     const api = {
-      doc, update, pin, search, step, setRange, state, full, eventInfo,
+      doc, update, pin, search, step, setRange, state, full, eventInfo, foldRank,
+      layout: () => state.layout,
       matches: () => state.matches.slice(),
       zoomToName(name) {
         if (input) input.value = name;
@@ -660,5 +769,5 @@
     return api;
   }
 
-  return { attach, draw, detailRows, decodeGaps, viewsOf, alignFrames, themeOf };
+  return { attach, draw, layoutOf, detailRows, decodeGaps, viewsOf, alignFrames, themeOf };
 });
