@@ -638,12 +638,16 @@ def available(name: str) -> bool:
         return False
 
 
-def load(name: str, *, download: bool = True) -> Profile:
-    """Load dataset ``name`` as an :class:`nbprof.Profile` (see :func:`path`)."""
+def load(name: str, *, download: bool = True, progress: bool | None = None) -> Profile:
+    """Load dataset ``name`` as an :class:`nbprof.Profile` (see :func:`path`).
+
+    ``progress`` as in :func:`nbprof.load` (``False``: no progress bar, e.g. in a notebook
+    that is saved with its outputs).
+    """
     from nbprof.result import load as _load
 
     ds = info(name)
-    prof = _load(path(ds.name, download=download))
+    prof = _load(path(ds.name, download=download), progress=progress)
     prof.notes.append(f"recorded trace: {ds.title}; from {ds.origin}")
     return prof
 
