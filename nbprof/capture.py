@@ -278,6 +278,8 @@ class Capture:
                 samples.frame = samples.frame[samples.frame["time_ns"] <= self._end_ns]
             if samples.unavailable:
                 self._notes.append(f"No NVML samples: {samples.unavailable}")
+            elif self._cuda:
+                self._match_devices(samples)
         prof = self._finished
         if self.repeat is not None:
             runs = self.warmup + self.repeat
@@ -318,6 +320,29 @@ class Capture:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return Profile(trace, samples, notes=self._notes, error=exc)
+
+    def _match_devices(self, samples: Samples) -> None:
+        """Record which NVML GPU each CUDA device is (by UUID), so the analysis credits the
+        traced GPU's samples and not those of whatever GPU shares its index."""
+        from nbprof.telemetry.devices import cuda_devices_of, map_cuda_devices
+
+        try:
+            cuda = cuda_devices_of(self._torch)
+        except Exception as e:  # a failed device after an asynchronous CUDA error
+            logger.warning("could not read the CUDA devices' UUIDs", exc_info=True)
+            self._notes.append(f"NVML samples not matched to CUDA devices: {e}")
+            return
+        samples.cuda_devices = map_cuda_devices(
+            cuda,
+            samples.gpus,
+            os.environ.get("CUDA_VISIBLE_DEVICES"),
+            os.environ.get("CUDA_DEVICE_ORDER"),
+        )
+        for device, match in samples.cuda_devices.items():
+            if match.get("gpu") is None or match.get("mig"):
+                self._notes.append(
+                    f"NVML samples not used for CUDA device {device}: {match['why']}"
+                )
 
     def _keep(self, raw: Path) -> Path:
         """Save the raw trace at ``trace_path`` (gzipped when it ends in .gz)."""

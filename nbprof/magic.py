@@ -302,23 +302,19 @@ def _no_nvml_reason() -> str:
     """Why NVML cannot sample here, when that is known before starting; else ""."""
     try:
         from nbprof.telemetry import get_sampler
+        from nbprof.telemetry.nvml import library_reason
     except ImportError as e:
         return f"the NVML sampler is not available: {e}"
-    gpus, _, unavailable = get_sampler().state()
+    sampler = get_sampler()
+    gpus, _, unavailable = sampler.state()
     if unavailable and not gpus:
         return unavailable
-    # Not sampled yet in this process: loading the library (no nvmlInit, which can take
-    # seconds) tells the common case, a machine with no NVIDIA driver, at once.
-    import ctypes
-
-    name = "nvml.dll" if sys.platform == "win32" else "libnvidia-ml.so.1"
     if sys.platform == "darwin":
         return "NVML does not exist on macOS"
-    try:
-        ctypes.CDLL(name)
-    except OSError:
-        return f"NVML library not found ({name}): no NVIDIA driver on this machine"
-    return ""
+    # Not sampled yet in this process: ask the bindings the sampler uses whether they can
+    # load the library (they search where this module would not, and a loaded or injected
+    # library counts), without nvmlInit, which can take seconds.
+    return library_reason(sampler.nvml)
 
 
 # A shell-like word: quoted parts (which may hold spaces) glued to unquoted ones.

@@ -70,6 +70,8 @@ class FakeGpu:
     util_mem: int = 40
     mem_used: int = 30 * 2**30
     mem_total: int = 80 * 2**30
+    #: What the driver keeps for itself: v2 reports it apart, v1 adds it to ``used``.
+    mem_reserved: int = 2**29
     power_mw: int = 350_000
     sm_clock: int = 1980
     temp_c: int = 61
@@ -82,8 +84,19 @@ class FakeGpu:
     mig: bool = False
     #: True: every call on the device raises NVMLError_GpuIsLost.
     lost: bool = False
+    #: An NVML error code every call on the device raises (e.g. UNKNOWN), or None.
+    failing: int | None = None
     #: Driver utilization samples as (timestamp µs, value); None: NOT_SUPPORTED.
     util_samples: list[tuple[int, int]] | None = None
+    #: NVML_DEVICE_ARCH_*; None: from the name (H100/H200 Hopper, A100 Ampere, else unknown).
+    arch: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.arch is None:
+            if "H100" in self.name or "H200" in self.name:
+                self.arch = pynvml.NVML_DEVICE_ARCH_HOPPER
+            elif "A100" in self.name:
+                self.arch = pynvml.NVML_DEVICE_ARCH_AMPERE
 
 
 class _Handle:
@@ -137,6 +150,8 @@ def build(
         gpu = state.gpus[handle.index]
         if gpu.lost:
             raise_(pynvml.NVML_ERROR_GPU_IS_LOST)
+        if gpu.failing is not None:
+            raise_(gpu.failing)
         if fn in gpu.errors:
             raise_(gpu.errors[fn])
         return gpu
@@ -183,9 +198,21 @@ def build(
 
     def nvmlDeviceGetMemoryInfo(handle: _Handle, version: Any = None) -> Any:
         gpu = dev(handle, "nvmlDeviceGetMemoryInfo")
+        free = gpu.mem_total - gpu.mem_used - gpu.mem_reserved
+        if version:
+            m = pynvml.c_nvmlMemory_v2_t()
+            m.version, m.reserved = version, gpu.mem_reserved
+            m.total, m.used, m.free = gpu.mem_total, gpu.mem_used, free
+            return m
         m = pynvml.c_nvmlMemory_t()
-        m.total, m.used, m.free = gpu.mem_total, gpu.mem_used, gpu.mem_total - gpu.mem_used
+        m.total, m.used, m.free = gpu.mem_total, gpu.mem_used + gpu.mem_reserved, free
         return m
+
+    def nvmlDeviceGetArchitecture(device: _Handle) -> int:
+        gpu = dev(device, "nvmlDeviceGetArchitecture")
+        if gpu.arch is None:
+            raise_(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return gpu.arch
 
     def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
         return dev(handle, "nvmlDeviceGetPowerUsage").power_mw
@@ -279,6 +306,7 @@ def build(
         nvmlDeviceGetMigMode,
         nvmlDeviceGetUtilizationRates,
         nvmlDeviceGetMemoryInfo,
+        nvmlDeviceGetArchitecture,
         nvmlDeviceGetPowerUsage,
         nvmlDeviceGetClockInfo,
         nvmlDeviceGetTemperatureV,
@@ -294,7 +322,8 @@ def build(
     fake.FAKED = (
         "nvmlInit nvmlShutdown nvmlDeviceGetCount nvmlDeviceGetHandleByIndex nvmlDeviceGetName "
         "nvmlDeviceGetUUID nvmlDeviceGetMigMode nvmlDeviceGetUtilizationRates "
-        "nvmlDeviceGetMemoryInfo nvmlDeviceGetPowerUsage nvmlDeviceGetClockInfo "
+        "nvmlDeviceGetMemoryInfo nvmlDeviceGetArchitecture nvmlDeviceGetPowerUsage "
+        "nvmlDeviceGetClockInfo "
         "nvmlDeviceGetTemperatureV nvmlDeviceGetTemperature nvmlDeviceGetSamples "
         "nvmlGpmQueryDeviceSupport nvmlGpmSampleAlloc nvmlGpmSampleFree nvmlGpmSampleGet "
         "nvmlGpmMetricsGet"

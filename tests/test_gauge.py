@@ -206,12 +206,88 @@ def test_everything_rendered_is_escaped(tmp_path: Path) -> None:
 
 
 def test_the_charted_window_is_the_one_stated(tmp_path: Path) -> None:
-    src = ReplaySource(recorded(tmp_path), autostart=False)
+    src = ReplaySource(recorded(tmp_path), autostart=False)  # 40 passes 0.25 s apart
     src.advance(math.inf)
+    # 9.75 s recorded: a 30 s window is not full yet, so the chart spans the 9.75 s.
     html = render_html(src.samples(), history_s=30.0)
-    assert "Last 30 s." in html and "last 30 seconds" in html
-    assert "Last 60 s" not in html and "last 60 seconds" not in html
+    assert "Since the start (0:09)." in html and "over 9.8 seconds" in html
+    assert 'data-span-s="9.75"' in html and "Last 30 s" not in html
+    # A full window: the last 5 s of the 9.75.
+    html = render_html(src.samples(), history_s=5.0)
+    assert "Last 5 s." in html and 'data-span-s="5.00"' in html and "over 5.0 seconds" in html
     src.close()
+
+
+def _xs(html: str, cls: str) -> list[int]:
+    """x coordinates of the first polyline of class ``cls``."""
+    import re
+
+    m = re.search(rf'<polyline class="{cls}" points="([^"]+)"', html)
+    assert m is not None, cls
+    return [int(p.split(",")[0]) for p in m.group(1).split()]
+
+
+def test_the_history_fills_the_chart_from_the_start(tmp_path: Path) -> None:
+    # 5 s into a run with a 60 s window: the history spans the chart, not its last 17 px.
+    src = ReplaySource(recorded(tmp_path, passes=21), autostart=False)
+    src.advance(math.inf)
+    html = render_html(src.samples(), history_s=60.0, start_ns=src.first_ns)
+    xs = _xs(html, "nbg-smi-line")
+    assert xs[0] <= 2 and xs[-1] == 200
+    assert 'data-elapsed-s="5.00"' in html and "0:05 into the recording" in html
+    assert 'data-points="21"' in html
+    src.close()
+
+
+def test_elapsed_time_of_a_live_gauge() -> None:
+    clock = FakeClock()
+    fake = fake_nvml.build([FakeGpu()], clock=clock)
+    s = Sampler(fake, clock_ns=clock.wall_ns, monotonic_ns=clock.monotonic_ns)
+    started = clock.wall - 2_000_000_000  # the gauge started 2 s before the first sample
+    s.open()
+    for _ in range(5):
+        s.sample_once()
+        clock.advance(0.25)
+    s.close_backend()
+    html = render_html(s.samples(), start_ns=started)
+    assert "0:03 elapsed" in html and 'data-elapsed-s="3.00"' in html
+
+
+def test_the_legend_explains_only_what_is_drawn(tmp_path: Path) -> None:
+    no_gpm = ReplaySource(
+        recorded(tmp_path, [FakeGpu(name="NVIDIA A100", gpm=None)]), autostart=False
+    )
+    no_gpm.advance(math.inf)
+    html = render_html(no_gpm.samples(), with_style=False)
+    assert "nbg-gap-area" not in html and "nbg-smi-dashed" not in html
+    assert "red" not in html.split('class="nbg-legend"')[1].lower()
+    assert "dashed" not in html.lower() and "Area: nvidia-smi utilization" in html
+    no_gpm.close()
+    (tmp_path / "h").mkdir()
+    gpm = ReplaySource(recorded(tmp_path / "h"), autostart=False)
+    gpm.advance(math.inf)
+    html = render_html(gpm.samples(), with_style=False)
+    assert "nbg-gap-area" in html and "nbg-smi-dashed" in html
+    assert "red: time nvidia-smi calls busy while the counter says idle" in html
+    gpm.close()
+
+
+def test_the_stylesheet_follows_the_notebook_theme() -> None:
+    from nbprof.views.gauge import stylesheet
+
+    css = stylesheet()
+    # The theme's own variables, with fallbacks, and dark-theme colours for the series.
+    for var in ("--jp-ui-font-color0", "--jp-layout-color1", "--jp-border-color2"):
+        assert f"var({var}," in css
+    assert 'body[data-jp-theme-light="false"] .nbprof-gauge' in css
+    # The big numbers take the strongest text colour, not a grey.
+    rule = css.split(".nbprof-gauge .nbg-value {")[1].split("}")[0]
+    assert "color: var(--nbg-text);" in rule
+    # Markup carries classes, not colours: no hex colour outside the stylesheet.
+    import re
+
+    html = render_html(Samples.empty(unavailable="x"), with_style=False)
+    assert not re.search(r"#[0-9a-fA-F]{6}", html)
 
 
 def test_unavailable_and_empty_renderings() -> None:
@@ -261,5 +337,6 @@ g.stop()
     printed = int(outputs[1]["text"].split(":")[1])
     assert printed >= 2  # the sampler thread sent updates while the cell was running
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-    (value,) = [m["state"]["value"] for m in state.values() if m["model_name"] == "HTMLModel"]
+    htmls = [m["state"]["value"] for m in state.values() if m["model_name"] == "HTMLModel"]
+    (value,) = [v for v in htmls if "nbprof-gauge" in v and not v.startswith("<style>")]
     assert "35%" in value and "STOPPED" in value

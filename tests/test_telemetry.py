@@ -156,17 +156,22 @@ def test_a_gpu_that_disappears(code: int, caplog: pytest.LogCaptureFixture) -> N
     s, fake, clock = make(gpus)
     s.open()
     run_passes(s, clock, 2)
-    if code == pynvml.NVML_ERROR_GPU_IS_LOST:
-        gpus[1].lost = True
-    else:
-        gpus[1].errors["nvmlDeviceGetUtilizationRates"] = code
+    gpus[1].failing = code  # every call on GPU 1 answers this from now on
     with caplog.at_level(logging.WARNING, logger="nbprof.telemetry"):
-        run_passes(s, clock, 5)
+        run_passes(s, clock, 2)
+        # GPU_IS_LOST drops the GPU at once; UNKNOWN is retried until
+        # UNKNOWN_PASSES_TO_DROP (3) passes in a row answered nothing else.
+        assert (code == pynvml.NVML_ERROR_GPU_IS_LOST) == ("lost" in s.samples().gpus[1])
+        run_passes(s, clock, 3)
     f = s.samples().frame
     assert (f["gpu"] == 1).sum() == 2  # sampled before it went, never after
     assert (f["gpu"] == 0).sum() == 7
     reasons = s.samples().reasons
     assert "mid-run" in reasons[(1, "util_gpu")] and "mid-run" in reasons[(1, "sm_util")]
+    calls = fake.state.calls["nvmlDeviceGetUtilizationRates"]
+    run_passes(s, clock, 2)
+    # Two passes ask GPU 0 twice; the dropped GPU 1 is not asked again.
+    assert fake.state.calls["nvmlDeviceGetUtilizationRates"] == calls + 2
     assert "lost" in s.samples().gpus[1]
     # Logged once, not once per pass.
     assert sum("GPU 1" in r.getMessage() for r in caplog.records) <= 1
@@ -413,3 +418,45 @@ def test_a_failing_first_gpm_sample_is_reused_not_leaked() -> None:
     assert len(fake.state.gpm_samples) == 2
     s.close_backend()
     assert set(fake.state.gpm_samples) == fake.state.gpm_freed
+
+
+def test_a_non_nvml_exception_costs_one_reading_not_the_sampler() -> None:
+    s, fake, clock = make()
+
+    def broken(handle: object) -> int:
+        raise AttributeError("module 'pynvml' has no attribute 'c_nvmlPowerSample_t'")
+
+    fake.nvmlDeviceGetPowerUsage = broken  # type: ignore[attr-defined]
+    s.open()
+    run_passes(s, clock, 3)
+    r = row(s)
+    assert math.isnan(r["power_w"]) and r["util_gpu"] == 100.0 and r["sm_util"] == 35.0
+    assert (
+        "could not be read with this pynvml (AttributeError" in s.samples().reasons[(0, "power_w")]
+    )
+    assert len(s.samples()) == 3
+
+
+def test_a_sampler_that_stops_on_a_bug_says_so_to_its_subscribers() -> None:
+    s, fake, _ = make()
+    ticks: list[telemetry.Tick] = []
+
+    def bad_count() -> int:
+        raise RuntimeError("boom")
+
+    fake.nvmlDeviceGetCount = bad_count  # type: ignore[attr-defined]
+    with s.subscribe(0.05, on_tick=ticks.append) as sub:
+        assert wait_for(lambda: bool(ticks))
+    assert "RuntimeError: boom" in sub.samples().unavailable
+    assert ticks[-1].state_changed
+
+
+def wait_for(cond, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

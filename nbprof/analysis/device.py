@@ -42,7 +42,7 @@ from nbprof.analysis.model import (
     compute_units,
     utilization_tool,
 )
-from nbprof.analysis.samples import Measured, measured_for
+from nbprof.analysis.samples import Measured, measured_for, nvml_gpu
 from nbprof.analysis.utilization import (
     SHORT_KERNEL_US,
     busy_pct,
@@ -650,14 +650,21 @@ def _peak_gbps(d: Device) -> Measure:
     return p.mem_gbps, Basis("trace", how)
 
 
+def _unsampled_why(d: Device) -> str:
+    """Why a device has no NVML numbers: no samples, no matching GPU, or no overlap."""
+    if d.samples is None or len(d.samples) == 0:
+        return "no NVML samples"
+    gpu, how = nvml_gpu(d.samples, d.device)
+    if gpu is None:
+        return f"NVML samples not used: {how}"
+    return f"no samples of NVML GPU {gpu} overlap this trace"
+
+
 def _sampled(attr: str, label: str) -> Callable[[Device], Measure]:
     def sampled(d: Device) -> Measure:
         m = d.measured
         if m is None:
-            why = (
-                "no NVML samples overlap this trace" if d.samples is not None else "no NVML samples"
-            )
-            return None, Basis("unknown", why)
+            return None, Basis("unknown", _unsampled_why(d))
         v = getattr(m, attr)
         if v is None:
             return None, Basis("unknown", f"{label} not sampled on this GPU")

@@ -14,10 +14,13 @@ Use::
     telemetry.replay("run.jsonl")                     # -> Samples, labelled as a replay
 
 What is sampled, per GPU, at the period (default 250 ms): NVML ``utilization.gpu`` and
-``utilization.memory`` (what nvidia-smi prints), memory used/total, power, SM clock and
-temperature; on Hopper and newer (``nvmlGpmQueryDeviceSupport``) the GPM hardware counters:
-SM activity, SM occupancy, any-Tensor-Core activity, HMMA/IMMA/DFMA tensor pipes, DRAM
-bandwidth and FP16/FP32 pipe utilization, each computed over a window of at least 100 ms.
+``utilization.memory`` (what nvidia-smi prints), memory used/total (``used`` as allocated,
+from ``nvmlDeviceGetMemoryInfo_v2`` where the driver has it, with the driver's reservation
+in ``mem_reserved``), power, SM clock and temperature; on Hopper and newer
+(``nvmlGpmQueryDeviceSupport``) the GPM hardware counters: SM activity, SM occupancy,
+any-Tensor-Core activity, HMMA/IMMA/DFMA tensor pipes, DRAM bandwidth and FP16/FP32 pipe
+utilization, each computed over a window of at least 110 ms timed at the GPM calls
+(nvml.h asks for more than 100 ms), so GPM runs at its own rate under a faster period.
 Where the driver buffers its own utilization samples (``nvmlDeviceGetSamples``), those are
 added as extra rows (only ``util_gpu`` set) at the driver's timestamps, which are finer than
 the sampling period; the sampler's own row then leaves ``util_gpu`` empty so no stretch of
@@ -27,6 +30,10 @@ columns: draw or average one metric through :func:`metric_series`, which drops t
 Anything unavailable is a plain reason in ``Samples.reasons`` (per GPU and metric) or
 ``Samples.unavailable`` (no NVML library, no driver, no GPU, no permission), never an
 exception in the user's code.
+
+``gpu`` is NVML's index, which is not CUDA's (``CUDA_VISIBLE_DEVICES``, mixed GPUs): see
+:mod:`nbprof.telemetry.devices` for the match a capture records in
+``Samples.cuda_devices``.
 
 Clocks: how samples line up with a profiler trace
 -------------------------------------------------
@@ -41,12 +48,13 @@ stamps trace events from the same clock: a trace's events sit at
 Error bound. A row stands for NVML's view at its stamp, within:
 
 - the time the pass takes to reach that GPU after the stamp: nbprof's share is the "CPU per
-  pass" in ``benchmarks/RESULTS.md`` (under a millisecond for 8 GPUs on the fake backend);
+  pass" in ``benchmarks/RESULTS.md`` (1.6-2.5 ms for 8 GPUs, on the fake backend and on
+  the real pynvml over an emulated driver);
   the driver's own time per call comes on top and is not measured there;
 - the averaging window of each number, which precedes the stamp: ``utilization.gpu`` and
   ``utilization.memory`` cover the driver's last sample period ("between 1 second and 1/6
   second, depending on the product", NVML's ``nvmlUtilization_t`` documentation); GPM
-  metrics cover the window since the previous GPM sample (at least 100 ms; one sampling
+  metrics cover the window since the previous GPM sample (at least 110 ms; one sampling
   period at 4 Hz); driver-buffered utilization rows carry the driver's own timestamps
   (``nvmlSample_t.timeStamp``, "CPU timestamp in microseconds") and cover the driver's
   period before them;

@@ -7,6 +7,10 @@ Columns (all float64 except ``time_ns``/``gpu``):
 ``time_ns`` int64, wall clock (ns since the Unix epoch, ``time.time_ns()``: the clock
 Kineto stamps traces with), ``gpu`` int64 (NVML index), then the metrics in
 :data:`METRICS` (percentages 0-100, bytes, watts, MHz, °C).
+
+NVML numbers its GPUs its own way, and a trace's device ids are CUDA's (after
+``CUDA_VISIBLE_DEVICES``), so ``gpu`` is *not* a trace device id: ``cuda_devices`` says which
+NVML GPU each CUDA device of the run was (see :mod:`nbprof.telemetry.devices`).
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ METRICS: dict[str, tuple[str, str, str]] = {
     "util_gpu": ("nvidia-smi utilization", "%",
                  "NVML utilization.gpu: share of time >=1 kernel ran"),
     "util_mem": ("memory controller busy", "%", "NVML utilization.memory"),
-    "mem_used": ("memory used", "B", "NVML memory info"),
+    "mem_used": ("memory used", "B",
+                 "NVML memory info: allocated (v2; v1 where the driver lacks it adds reserved)"),
     "mem_total": ("memory total", "B", "NVML memory info"),
+    "mem_reserved": ("memory reserved by the driver", "B", "NVML memory info v2"),
     "power_w": ("power", "W", "NVML power usage"),
     "sm_clock_mhz": ("SM clock", "MHz", "NVML clock info"),
     "temp_c": ("temperature", "°C", "NVML temperature"),
@@ -53,6 +59,9 @@ class Samples:
     source: str = "live"
     #: Process-wide reason there are no samples at all (no NVML, no GPU, ...), else "".
     unavailable: str = ""
+    #: CUDA device id (as a trace names it: "0") -> {"gpu": NVML index or None, "uuid": ...,
+    #: "how": how it was matched, "why": why not}; empty when no capture said.
+    cuda_devices: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, unavailable: str = "", source: str = "live") -> Samples:

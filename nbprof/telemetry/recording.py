@@ -8,11 +8,15 @@ File format ``nbprof-nvml-samples`` version 1 (UTF-8, one JSON object per line):
       "source": "live", "period_s": 0.25, "metrics": ["util_gpu", ...],
       "gpus": {"0": {"index": 0, "name": "NVIDIA H200", "uuid": "GPU-...", "gpm": true}},
       "reasons": [[0, "fp16_util", "GPM: not supported on this GPU or driver"]],
-      "unavailable": ""}
+      "unavailable": "",
+      "cuda_devices": {"0": {"gpu": 0, "uuid": "…", "how": "UUID GPU-… (CUDA and NVML agree)"}}}
 
    ``metrics`` lists the metric names of :data:`nbprof.telemetry.model.METRICS` the writer
    knew; ``reasons`` is ``[gpu, metric, reason]`` for each metric that is missing and why;
-   ``unavailable`` is the process-wide reason there are no samples at all ("" if there are).
+   ``unavailable`` is the process-wide reason there are no samples at all ("" if there are);
+   ``cuda_devices`` (optional) which NVML GPU each CUDA device of the run was, when a
+   capture said (see :mod:`nbprof.telemetry.devices`): ``gpu`` is an NVML index, never a
+   CUDA one.
 
 2. One line per sample row::
 
@@ -25,7 +29,8 @@ File format ``nbprof-nvml-samples`` version 1 (UTF-8, one JSON object per line):
 
      {"t": 1764460012000000000, "state": {"gpus": {...}, "reasons": [...], "unavailable": ""}}
 
-   which replaces the header's ``gpus``/``reasons``/``unavailable`` from time ``t`` on.
+   which replaces the header's ``gpus``/``reasons``/``unavailable`` (and ``cuda_devices``,
+   when it has the key) from time ``t`` on.
 
 A truncated last line (the kernel was killed mid-write) is skipped with a warning; any other
 malformed line is a :class:`nbprof.TraceError` naming the file, the line and the reason.
@@ -70,14 +75,20 @@ REPLAY_THREAD_NAME = "nbprof-replay"
 
 
 def _state_json(
-    gpus: dict[int, dict[str, Any]], reasons: dict[tuple[int, str], str], unavailable: str
+    gpus: dict[int, dict[str, Any]],
+    reasons: dict[tuple[int, str], str],
+    unavailable: str,
+    cuda_devices: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ``gpus``/``reasons``/``unavailable`` keys, as the header and state lines write them."""
-    return {
+    out: dict[str, Any] = {
         "gpus": {str(k): v for k, v in sorted(gpus.items())},
         "reasons": [[g, m, r] for (g, m), r in sorted(reasons.items())],
         "unavailable": unavailable,
     }
+    if cuda_devices:
+        out["cuda_devices"] = cuda_devices
+    return out
 
 
 def _header(
@@ -86,6 +97,7 @@ def _header(
     unavailable: str,
     period_s: float | None,
     source: str = "live",
+    cuda_devices: dict[str, dict[str, Any]] | None = None,
 ) -> bytes:
     return orjson.dumps(
         {
@@ -95,7 +107,7 @@ def _header(
             "source": source,
             "period_s": period_s,
             "metrics": list(METRIC_NAMES),
-            **_state_json(gpus, reasons, unavailable),
+            **_state_json(gpus, reasons, unavailable, cuda_devices),
         },
         default=str,
     )
@@ -118,7 +130,16 @@ def write_jsonl(samples: Samples, path: str | os.PathLike[str]) -> Path:
     p = Path(path)
     f = samples.frame
     with p.open("wb") as fh:
-        fh.write(_header(samples.gpus, samples.reasons, samples.unavailable, None, samples.source))
+        fh.write(
+            _header(
+                samples.gpus,
+                samples.reasons,
+                samples.unavailable,
+                None,
+                samples.source,
+                samples.cuda_devices,
+            )
+        )
         fh.write(b"\n")
         values = f[list(METRIC_NAMES)].to_numpy(dtype=np.float64)
         fh.write(
@@ -138,6 +159,7 @@ class _State:
     gpus: dict[int, dict[str, Any]]
     reasons: dict[tuple[int, str], str]
     unavailable: str
+    cuda_devices: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,9 +184,10 @@ def _parse_state(path: Path, lineno: int, obj: dict[str, Any], t: int) -> _State
         gpus = {int(k): dict(v) for k, v in (obj.get("gpus") or {}).items()}
         reasons = {(int(g), str(m)): str(r) for g, m, r in obj.get("reasons") or []}
         unavailable = str(obj.get("unavailable") or "")
+        cuda = {str(k): dict(v) for k, v in (obj.get("cuda_devices") or {}).items()}
     except (TypeError, ValueError, AttributeError) as err:
         raise TraceError(str(path), f"line {lineno}: malformed gpus/reasons ({err})") from None
-    return _State(t, gpus, reasons, unavailable)
+    return _State(t, gpus, reasons, unavailable, cuda)
 
 
 def read_recording(path: str | os.PathLike[str]) -> Recording:
@@ -208,7 +231,10 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
         if not isinstance(obj, dict) or not isinstance(obj.get("t"), int):
             raise TraceError(str(p), f'line {lineno}: expected an object with an integer "t"')
         if "state" in obj:
-            states.append(_parse_state(p, lineno, obj["state"] or {}, obj["t"]))
+            state = _parse_state(p, lineno, obj["state"] or {}, obj["t"])
+            if not state.cuda_devices:  # a state line need not repeat the CUDA match
+                state.cuda_devices = states[-1].cuda_devices
+            states.append(state)
             continue
         g = obj.get("gpu")
         if not isinstance(g, int):
@@ -245,13 +271,15 @@ def replay(path: str | os.PathLike[str]) -> Samples:
     """
     rec = read_recording(path)
     last = rec.states[-1]
-    return _to_samples(
+    out = _to_samples(
         [Block(rec.time_ns, rec.gpu, rec.values)],
         last.gpus,
         last.reasons,
         last.unavailable,
         f"replay: {rec.path.name}",
     )
+    out.cuda_devices = last.cuda_devices
+    return out
 
 
 # -- recording -----------------------------------------------------------------------------
@@ -437,7 +465,9 @@ class ReplaySource:
         start = 0 if since_ns is None else int(np.searchsorted(rec.time_ns[:end], since_ns))
         state = rec.state_at(int(rec.time_ns[end - 1])) if end else rec.states[0]
         blocks = [Block(rec.time_ns[start:end], rec.gpu[start:end], rec.values[start:end])]
-        return _to_samples(blocks, state.gpus, state.reasons, state.unavailable, self.source)
+        out = _to_samples(blocks, state.gpus, state.reasons, state.unavailable, self.source)
+        out.cuda_devices = state.cuda_devices
+        return out
 
     def latest(self) -> Samples:
         return latest_of(self.samples())

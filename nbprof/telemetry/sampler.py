@@ -113,8 +113,8 @@ class Sampler:
     """A reference-counted background sampler over an :class:`NvmlBackend`.
 
     ``nvml`` is the pynvml-like module to use (default: ``pynvml``); ``clock_ns`` stamps
-    samples (wall clock, see :mod:`nbprof.telemetry`); ``monotonic_ns`` spaces GPM windows.
-    Both are injectable so tests are deterministic.
+    samples (wall clock, see :mod:`nbprof.telemetry`); ``monotonic_ns`` times GPM windows at
+    each GPM call. Both are injectable so tests are deterministic.
     """
 
     def __init__(
@@ -190,6 +190,11 @@ class Sampler:
                 )
 
     @property
+    def nvml(self) -> Any:
+        """The pynvml-like module this sampler reads (None: ``pynvml``, imported on start)."""
+        return self._nvml
+
+    @property
     def running(self) -> bool:
         t = self._thread
         return t is not None and t.is_alive()
@@ -225,10 +230,13 @@ class Sampler:
                 started = time.monotonic()
                 self._sample(backend)
                 stop.wait(max(0.0, self._period() - (time.monotonic() - started)))
-        except Exception as err:  # never let a bug kill the kernel or spam the log
+        except Exception as err:  # never let a bug kill the kernel or stop sampling silently
             logger.exception("the NVML sampler stopped on an unexpected error")
             with self._lock:
                 self._unavailable = f"the sampler stopped on an unexpected error: {err!r}"
+                self._state_version = (0, -1)
+            # Said where the numbers are: the gauge shows it, a recording writes it down.
+            self._notify(Tick(self._clock_ns(), Block.empty(), True))
         finally:
             if backend is not None:
                 backend.close()
@@ -237,7 +245,7 @@ class Sampler:
 
     def open(self) -> NvmlBackend:
         """Start NVML and find the GPUs (what the thread does first; tests call it directly)."""
-        backend = NvmlBackend(self._nvml)
+        backend = NvmlBackend(self._nvml, self._monotonic_ns)
         self._backend = backend
         backend.open()
         self._sync_state(backend)
@@ -270,8 +278,8 @@ class Sampler:
 
     def _sample(self, backend: NvmlBackend) -> Tick:
         """One sampling pass over every GPU: append to the ring, notify subscribers."""
-        wall, mono = self._clock_ns(), self._monotonic_ns()
-        block = backend.read(wall, mono)  # NVML calls: no lock held
+        wall = self._clock_ns()
+        block = backend.read(wall)  # NVML calls: no lock held
         changed = self._sync_state(backend)
         with self._lock:
             if len(block):
@@ -373,6 +381,7 @@ def _since(samples: Samples, since_ns: int) -> Samples:
         gpus=_copy_gpus(samples.gpus),
         source=samples.source,
         unavailable=samples.unavailable,
+        cuda_devices={k: dict(v) for k, v in samples.cuda_devices.items()},
     )
 
 
@@ -408,6 +417,7 @@ def latest_of(samples: Samples) -> Samples:
         out.unavailable = samples.unavailable
     out.gpus = _copy_gpus(samples.gpus)
     out.reasons = dict(samples.reasons)
+    out.cuda_devices = {k: dict(v) for k, v in samples.cuda_devices.items()}
     return out
 
 

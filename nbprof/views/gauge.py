@@ -1,27 +1,32 @@
 """The live GPU gauge: nvidia-smi's utilization next to what the SMs are really doing.
 
-``nbprof.gauge()`` shows, for each GPU, big current numbers and a 60-second history of
-nvidia-smi utilization, SM activity, Tensor Core activity and DRAM bandwidth, with memory and
-power alongside. In each activity chart nvidia-smi's number is a dashed line over a red
-area and the hardware counter is the solid area on top, so whatever red remains visible is
-time nvidia-smi calls "busy" while the counter says the SMs (or Tensor Cores, or DRAM) were
-idle.
+``nbprof.gauge()`` shows, for each GPU, big current numbers, the time elapsed, and a history
+of nvidia-smi utilization, SM activity, Tensor Core activity and DRAM bandwidth (scaled to
+the time elapsed until its 60-second window is full), with memory and power alongside. In
+each activity chart nvidia-smi's number is a dashed line over a red area and the hardware
+counter is the solid area on top, so whatever red remains visible is time nvidia-smi calls
+"busy" while the counter says the SMs (or Tensor Cores, or DRAM) were idle. Where the GPU
+has no such counters only nvidia-smi's area is drawn, and the legend says only that.
 
 It is an ``ipywidgets.HTML`` updated from the sampler's thread through the widget's comm,
 so it keeps moving while the cell's main thread is busy (no ``push_notebook``, no server).
 Updates are coalesced to at most one every ``min_interval_s`` (0.1 s) and skipped when
-nothing visible changed. Every piece of text that came from NVML or a file is escaped.
+nothing visible changed. The stylesheet (``views/js/gauge.css``, JupyterLab's theme
+variables) travels once, in a hidden widget beside it, not with every update. Every piece
+of text that came from NVML or a file is escaped.
 
 This module only lays out numbers the sampler measured; it computes no metrics.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +37,20 @@ from nbprof.views._style import esc as _esc
 
 logger = logging.getLogger(__name__)
 
-#: The four activity charts, in order; the first is nvidia-smi's own number.
-CHARTS: tuple[tuple[str, str], ...] = (
-    ("util_gpu", "#6b7280"),
-    ("sm_util", "#16a34a"),
-    ("tensor_util", "#7c3aed"),
-    ("dram_bw_util", "#2563eb"),
-)
+#: The four activity charts, in order; the first is nvidia-smi's own number. Their colours
+#: live in gauge.css (one per theme), keyed by the metric.
+CHARTS: tuple[str, ...] = ("util_gpu", "sm_util", "tensor_util", "dram_bw_util")
 _W, _H = 200, 48
 _BIN_PX = 2
-_GAP_FILL = "#fca5a5"
 _GIB = 2**30
+#: Shortest span a chart is drawn over: the first samples do not fill it edge to edge.
+_MIN_SPAN_NS = 2_000_000_000
+
+
+@functools.cache
+def stylesheet() -> str:
+    """The gauge's CSS (package data beside the other front-end files)."""
+    return resources.files("nbprof.views").joinpath("js", "gauge.css").read_text("utf-8")
 
 
 def gauge(
@@ -113,8 +121,10 @@ class GaugeWidget:
             self._replay_source = ReplaySource(
                 self.replay_path, speed, on_tick=self._on_tick, autostart=False
             )
-        self._html = render_html(self._empty(), state=self._state_label())
-        self.widget = _make_widget(self._html)
+        self._html = render_html(self._empty(), state=self._state_label(), with_style=False)
+        #: The HTML widget whose value is the gauge; ``view`` (what is displayed) holds it
+        #: next to the hidden stylesheet.
+        self.widget, self.view = _make_widget(self._html)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -157,8 +167,9 @@ class GaugeWidget:
             if self._closed:
                 return
             self._closed = True
-        if self.widget is not None:
-            self.widget.close()
+        for w in (self.view, self.widget):
+            if w is not None:
+                w.close()
 
     # -- data ---------------------------------------------------------------------------
 
@@ -171,12 +182,30 @@ class GaugeWidget:
         src = self._source
         return src.samples() if src is not None else self._empty()
 
+    def _start_ns(self) -> int | None:
+        """When this gauge's data begins: its subscription's start, a replay's first row."""
+        src = self._source
+        for attr in ("start_ns", "first_ns"):
+            value = getattr(src, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
     def _window(self) -> Samples:
         src = self._source
         if src is None:
             return self._empty()
         since = self._last_ns - int(self.history_s * 1e9) if self._last_ns else None
         return src.samples(since_ns=since)
+
+    def _picture(self, with_style: bool) -> str:
+        return render_html(
+            self._window(),
+            state=self._state_label(),
+            history_s=self.history_s,
+            start_ns=self._start_ns(),
+            with_style=with_style,
+        )
 
     def _state_label(self) -> str:
         if self._replay_source is not None:
@@ -207,9 +236,7 @@ class GaugeWidget:
                 return
             self._last_push = self._monotonic()  # from the start: renders take time
             try:
-                html_ = render_html(
-                    self._window(), state=self._state_label(), history_s=self.history_s
-                )
+                html_ = self._picture(with_style=False)
             except Exception:
                 logger.exception("the gauge could not render; it keeps its last picture")
                 return
@@ -225,7 +252,7 @@ class GaugeWidget:
 
     @property
     def html(self) -> str:
-        """The HTML currently shown."""
+        """The HTML currently shown (without the stylesheet the view carries once)."""
         return self._html
 
     @property
@@ -237,10 +264,10 @@ class GaugeWidget:
         self, include: Any = None, exclude: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
         bundle: dict[str, Any] = {}
-        if self.widget is not None and not self._closed:
-            bundle.update(self.widget._repr_mimebundle_(**kwargs) or {})
+        if self.view is not None and not self._closed:
+            bundle.update(self.view._repr_mimebundle_(**kwargs) or {})
         # A snapshot for saved notebooks without widget state, and text for terminals.
-        bundle["text/html"] = self._html
+        bundle["text/html"] = f"<style>{stylesheet()}</style>{self._html}"
         bundle["text/plain"] = self.text
         return bundle
 
@@ -248,13 +275,20 @@ class GaugeWidget:
         return self.text
 
 
-def _make_widget(value: str) -> Any:
+def _make_widget(value: str) -> tuple[Any, Any]:
+    """(the gauge's HTML widget, the box displayed: the stylesheet hidden, then the gauge)."""
     try:
         import ipywidgets
     except ImportError:
         logger.info("ipywidgets is not installed: the gauge renders as text/HTML only")
-        return None
-    return ipywidgets.HTML(value=value)
+        return None, None
+    gauge = ipywidgets.HTML(value=value)
+    # A <style> element applies to the page wherever it sits, displayed or not: sent once
+    # here, it need not ride along with every update of the gauge.
+    style = ipywidgets.HTML(
+        value=f"<style>{stylesheet()}</style>", layout=ipywidgets.Layout(display="none")
+    )
+    return gauge, ipywidgets.VBox([style, gauge])
 
 
 # -- rendering (pure: Samples in, markup out) ------------------------------------------------
@@ -266,27 +300,56 @@ def _pct(v: float) -> str:
     return f"{v:.1f}%" if v < 10 else f"{v:.0f}%"
 
 
-def _per_gpu(samples: Samples) -> dict[int, Any]:
+def _clock(seconds: float) -> str:
+    """0:05, 12:34, 1:02:03."""
+    s = max(0, int(seconds))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+_Part = dict[str, np.ndarray]
+
+
+def _per_gpu(samples: Samples) -> dict[int, _Part]:
+    """Each GPU's columns as numpy arrays, split once (a render reads each many times, and
+    a pandas column lookup costs more than the arithmetic on it)."""
     f = samples.frame
-    return {int(g): part for g, part in f.groupby("gpu", sort=True)} if len(f) else {}
+    if not len(f):
+        return {}
+    gpu = f["gpu"].to_numpy()
+    cols = {c: f[c].to_numpy() for c in ("time_ns", *METRICS) if c in f}
+    out: dict[int, _Part] = {}
+    for g in np.unique(gpu):
+        rows = gpu == g
+        out[int(g)] = {c: v[rows] for c, v in cols.items()}
+    return out
 
 
-def _latest(part: Any, metric: str) -> float:
-    col = part[metric].to_numpy()
+def _latest(part: _Part, metric: str) -> float:
+    col = part.get(metric)
+    if col is None:
+        return math.nan
     ok = ~np.isnan(col)
     return float(col[ok][-1]) if ok.any() else math.nan
 
 
-def _series(part: Any, metric: str, t0: int, span_ns: float) -> list[list[tuple[int, int]]]:
+def _points(part: _Part, metric: str, t0: int) -> tuple[np.ndarray, np.ndarray]:
+    t = part["time_ns"]
+    v = part.get(metric)
+    if v is None:
+        return t[:0], t[:0].astype(np.float64)
+    ok = ~np.isnan(v) & (t >= t0)
+    return t[ok], v[ok]
+
+
+def _series(part: _Part, metric: str, t0: int, span_ns: float) -> list[list[tuple[int, int]]]:
     """Chart coordinates of one metric, split where samples stop for more than 5 s.
 
     Points are averaged into :data:`_BIN_PX`-pixel columns: a 200 px chart cannot show more,
     and it bounds each comm message whatever the sampling rate (60 s at 10 Hz is 600 points).
     """
-    t = part["time_ns"].to_numpy()
-    v = part[metric].to_numpy()
-    ok = ~np.isnan(v)
-    t, v = t[ok], v[ok]
+    t, v = _points(part, metric, t0)
     if not len(t):
         return []
     x = np.clip((t - t0) / span_ns * _W, 0, _W)
@@ -303,156 +366,175 @@ def _series(part: Any, metric: str, t0: int, span_ns: float) -> list[list[tuple[
     return out
 
 
-def _area(seg: list[tuple[int, int]], fill: str, opacity: float) -> str:
+def _area(seg: list[tuple[int, int]], cls: str) -> str:
     if len(seg) == 1:
         (x, y) = seg[0]
         seg = [(x - 1, y), (x + 1, y)]
     pts = " ".join(f"{x},{y}" for x, y in seg)
-    return (
-        f'<polygon points="{seg[0][0]},{_H} {pts} {seg[-1][0]},{_H}" '
-        f'fill="{fill}" fill-opacity="{opacity}" stroke="none"/>'
-    )
+    return f'<polygon class="{cls}" points="{seg[0][0]},{_H} {pts} {seg[-1][0]},{_H}"/>'
 
 
-def _line(seg: list[tuple[int, int]], color: str, dashed: bool) -> str:
+def _line(seg: list[tuple[int, int]], cls: str) -> str:
     pts = " ".join(f"{x},{y}" for x, y in seg)
-    dash = ' stroke-dasharray="4 2"' if dashed else ""
-    return f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>'
+    return f'<polyline class="{cls}" points="{pts}"/>'
 
 
-def _chart(part: Any, metric: str, color: str, t0: int, span_ns: float) -> str:
-    smi = _series(part, "util_gpu", t0, span_ns)
-    body: list[str] = [
-        f'<rect x="0" y="0" width="{_W}" height="{_H}" fill="#f9fafb" stroke="#e5e7eb"/>'
-    ]
+def _chart(
+    part: _Part, metric: str, t0: int, span_ns: float, smi: list[list[tuple[int, int]]]
+) -> tuple[str, bool]:
+    """The chart's SVG, and whether it drew a counter over nvidia-smi's area (the gap).
+
+    ``smi`` is nvidia-smi's series (drawn in every chart, computed once per GPU)."""
+    body: list[str] = [f'<rect class="nbg-bg" x="0" y="0" width="{_W}" height="{_H}"/>']
+    counter: list[list[tuple[int, int]]] = []
     if metric == "util_gpu":
-        body += [_area(s, color, 0.35) for s in smi]
-        body += [_line(s, color, False) for s in smi]
+        body += [_area(s, "nbg-smi-area") for s in smi]
+        body += [_line(s, "nbg-smi-line") for s in smi]
     else:
+        counter = _series(part, metric, t0, span_ns)
         # Red under nvidia-smi's line, the counter's area on top: red left showing is the gap.
-        body += [_area(s, _GAP_FILL, 0.6) for s in smi]
-        body += [_area(s, color, 0.85) for s in _series(part, metric, t0, span_ns)]
-        body += [_line(s, "#374151", True) for s in smi]
+        body += [_area(s, "nbg-gap-area") for s in smi] if counter else []
+        body += [_area(s, "nbg-counter-area") for s in counter]
+        body += [_line(s, "nbg-smi-dashed") for s in smi] if counter else []
+    points = len(_points(part, metric, t0)[0])
     label = _esc(METRICS[metric][0])
-    return (
+    svg = (
         f'<svg width="{_W}" height="{_H}" viewBox="0 0 {_W} {_H}" role="img" '
-        f'aria-label="{label}, last {span_ns / 1e9:g} seconds">{"".join(body)}</svg>'
+        f'data-points="{points}" '
+        f'aria-label="{label}, over {span_ns / 1e9:.1f} seconds">{"".join(body)}</svg>'
     )
+    return svg, bool(counter)
 
 
 def _panel(
-    samples: Samples, gpu: int, part: Any, metric: str, color: str, t0: int, span: float
-) -> str:
+    samples: Samples,
+    gpu: int,
+    part: _Part | None,
+    metric: str,
+    t0: int,
+    span: float,
+    smi: list[list[tuple[int, int]]],
+) -> tuple[str, bool]:
     label, _unit, basis = METRICS[metric]
     reason = samples.reasons.get((gpu, metric))
     value = _latest(part, metric) if part is not None else math.nan
     number = _pct(value) if reason is None else "—"
-    chart = _chart(part, metric, color, t0, span) if part is not None else ""
+    chart, gap = _chart(part, metric, t0, span, smi) if part is not None else ("", False)
     if reason is not None:
-        chart = (
-            f'<div style="width:{_W}px;min-height:{_H}px;font-size:11px;color:#92400e;'
-            f"background:#fffbeb;border:1px solid #fde68a;padding:2px;"
-            f'box-sizing:border-box">unavailable: {_esc(reason)}</div>'
-        )
+        chart, gap = f'<div class="nbg-unavailable">unavailable: {_esc(reason)}</div>', False
     elif value != value:
-        chart += '<div style="font-size:10px;color:#6b7280">waiting for data</div>'
-    return (
-        f'<div style="width:{_W}px" title="{_esc(basis)}">'
-        f'<div style="font-size:12px;color:#374151">{_esc(label)}</div>'
-        f'<div style="font-size:26px;font-weight:600;color:{color};line-height:1.2">'
+        chart += '<div class="nbg-waiting">waiting for data</div>'
+    data_value = f"{value:.3f}" if value == value and reason is None else ""
+    html_ = (
+        f'<div class="nbg-panel nbg-m-{metric}" title="{_esc(basis)}">'
+        f'<div class="nbg-label"><span class="nbg-swatch"></span>{_esc(label)}</div>'
+        f'<div class="nbg-value" data-metric="{metric}" data-value="{data_value}">'
         f"{_esc(number)}</div>{chart}"
-        f'<div style="font-size:10px;color:#6b7280">{_esc(basis)}</div></div>'
+        f'<div class="nbg-basis">{_esc(basis)}</div></div>'
     )
+    return html_, gap
 
 
 def _fmt(samples: Samples, gpu: int, part: Any, metric: str, fmt: Callable[[float], str]) -> str:
     reason = samples.reasons.get((gpu, metric))
     label = METRICS[metric][0]
     if reason is not None:
-        return f'{_esc(label)} <span style="color:#92400e">— {_esc(reason)}</span>'
+        return f"{_esc(label)} — {_esc(reason)}"
     v = _latest(part, metric) if part is not None else math.nan
     return f"{_esc(label)} <b>{_esc(fmt(v) if v == v else '—')}</b>"
 
 
 def _badge(state: str, source: str) -> str:
     if source.startswith("replay"):
-        color, text = "#b45309", f"REPLAY · {state} · {source.removeprefix('replay: ')}"
+        cls, text = "nbg-badge-replay", f"REPLAY · {state} · {source.removeprefix('replay: ')}"
     elif state == "live":
-        color, text = "#15803d", "LIVE"
+        cls, text = "nbg-badge-live", "LIVE"
     else:
-        color, text = "#6b7280", state.upper()
-    return (
-        f'<span style="font-size:11px;font-weight:600;color:white;background:{color};'
-        f'border-radius:3px;padding:1px 6px">{_esc(text)}</span>'
+        cls, text = "", state.upper()
+    return f'<span class="nbg-badge {cls}">{_esc(text)}</span>'
+
+
+def _memory(samples: Samples, gpu: int, part: Any) -> str:
+    used = _latest(part, "mem_used") if part is not None else math.nan
+    total = _latest(part, "mem_total") if part is not None else math.nan
+    if not (used == used and total == total and total > 0):
+        return _fmt(samples, gpu, part, "mem_used", lambda v: f"{v / _GIB:.1f} GiB")
+    out = (
+        f"memory <b>{used / _GIB:.1f} / {total / _GIB:.1f} GiB</b>"
+        f' <progress max="{total:.0f}" value="{used:.0f}"></progress>'
     )
+    reserved = _latest(part, "mem_reserved") if part is not None else math.nan
+    if reserved == reserved:
+        out += f" (+{reserved / _GIB:.1f} GiB driver-reserved)"
+    return out
 
 
-def render_html(samples: Samples, *, state: str = "live", history_s: float = 60.0) -> str:
-    """The gauge for ``samples`` (the last ``history_s`` of them are charted)."""
+def render_html(
+    samples: Samples,
+    *,
+    state: str = "live",
+    history_s: float = 60.0,
+    start_ns: int | None = None,
+    with_style: bool = True,
+) -> str:
+    """The gauge for ``samples``: the last ``history_s`` charted, or the time since
+    ``start_ns`` (default: the first sample) while that is shorter, so the history fills the
+    chart from the start. ``with_style`` puts the stylesheet in (a standalone snapshot)."""
     is_replay = samples.source.startswith("replay")
-    out = [
-        '<div class="nbprof-gauge" '
-        'style="font-family:system-ui,sans-serif;font-size:13px;line-height:1.3">'
-    ]
-    title = "nbprof GPU gauge"
-    out.append(
-        f'<div style="display:flex;gap:8px;align-items:center;margin-bottom:4px">'
-        f"<b>{_esc(title)}</b>{_badge(state, samples.source)}</div>"
-    )
-    if is_replay:
-        out.append(
-            '<div style="font-size:11px;color:#b45309">A recording played back, not this '
-            "machine's GPU.</div>"
-        )
     parts = _per_gpu(samples)
     gpus = sorted(set(samples.gpus) | set(parts))
+    end = int(samples.frame["time_ns"].max()) if len(samples) else 0
+    first = int(samples.frame["time_ns"].min()) if len(samples) else 0
+    start = start_ns if start_ns is not None and 0 < start_ns <= (end or start_ns) else first
+    elapsed_ns = max(0, end - start) if end else 0
+    t0 = max(start, end - int(history_s * 1e9)) if end else 0
+    span = float(max(end - t0, _MIN_SPAN_NS))
+    out = [f"<style>{stylesheet()}</style>" if with_style else ""]
+    out.append(
+        f'<div class="nbprof-gauge" data-state="{_esc(state)}" '
+        f'data-elapsed-s="{elapsed_ns / 1e9:.2f}" data-span-s="{span / 1e9:.2f}">'
+    )
+    clock = ""
+    if end:
+        what = "into the recording" if is_replay else "elapsed"
+        clock = f'<span class="nbg-clock">{_clock(elapsed_ns / 1e9)} {what}</span>'
+    out.append(
+        f'<div class="nbg-head"><b>nbprof GPU gauge</b>{_badge(state, samples.source)}{clock}</div>'
+    )
+    if is_replay:
+        out.append('<div class="nbg-note">A recording played back, not this machine\'s GPU.</div>')
     if samples.unavailable and len(samples):
-        out.append(
-            f'<div style="color:#b91c1c">Sampling stopped: {_esc(samples.unavailable)}</div>'
-        )
+        out.append(f'<div class="nbg-error">Sampling stopped: {_esc(samples.unavailable)}</div>')
     if samples.unavailable and not len(samples):
         out.append(
-            '<div style="padding:6px;background:#fffbeb;border:1px solid #fde68a">'
-            f"No GPU telemetry: {_esc(samples.unavailable)}</div></div>"
+            f'<div class="nbg-note">No GPU telemetry: {_esc(samples.unavailable)}</div></div>'
         )
         return "".join(out)
     if not gpus:
         msg = "no samples" if "stopped" in state else "waiting for the first sample…"
-        out.append(f'<div style="color:#6b7280">{_esc(msg)}</div></div>')
+        out.append(f'<div class="nbg-waiting">{_esc(msg)}</div></div>')
         return "".join(out)
-    end = int(samples.frame["time_ns"].max()) if len(samples) else 0
-    span = history_s * 1e9
-    t0 = end - int(span)
+    any_gap = False
     for gpu in gpus:
         info = samples.gpus.get(gpu, {})
         part = parts.get(gpu)
         name = info.get("name") or ""
-        out.append(
-            '<div style="border:1px solid #e5e7eb;border-radius:6px;padding:6px 8px;margin:4px 0">'
-            f"<div><b>GPU {gpu}</b> {_esc(name)}"
-        )
+        out.append(f'<div class="nbg-gpu"><div class="nbg-gpu-title"><b>GPU {gpu}</b> {_esc(name)}')
         trouble = info.get("lost") or info.get("error")
         if trouble:
-            out.append(f' <span style="color:#b91c1c">({_esc(trouble)})</span>')
-        out.append('</div><div style="display:flex;gap:14px;flex-wrap:wrap;margin-top:4px">')
-        for metric, color in CHARTS:
-            out.append(_panel(samples, gpu, part, metric, color, t0, span))
+            out.append(f' <span class="nbg-trouble">({_esc(trouble)})</span>')
+        out.append('</div><div class="nbg-panels">')
+        smi = _series(part, "util_gpu", t0, span) if part is not None else []
+        for metric in CHARTS:
+            html_, gap = _panel(samples, gpu, part, metric, t0, span, smi)
+            any_gap = any_gap or gap
+            out.append(html_)
         out.append("</div>")
-        mem_used = _latest(part, "mem_used") if part is not None else math.nan
-        mem_total = _latest(part, "mem_total") if part is not None else math.nan
-        if mem_used == mem_used and mem_total == mem_total and mem_total > 0:
-            mem = (
-                f"memory <b>{mem_used / _GIB:.1f} / {mem_total / _GIB:.1f} GiB</b>"
-                f' <progress max="{mem_total:.0f}" value="{mem_used:.0f}" '
-                'style="width:80px;height:8px"></progress>'
-            )
-        else:
-            mem = _fmt(samples, gpu, part, "mem_used", lambda v: f"{v / _GIB:.1f} GiB")
         out.append(
-            '<div style="margin-top:4px;font-size:12px;color:#374151">'
+            '<div class="nbg-extra">'
             + " · ".join(
                 [
-                    mem,
+                    _memory(samples, gpu, part),
                     _fmt(samples, gpu, part, "power_w", lambda v: f"{v:.0f} W"),
                     _fmt(samples, gpu, part, "sm_clock_mhz", lambda v: f"{v:.0f} MHz"),
                     _fmt(samples, gpu, part, "temp_c", lambda v: f"{v:.0f} °C"),
@@ -460,11 +542,23 @@ def render_html(samples: Samples, *, state: str = "live", history_s: float = 60.
             )
             + "</div></div>"
         )
+    if t0 > start:  # the window is full: it slides
+        window = f"Last {history_s:g} s"
+    else:  # still filling: the whole run so far, across the chart
+        window = f"Since the start ({_clock(elapsed_ns / 1e9)})"
+    if any_gap:
+        legend = (
+            f"{window}. Grey area: nvidia-smi utilization (a kernel was running). Coloured "
+            "area: what the hardware counters measured; "
+            '<span class="nbg-key nbg-key-dash"></span> nvidia-smi\'s line over it; '
+            '<span class="nbg-key nbg-key-gap"></span> red: time nvidia-smi calls busy while '
+            "the counter says idle."
+        )
+    else:
+        legend = f"{window}. Area: nvidia-smi utilization (a kernel was running)."
     out.append(
-        f'<div style="font-size:10px;color:#6b7280">Last {history_s:g} s. Dashed line: nvidia-smi '
-        "utilization (a kernel was running). Solid area: what the hardware counters measured."
-        f' <span style="background:{_GAP_FILL}">Red</span>: time nvidia-smi calls busy while '
-        "the counter says idle. Numbers from NVML; hover for each one's source.</div></div>"
+        f'<div class="nbg-legend">{legend} Numbers from NVML; hover for each one\'s '
+        "source.</div></div>"
     )
     return "".join(out)
 
@@ -484,7 +578,7 @@ def render_text(samples: Samples, *, state: str = "live") -> str:
         name = samples.gpus.get(gpu, {}).get("name") or ""
         fields: list[str] = []
         missing: list[str] = []
-        for metric, _ in CHARTS:
+        for metric in CHARTS:
             label = METRICS[metric][0]
             reason = samples.reasons.get((gpu, metric))
             if reason is not None:
