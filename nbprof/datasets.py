@@ -580,15 +580,21 @@ def _download(ds: Dataset, *, timeout: float) -> Path:
         raise DatasetError(
             f"cannot get dataset {ds.name!r}: {_where(ds)}, and the download from "
             f"{_host(ds.url)} failed ({type(e).__name__}); set {CORPUS_ENV} to a folder "
-            f"holding {ds.file_name}, or connect to the network"
+            f"holding {_held(ds)}, or connect to the network"
         ) from e
     return _unpacked(ds, Path(got)) if ds.members else Path(got)
 
 
 def _where(ds: Dataset) -> str:
     corpus = os.environ.get(CORPUS_ENV)
-    held = ds.folder_name or ds.file_name
-    return f"{CORPUS_ENV}={corpus} has no {held}" if corpus else f"{CORPUS_ENV} is not set"
+    return f"{CORPUS_ENV}={corpus} has no {_held(ds)}" if corpus else f"{CORPUS_ENV} is not set"
+
+
+def _held(ds: Dataset) -> str:
+    """What a corpus folder must hold for ``ds``, in words."""
+    if ds.members:
+        return f"{ds.folder_name}/ (its {len(ds.members)} rank files) or {ds.file_name}"
+    return ds.file_name
 
 
 def _host(url: str) -> str:
