@@ -1,10 +1,12 @@
 """Timeline size and first paint for synthetic traces of 10k, 100k and 1M kernels.
 
-For each size: build the standalone report (Python time), its size on disk, and in headless
-Chromium the time to first paint: from navigation start until every Bokeh root view has
-finished rendering its canvas (``view.has_finished()``), read from ``performance.now()`` in
-the page. Then one zoom to 1/2000 of the span: time until the exact events of the window
-are in the data source (the CustomJS level-of-detail callback), and the glyph counts.
+For each size: build the standalone report (Python time), its size on disk, the size of
+the dashboard's notebook output (BokehJS left to the page's load bundle), and in headless
+Chromium the time to first paint: from navigation start until nbprof's front end has drawn
+the first view into its data sources (js/timeline.js marks the timeline ready) and one more
+animation frame has run (the one Bokeh paints in), read from ``performance.now()``.
+Then one zoom to 1/2000 of the span: time until the exact events of the window are in the
+data sources (js/lod.js), and the glyph counts.
 
     python benchmarks/bench_timeline.py [--sizes 10000 100000 1000000] [--keep DIR]
 
@@ -24,38 +26,42 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+# Polled once per animation frame: the frame after the one in which js/timeline.js drew the
+# first view into the data sources and marked the timeline ready (Bokeh paints on that frame).
 _READY = """() => {
-  if (!(window.Bokeh && Bokeh.index)) { return false; }
-  const views = Object.values(Bokeh.index);
-  return views.length > 0 && views.every(v => v.has_finished()) ? performance.now() : false;
+  const t = document.querySelector('.nbp-timeline[data-nbp-ready]');
+  if (!t) { return false; }
+  if (window.__nbp_seen === undefined) { window.__nbp_seen = true; return false; }
+  return performance.now();
 }"""
 
-_ZOOM = """(frac) => {
-  const d = Bokeh.documents[0], f = d.get_model_by_name('nbprof-timeline');
-  const s = f.x_range.start, e = f.x_range.end, m = s + (e - s) * 0.5;
+_API = "document.querySelector('.nbp-timeline')._nbprof"
+
+_COUNTS = f"""() => {{
+  const a = {_API}, g = n => a.doc.get_model_by_name(n);
+  const det = ['kernel', 'gpu', 'runtime', 'cpu'].reduce(
+    (s, t) => s + g('nbprof-detail-' + t).get_length(), 0);
+  return [det, g('nbprof-aggregate').get_length()];
+}}"""
+
+_ZOOM = f"""(frac) => {{
+  const a = {_API}, [s, e] = a.full, m = s + (e - s) * 0.5;
   window.__t0 = performance.now();
-  f.x_range.setv({start: m, end: m + (e - s) * frac});
-}"""
+  a.setRange(m, m + (e - s) * frac);
+}}"""
 
-_ZOOMED = """() => {
-  const d = Bokeh.documents[0];
-  const det = d.get_model_by_name('nbprof-detail'), agg = d.get_model_by_name('nbprof-aggregate');
-  if (det.get_length() === 0) { return false; }
-  return [performance.now() - window.__t0, det.get_length(), agg.get_length()];
-}"""
-
-_COUNTS = """() => {
-  const d = Bokeh.documents[0];
-  return [d.get_model_by_name('nbprof-detail').get_length(),
-          d.get_model_by_name('nbprof-aggregate').get_length()];
-}"""
+_ZOOMED = f"""() => {{
+  const [det, agg] = ({_COUNTS})();
+  if (det === 0) {{ return false; }}
+  return [performance.now() - window.__t0, det, agg];
+}}"""
 
 
 def run(sizes: list[int], keep: Path | None) -> list[dict[str, float | int]]:
     from playwright.sync_api import sync_playwright
     from test_views_data import synthetic_profile
 
-    from nbprof.views import report
+    from nbprof.views import dashboard, report
 
     out_dir = keep or Path(tempfile.mkdtemp(prefix="nbprof-bench-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -77,6 +83,7 @@ def run(sizes: list[int], keep: Path | None) -> list[dict[str, float | int]]:
             path = out_dir / f"timeline_{n}.html"
             path.write_text(html, encoding="utf-8")
             size_mb = path.stat().st_size / 1e6
+            output_kb = len(dashboard.fragment(p, include_bokeh_js=False).encode()) / 1e3
             paints = []
             for _ in range(3):
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -101,6 +108,7 @@ def run(sizes: list[int], keep: Path | None) -> list[dict[str, float | int]]:
                     "events": events,
                     "build_s": round(build_s, 2),
                     "size_mb": round(size_mb, 2),
+                    "notebook_output_kb": round(output_kb),
                     "first_paint_ms_median": round(sorted(paints)[1]),
                     "first_paint_ms_runs": [round(x) for x in paints],
                     "initial_exact": initial[0],
@@ -125,13 +133,15 @@ def main() -> None:
     rows = run(args.sizes, args.keep)
     print()
     print(
-        "| kernels | events | report size | Python build | first paint (median of 3) "
-        "| zoom to 1/2000 | glyphs at first paint (exact / aggregate) | glyphs zoomed |"
+        "| kernels | events | report size | notebook output | Python build "
+        "| first paint (median of 3) | zoom to 1/2000 | glyphs at first paint "
+        "(exact / aggregate) | glyphs zoomed |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r['kernels']:,} | {r['events']:,} | {r['size_mb']:.1f} MB | {r['build_s']:.1f} s "
+            f"| {r['kernels']:,} | {r['events']:,} | {r['size_mb']:.1f} MB "
+            f"| {r['notebook_output_kb']:,} KB | {r['build_s']:.1f} s "
             f"| {r['first_paint_ms_median'] / 1000:.2f} s | {r['zoom_ms']} ms "
             f"| {r['initial_exact']:,} / {r['initial_aggregate']:,} "
             f"| {r['zoom_exact']:,} / {r['zoom_aggregate']:,} |"

@@ -1,8 +1,9 @@
 """nbprof: what your GPU was really doing, inside a Jupyter notebook.
 
 Public names are few: :func:`load`, :func:`profile`, :func:`gauge`, :class:`Profile`,
-:class:`TraceError`. Importing nbprof never imports torch, IPython, bokeh or ipywidgets:
-those load inside the functions that need them, so trace analysis works anywhere.
+:class:`Job` (a multi-rank job), :class:`TraceError`. Importing nbprof never imports
+torch, IPython, bokeh, ipywidgets or dask: those load inside the functions that need
+them, so trace analysis works anywhere.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from nbprof.errors import NbprofError, TraceError
 
 __version__ = "0.1.0"
-__all__ = ["NbprofError", "Profile", "TraceError", "gauge", "load", "profile"]
+__all__ = ["Job", "NbprofError", "Profile", "TraceError", "gauge", "load", "profile"]
 
 if TYPE_CHECKING:
     from nbprof.capture import profile
+    from nbprof.job import Job
     from nbprof.result import Profile, load
     from nbprof.views.gauge import gauge
 
@@ -26,6 +28,10 @@ def __getattr__(name: str) -> Any:
         from nbprof import result as _p
 
         return getattr(_p, name)
+    if name == "Job":
+        from nbprof.job import Job
+
+        return Job
     if name == "profile":
         from nbprof.capture import profile
 
@@ -38,10 +44,13 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext nbprof``: registers ``%gpuprof`` / ``%%gpuprof``."""
+    """``%load_ext nbprof``: registers ``%gpuprof`` / ``%%gpuprof`` and, in a notebook, loads
+    BokehJS once for the page (``%reload_ext nbprof`` loads it again where it was cleared)."""
     from nbprof.magic import register
+    from nbprof.views.dashboard import publish_loader
 
     register(ipython)
+    publish_loader(force=True)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

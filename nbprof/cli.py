@@ -1,5 +1,9 @@
 """The ``nbprof`` command: ``analyze``, ``report`` and ``demo``.
 
+A folder of rank files whose ``distributedInfo`` agree is analysed as one job (``--job``
+forces it; ``--workers N`` / ``--scheduler ADDRESS`` spread the ranks over local processes
+or a Dask cluster); files that are not one job are refused in one line naming them.
+
 Bad input (a missing file, an unreadable trace, an unknown device) prints one line,
 ``nbprof: error: <file>: <reason>``, on stderr and exits with status 2: never a traceback.
 """
@@ -19,6 +23,7 @@ from nbprof.errors import NbprofError
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Diagnosis
+    from nbprof.job import Job
     from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
@@ -55,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         help="only this device (its id, or RANK:ID for multi-rank traces); repeatable",
     )
+    _job_options(a)
 
     r = sub.add_parser(
         "report",
@@ -65,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "-o", "--output", metavar="OUT.html", help="where to write (default: TRACE's name + .html)"
     )
+    _job_options(r)
 
     sub.add_parser(
         "demo",
@@ -72,6 +79,36 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     return p
+
+
+def _job_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("multi-rank jobs (a folder of rank files, or an fsspec URL)")
+    g.add_argument(
+        "--job",
+        action="store_true",
+        help="analyse the files as one job even where their distributedInfo disagree",
+    )
+    g.add_argument(
+        "--workers",
+        metavar="N",
+        type=_positive,
+        help="read and analyse the ranks in N local processes",
+    )
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the ranks on this Dask scheduler (tcp://host:8786); needs nbprof[dask]",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,10 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # argparse: --help, --version, usage errors (already printed)
         return _exit_status(e)
     try:
+        opts = _JobOptions(args.job or None, args.workers, args.scheduler)
         if args.command == "analyze":
-            return _analyze(args.trace, as_json=args.json, devices=args.device)
+            return _analyze(args.trace, as_json=args.json, devices=args.device, opts=opts)
         if args.command == "report":
-            return _report(args.trace, args.output)
+            return _report(args.trace, args.output, opts=opts)
     except (_BadInput, NbprofError) as e:  # TraceError says "<file>: <reason>" already
         return _fail(str(e))
     except OSError as e:
@@ -125,12 +163,20 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _load(path: str) -> Profile:
+@dataclasses.dataclass(frozen=True)
+class _JobOptions:
+    job: bool | None = None
+    workers: int | None = None
+    scheduler: str | None = None
+
+
+def _load(path: str, opts: _JobOptions = _JobOptions()) -> Profile | Job:
+    from nbprof.job import is_url
     from nbprof.result import load
 
-    if not os.path.exists(path):
+    if not is_url(path) and not os.path.exists(path.removeprefix("file://")):
         raise _BadInput(f"{path}: no such file or folder")
-    return load(path)
+    return load(path, job=opts.job, workers=opts.workers, scheduler=opts.scheduler)
 
 
 def _select(profile: Profile, path: str, wanted: list[str] | None) -> Diagnosis:
@@ -150,8 +196,14 @@ def _select(profile: Profile, path: str, wanted: list[str] | None) -> Diagnosis:
     return dataclasses.replace(diag, devices=devices, findings=findings)
 
 
-def _analyze(path: str, *, as_json: bool, devices: list[str] | None) -> int:
-    profile = _load(path)
+def _analyze(
+    path: str, *, as_json: bool, devices: list[str] | None, opts: _JobOptions = _JobOptions()
+) -> int:
+    from nbprof.job import Job
+
+    profile = _load(path, opts)
+    if isinstance(profile, Job):
+        return _analyze_job(profile, path, as_json=as_json, devices=devices)
     diag = _select(profile, path, devices)
     if as_json:
         _write(_dumps(diag.to_json()))
@@ -164,11 +216,40 @@ def _analyze(path: str, *, as_json: bool, devices: list[str] | None) -> int:
     return EXIT_OK
 
 
-def _report(path: str, output: str | None) -> int:
+def _analyze_job(job: Job, path: str, *, as_json: bool, devices: list[str] | None) -> int:
+    doc = job.to_json()
+    if devices:
+        keys = {f"{d['rank']}:{d['device']}" for d in doc["devices"]}
+        keys |= {str(d["device"]) for d in doc["devices"]}
+        unknown = [w for w in devices if w not in keys]
+        if unknown:
+            have = ", ".join(sorted(k for k in keys if ":" in k)) or "none"
+            raise _BadInput(f"{path}: no device {unknown[0]!r} in this job (devices: {have})")
+        doc["devices"] = [
+            d
+            for d in doc["devices"]
+            if d["device"] in devices or f"{d['rank']}:{d['device']}" in devices
+        ]
+        ranks = {d["rank"] for d in doc["devices"]}
+        doc["job"]["ranks"] = [r for r in doc["job"]["ranks"] if r["rank"] in ranks]
+    if as_json:
+        _write(_dumps(doc))
+        return EXIT_OK
+    if devices:
+        from nbprof.views.text import render
+
+        for rank in sorted({d["rank"] for d in doc["devices"]}):
+            _write(render(job.rank(rank)))
+        return EXIT_OK
+    _write(job.text())
+    return EXIT_OK
+
+
+def _report(path: str, output: str | None, *, opts: _JobOptions = _JobOptions()) -> int:
     out = Path(output) if output else Path(_stem(path) + ".html")
     if not out.parent.is_dir():
         raise _BadInput(f"{out}: no such folder")
-    profile = _load(path)
+    profile = _load(path, opts)
     profile.to_html(out)
     size = out.stat().st_size
     print(f"wrote {out} ({size / 1e6:.1f} MB)" if size >= 1e6 else f"wrote {out} ({size} bytes)")

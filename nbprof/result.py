@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from nbprof.analysis.model import Diagnosis
+    from nbprof.job import Job
     from nbprof.telemetry.model import Samples
     from nbprof.trace.model import Trace
 
@@ -108,12 +110,37 @@ class Profile:
         return f"<nbprof.Profile {self.trace!r}>"
 
 
-def load(path: str | os.PathLike[str], *, progress: bool | None = None) -> Profile:
-    """Read a saved trace (``.json``, ``.json.gz`` or a folder of rank files).
+def load(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    progress: bool | None = None,
+    job: bool | None = None,
+    workers: int | None = None,
+    scheduler: Any = None,
+) -> Profile | Job:
+    """Read a saved trace (``.json``, ``.json.gz``), or a job's rank files.
+
+    A folder (or a list of files, or an fsspec URL such as ``s3://bucket/run/``) whose
+    files' ``distributedInfo`` agree is one job and gives a :class:`nbprof.job.Job`; files
+    that do not agree are refused with a :class:`nbprof.TraceError` naming them, unless
+    ``job=True`` says they are one job anyway (``job=False``: read a folder as one flat
+    trace, as a Profile). ``workers=N`` reads and analyses the ranks in N local processes;
+    ``scheduler`` (an address or a ``dask.distributed.Client``) runs them on Dask.
 
     Raises :class:`nbprof.TraceError` with the file and the plain reason on bad input.
     ``progress``: show a progress bar (``None``: only when the load takes over ~1 s).
     """
+    if (
+        job is not None
+        or workers is not None
+        or scheduler is not None
+        or isinstance(path, (list, tuple))
+        or "://" in os.fspath(path)
+        or os.path.isdir(path)
+    ):
+        from nbprof.job import load_job
+
+        return load_job(path, job=job, workers=workers, scheduler=scheduler, progress=progress)
     from nbprof.trace import read
 
     return Profile(read(path, progress=progress))

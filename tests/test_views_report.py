@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_views_data import HOSTILE, small_profile
 
-from nbprof.views import dashboard, report, text, timeline
+from nbprof.views import assets, dashboard, report, text, timeline
 
 _EXTERNAL = re.compile(
     r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.I
@@ -18,12 +18,12 @@ _EXTERNAL = re.compile(
 def _assert_self_contained(html: str) -> None:
     assert not _EXTERNAL.search(html), _EXTERNAL.search(html)
     assert "cdn.bokeh.org" not in html
-    # Bokeh's JavaScript itself is in the page, not fetched.
+    # Bokeh's JavaScript itself is in the page, not fetched, and so are nbprof's scripts.
     import bokeh
 
-    assert re.search(r"<script[^>]*>\s*/\*!?\s*\n?\s*\* Copyright", html) or "Bokeh.safely" in html
+    assert f"<script>{dashboard.bokeh_js()}</script>" in html
     assert f'"version":"{bokeh.__version__}"' in html
-    assert len(re.findall(r"<script[^>]*>", html)) >= 2
+    assert assets.scripts() in html
 
 
 def test_report_is_a_complete_self_contained_document() -> None:
@@ -59,8 +59,8 @@ def test_mimebundle_has_dashboard_html_and_text_summary() -> None:
 def test_several_dashboards_do_not_share_element_ids() -> None:
     a = dashboard.mimebundle(small_profile())["text/html"]
     b = dashboard.mimebundle(small_profile())["text/html"]
-    ids_a = set(re.findall(r'<div id="([0-9a-f-]{36})"', a))
-    ids_b = set(re.findall(r'<div id="([0-9a-f-]{36})"', b))
+    ids_a = set(re.findall(r'<div id="([^"]+)" data-root-id', a))
+    ids_b = set(re.findall(r'<div id="([^"]+)" data-root-id', b))
     assert ids_a and ids_b and not ids_a & ids_b
     # CSS is scoped under .nbprof so one output cannot restyle the notebook
     css = a[len("<style>") : a.index("</style>")]
@@ -113,7 +113,8 @@ _CORPUS = [
 def test_corpus_trace_renders(corpus: Path, name: str) -> None:
     from nbprof.result import load
 
-    p = load(corpus / name)
+    # job=False: a rank folder read as one flat trace (nbprof.load gives a Job for it).
+    p = load(corpus / name, job=False)
     tl = timeline.build(p)
     trace = p.trace
     gpu_lanes = {
@@ -156,7 +157,93 @@ def test_dashboard_survives_a_failing_analysis(monkeypatch: pytest.MonkeyPatch) 
     html = bundle["text/html"]
     assert "Analysis failed: RuntimeError: analysis broke" in html
     assert "Kernel classes unavailable" in html  # the timeline still draws, in grey
-    assert "nbprof-detail" in html
+    assert "nbprof-detail-kernel" in html
     for h in HOSTILE:
         assert h not in html
     assert "Analysis failed" in bundle["text/plain"]
+
+
+# -- BokehJS once per notebook page ---------------------------------------------------
+
+
+class _Kernel:
+    """What dashboard.publish_loader reads of ipykernel: the running execute request."""
+
+    def __init__(self) -> None:
+        self.metadata: dict[str, object] = {}
+
+    def get_parent(self, channel: str) -> dict[str, object]:
+        return {"metadata": self.metadata}
+
+
+class _Shell:
+    def __init__(self) -> None:
+        self.kernel = _Kernel()
+        self.execution_count = 1
+
+
+@pytest.fixture
+def notebook(monkeypatch: pytest.MonkeyPatch) -> tuple[_Shell, list[dict]]:
+    """A fake Jupyter kernel: each display() call is recorded instead of sent."""
+    import IPython
+    import IPython.display
+
+    shell = _Shell()
+    shown: list[dict] = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append(obj))
+    monkeypatch.setattr(dashboard, "_LOADED", dashboard._Loaded())
+    return shell, shown
+
+
+def _run(shell: _Shell, cell: str, deleted: list[str] | None = None) -> None:
+    shell.execution_count += 1
+    shell.kernel.metadata = {"cellId": cell, "deletedCells": deleted or []}
+
+
+def test_in_a_notebook_bokehjs_comes_once_and_outputs_stay_small(notebook) -> None:
+    shell, shown = notebook
+    _run(shell, "cell-a")
+    first = dashboard.mimebundle(small_profile())["text/html"]
+    # One copy of BokehJS (Bokeh's own bundle stores two).
+    assert len(shown) == 1 and set(shown[0]) == {dashboard.JS_MIME}
+    assert dashboard.bokeh_js() in shown[0][dashboard.JS_MIME]
+    assert assets.asset("loader.js") in shown[0][dashboard.JS_MIME]
+    assert dashboard.bokeh_js() not in first and assets.scripts() in first
+    assert len(first) < 200_000
+    _run(shell, "cell-b")
+    dashboard.mimebundle(small_profile())
+    dashboard.mimebundle(small_profile())
+    assert len(shown) == 1, "later dashboards leave BokehJS to the page"
+
+
+def test_the_loader_comes_again_when_its_cell_reruns_or_is_deleted(notebook) -> None:
+    shell, shown = notebook
+    _run(shell, "cell-a")
+    dashboard.mimebundle(small_profile())
+    dashboard.mimebundle(small_profile())  # same execution: one loader is enough
+    assert len(shown) == 1
+    _run(shell, "cell-a")  # re-run: its outputs, the loader among them, are replaced
+    dashboard.mimebundle(small_profile())
+    assert len(shown) == 2
+    _run(shell, "cell-b", deleted=["cell-a"])
+    dashboard.mimebundle(small_profile())
+    assert len(shown) == 3
+    _run(shell, "cell-c")
+    dashboard.mimebundle(small_profile())
+    assert len(shown) == 3
+
+
+def test_outside_a_kernel_each_dashboard_carries_bokehjs() -> None:
+    html = dashboard.mimebundle(small_profile())["text/html"]
+    assert dashboard.bokeh_js() in html
+    assert dashboard.publish_loader() is False
+
+
+def test_payload_json_cannot_close_its_script() -> None:
+    p = small_profile()
+    p.trace.kernels.loc[0, "name"] = "</script><script>alert(3)</script><!--"
+    html = dashboard.fragment(p, include_bokeh_js=False)
+    payload = html[html.index(f'<script type="{dashboard.PAYLOAD_TYPE}">') :]
+    payload = payload[: payload.index("</script>")]
+    assert "</script" not in payload[8:] and "<!--" not in payload

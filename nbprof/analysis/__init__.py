@@ -49,11 +49,19 @@ def _empty(cols: tuple[str, ...] | list[str]) -> pd.DataFrame:
 
 def analyze(trace: Trace, samples: Samples | None = None) -> Diagnosis:
     """Diagnose ``trace`` (and the NVML ``samples`` recorded with it, when given)."""
+    return analyze_signals(trace, samples)[0]
+
+
+def analyze_signals(
+    trace: Trace, samples: Samples | None = None
+) -> tuple[Diagnosis, list[Signals]]:
+    """:func:`analyze`, and the per-device signals it was read from (for callers that go
+    on from the same views, such as a rank's summary in a job)."""
     with shared_factorizations():
         return _analyze(trace, samples)
 
 
-def _analyze(trace: Trace, samples: Samples | None) -> Diagnosis:
+def _analyze(trace: Trace, samples: Samples | None) -> tuple[Diagnosis, list[Signals]]:
     source: dict[str, object] = {"path": trace.source, "events": int(trace.event_count)}
     if trace.notes:
         source["notes"] = list(trace.notes)
@@ -73,7 +81,7 @@ def _analyze(trace: Trace, samples: Samples | None) -> Diagnosis:
     found = findings.build(trace, signals)
     text = explain.explain(trace, signals)
     logger.debug("analysed %s: %d devices, verdict %s", trace.source, len(devices), v.bottleneck)
-    return Diagnosis(
+    diag = Diagnosis(
         source=source,
         devices=devices,
         verdict=v,
@@ -81,6 +89,7 @@ def _analyze(trace: Trace, samples: Samples | None) -> Diagnosis:
         tables=tables,
         explanation=text,
     )
+    return diag, signals
 
 
 def _tables(

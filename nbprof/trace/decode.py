@@ -520,3 +520,27 @@ class OpArgs(msgspec.Struct, gc=False):
     flops: float | None = None
     input_dims: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")
+
+
+class CommArgs(msgspec.Struct, gc=False):
+    """What PyTorch records about a collective call (``record_param_comms`` ops, and the
+    kernels of newer releases), and the shape of a ``nccl:all_reduce``-style annotation.
+
+    Every field accepts any JSON value: these keys only enrich the collectives table, and
+    their types have changed between releases ("Process Group Ranks" is a list in some and
+    its text in others), so an unexpected type makes the value unknown, never the load fail.
+    """
+
+    device: Any = None
+    correlation: Any = None
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_id: Any = msgspec.field(default=None, name="Process Group ID")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    seq: Any = msgspec.field(default=None, name="Seq")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
+    input_dims: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")

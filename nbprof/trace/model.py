@@ -34,6 +34,15 @@ Column contract (every frame has at least these, in this order; extra columns ar
              total_memory:int64 (bytes, -1), max_threads_per_sm:int64 (-1)
 ``counters`` rank, device, name, ts, metric:str, value:float64 (per-kernel hardware
              counters, e.g. CUPTI range-profiler args; empty when absent)
+``comms``    rank, pid, tid, name, ts, dur, source:str ("kernel", "op", "annotation"),
+             device:str ("" for host records), correlation:int64 (-1), collective:str
+             (PyTorch's "Collective name", "" unknown), pg:str ("Process Group Name" or
+             "Process Group ID", "" unknown), pg_ranks:str (raw JSON text, ""),
+             group_size:int64 (-1), seq:int64 (-1), in_nelems:int64 (-1),
+             out_nelems:int64 (-1), dtype:str (""), input_dims:str, input_types:str (raw
+             JSON, ""): what the trace says about each collective call, from the host
+             records of it (``record_param_comms`` ops, ``nccl:all_reduce``-style
+             annotations) and from the metadata newer PyTorch writes on collective kernels
 """
 
 from __future__ import annotations
@@ -70,6 +79,11 @@ DEVICE_COLUMNS: tuple[str, ...] = (
     "max_threads_per_sm",
 )  # fmt: skip
 COUNTER_COLUMNS: tuple[str, ...] = ("rank", "device", "name", "ts", "metric", "value")
+COMM_COLUMNS: tuple[str, ...] = (
+    "rank", "pid", "tid", "name", "ts", "dur", "source", "device", "correlation", "collective",
+    "pg", "pg_ranks", "group_size", "seq", "in_nelems", "out_nelems", "dtype", "input_dims",
+    "input_types",
+)  # fmt: skip
 
 TABLES: dict[str, tuple[str, ...]] = {
     "kernels": KERNEL_COLUMNS,
@@ -81,6 +95,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "steps": STEP_COLUMNS,
     "devices": DEVICE_COLUMNS,
     "counters": COUNTER_COLUMNS,
+    "comms": COMM_COLUMNS,
 }
 
 
@@ -96,7 +111,8 @@ _DTYPES: dict[str, str] = {
     "launch_ts": "float64", "op_index": "int64", "bytes": "int64", "pid": "int64",
     "tid": "int64", "external_id": "int64", "flops": "float64", "depth": "int32",
     "on_gpu": "bool", "step": "int64", "sm_count": "int64", "total_memory": "int64",
-    "max_threads_per_sm": "int64", "value": "float64",
+    "max_threads_per_sm": "int64", "value": "float64", "group_size": "int64", "seq": "int64",
+    "in_nelems": "int64", "out_nelems": "int64",
 }  # fmt: skip
 
 
@@ -120,6 +136,7 @@ class Trace:
     steps: pd.DataFrame = field(default_factory=lambda: empty_table("steps"))
     devices: pd.DataFrame = field(default_factory=lambda: empty_table("devices"))
     counters: pd.DataFrame = field(default_factory=lambda: empty_table("counters"))
+    comms: pd.DataFrame = field(default_factory=lambda: empty_table("comms"))
     #: Top-level keys of the file other than ``traceEvents`` (per rank for a folder).
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Plain-language notes the reader made (e.g. "no kernel events: CPU-only trace").

@@ -308,10 +308,32 @@ def _chunk(
     on_gpu[n_cpu : n_cpu + len(k[tb.GPU_ANNOTATION])] = True
     acc.add("annotations", tb.annotations(com(ann_idx), on_gpu))
     acc.add("counters", tb.counters(com(k[tb.RANGE]), offset + k[tb.RANGE], path))
+    _comms(acc, events, k, ops, com, offset, path)
 
     # Flow events matter only where correlation ids are missing, which is known once every
     # chunk is read: remember where they are; their columns are built then, if needed.
     acc.flows.append((offset + s.flows_start, offset + s.flows_end))
+
+
+def _comms(
+    acc: _Acc,
+    events: list[dec.AnyEvent],
+    k: dict[int, np.ndarray],
+    ops: np.ndarray,
+    com: Callable[[np.ndarray], tb.Common],
+    offset: int,
+    path: str,
+) -> None:
+    """The chunk's collective-call records: candidates by name, then their args."""
+    for source, idx, pattern in (
+        ("kernel", k[tb.KERNEL], tb.COMM_KERNEL),
+        ("op", ops, tb.COMM_OP_NAMES),
+        ("annotation", k[tb.ANNOTATION], tb.COMM_ANNOTATION),
+    ):
+        names = np.array([events[i].name for i in idx.tolist()], dtype=object)
+        hit = idx[tb.comm_candidates(names, pattern)]
+        # Added even when empty: every chunk gives every table its columns.
+        acc.add("comms", tb.comms(com(hit), offset + hit, source, path))
 
 
 def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
@@ -339,7 +361,9 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
         if n:
             notes.append(f"{n} begin/end ('{ph}') events ignored: only complete events are read")
 
-    cols = {t: acc.get(t) for t in (*_GPU, "runtime", "cpu_ops", "annotations", "counters")}
+    cols = {
+        t: acc.get(t) for t in (*_GPU, "runtime", "cpu_ops", "annotations", "counters", "comms")
+    }
     filled = _correlate_by_flows(cols, flow_start, flow_end)
     if filled:
         notes.append(f"{filled} events linked to their launch by flow events (no correlation ids)")
@@ -353,7 +377,7 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     step("links")
 
     frames = {t: tb.frame_of(t, c) for t, c in cols.items()}
-    for t in (*_GPU, "runtime", "annotations", "counters"):
+    for t in (*_GPU, "runtime", "annotations", "counters", "comms"):
         f = frames[t]
         if len(f) and not f["ts"].is_monotonic_increasing:
             frames[t] = f.sort_values("ts", kind="stable").reset_index(drop=True)

@@ -561,3 +561,98 @@ def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
 @functools.cache
 def _contract_dtypes(table: str) -> dict[str, Any]:
     return empty_table(table).dtypes.to_dict()
+
+
+# -- collectives: what the trace says about each collective call -------------------------
+
+#: Kernel names that may be collectives and so may carry PyTorch's collective metadata.
+COMM_KERNEL = re.compile(
+    r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|send_?recv|multimem",
+    re.IGNORECASE,
+)
+#: Host records of a collective call: ``record_param_comms`` (every PyTorch collective
+#: goes through it) and the ``nccl:all_reduce``-style annotations of the process group.
+COMM_OP_NAMES = frozenset({"record_param_comms"})
+COMM_ANNOTATION = re.compile(r"^(?:nccl|rccl|gloo|ucc|mpi|xccl|hccl):\w")
+
+
+def comm_candidates(names: np.ndarray, pattern: re.Pattern[str] | frozenset[str]) -> np.ndarray:
+    """Positions of ``names`` that match (tested once per distinct name)."""
+    if not len(names):
+        return np.zeros(0, np.int64)
+    codes, uniques = pd.factorize(names)
+    if isinstance(pattern, frozenset):
+        hit = np.array([u in pattern for u in uniques], bool)
+    else:
+        hit = np.array([bool(pattern.search(str(u))) for u in uniques], bool)
+    return np.flatnonzero(hit[codes]) if hit.any() else np.zeros(0, np.int64)
+
+
+def _any_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        return -1
+    try:
+        n = int(v)
+    except (ValueError, OverflowError):
+        return -1
+    return n if -(2**62) < n < 2**62 else -1
+
+
+def _any_text(v: Any) -> str:
+    if v is None or isinstance(v, bool):
+        return ""
+    if isinstance(v, str):
+        return sys.intern(v)
+    if isinstance(v, (int, float)):
+        return str(v)
+    try:
+        return sys.intern(msgspec.json.encode(v).decode())
+    except (TypeError, msgspec.EncodeError):  # pragma: no cover - decoded JSON re-encodes
+        return ""
+
+
+def comms(c: Common, idx: np.ndarray, source: str, path: str) -> Columns:
+    """Collective-call rows of ``source`` ("kernel", "op", "annotation"); kernels without
+    any collective metadata are left out (their host records describe them)."""
+    args = dec.decode_args(c.args, dec.CommArgs, path, idx)
+    keep = np.ones(len(args), bool)
+    if source == "kernel":
+        keep = np.array(
+            [
+                a.collective is not None or a.in_nelems is not None or a.pg_name is not None
+                for a in args
+            ],
+            bool,
+        )
+    at = np.flatnonzero(keep)
+    a = [args[i] for i in at.tolist()]
+    dims = _raw_texts([x.input_dims for x in a])
+    types = _raw_texts([x.input_types for x in a])
+    return {
+        "pid": c.pid[at],
+        "tid": c.tid[at],
+        "name": c.name[at],
+        "ts_ns": c.ts_ns[at],
+        "dur": c.dur[at],
+        "source": _obj([source] * len(a)),
+        # A kernel's device as the kernels table keys it: args.device, else its pid.
+        "device": _obj(
+            [
+                (_any_text(x.device) if x.device is not None else str(p))
+                if source == "kernel"
+                else ""
+                for x, p in zip(a, c.pid[at].tolist(), strict=True)
+            ]
+        ),
+        "correlation": np.array([_any_int(x.correlation) for x in a], np.int64),
+        "collective": _obj([_any_text(x.collective) for x in a]),
+        "pg": _obj([_any_text(x.pg_name if x.pg_name is not None else x.pg_id) for x in a]),
+        "pg_ranks": _obj([_any_text(x.pg_ranks) for x in a]),
+        "group_size": np.array([_any_int(x.group_size) for x in a], np.int64),
+        "seq": np.array([_any_int(x.seq) for x in a], np.int64),
+        "in_nelems": np.array([_any_int(x.in_nelems) for x in a], np.int64),
+        "out_nelems": np.array([_any_int(x.out_nelems) for x in a], np.int64),
+        "dtype": _obj([_any_text(x.dtype) for x in a]),
+        "input_dims": dims,
+        "input_types": types,
+    }

@@ -8,28 +8,31 @@ import re
 from typing import Any
 
 #: Event class key -> (label, colour). The order fixes the class ids the timeline embeds.
-#: Colours stay distinguishable for the common forms of colour blindness (after ColorBrewer
-#: Paired/Dark2) and readable on a white canvas.
+#: One palette for light and dark themes, legend and bars alike: every colour keeps a
+#: contrast of at least 2.9:1 against white and 3.2:1 against JupyterLab's dark background
+#: (#111111), and the GPU classes stay apart (CIELAB distance >= 10) under simulated
+#: protanopia, deuteranopia and tritanopia (tests/test_views_colours.py checks both).
+#: Green is not used for a class that reads as a problem.
 CLASSES: dict[str, tuple[str, str]] = {
-    "tensor_core": ("Tensor Core GEMM", "#6a3d9a"),
-    "compute": ("other compute", "#1f78b4"),
-    "memory": ("memory-bound / elementwise", "#33a02c"),
-    "communication": ("communication", "#e31a1c"),
+    "tensor_core": ("Tensor Core GEMM", "#922ed7"),
+    "compute": ("other compute", "#276998"),
+    "memory": ("memory-bound / elementwise", "#a66933"),
+    "communication": ("communication", "#bc2d5a"),
     # Kernels whose names give no evidence of what they do: neutral, not a verdict.
-    "other": ("other (unrecognised kernel names)", "#bdbdbd"),
-    "kernel": ("kernel (class unknown)", "#8c8c8c"),
-    "copy_htod": ("memcpy HtoD", "#ff7f00"),
-    "copy_dtoh": ("memcpy DtoH", "#d4a017"),
-    "copy_dtod": ("memcpy DtoD / PtoP", "#b15928"),
-    "copy_other": ("memcpy (other)", "#a6761d"),
-    "memset": ("memset", "#e7298a"),
-    "cpu_op": ("CPU op (top level)", "#80b1d3"),
-    "runtime_launch": ("runtime: launch", "#bebada"),
-    "runtime_sync": ("runtime: synchronize", "#fb8072"),
-    "runtime_other": ("runtime: other", "#d9d9d9"),
-    "step": ("profiler step", "#b3b3b3"),
-    "annotation": ("user annotation", "#ccebc5"),
-    "gpu_annotation": ("GPU user annotation", "#a6dba0"),
+    "other": ("other (unrecognised kernel names)", "#868686"),
+    "kernel": ("kernel (class unknown)", "#737373"),
+    "copy_htod": ("memcpy HtoD", "#0fa6b0"),
+    "copy_dtoh": ("memcpy DtoH", "#7ba022"),
+    "copy_dtod": ("memcpy DtoD / PtoP", "#3f8fd0"),
+    "copy_other": ("memcpy (other)", "#5f9ea0"),
+    "memset": ("memset", "#d03fd0"),
+    "cpu_op": ("CPU op (top level)", "#5f83b3"),
+    "runtime_launch": ("runtime: launch", "#8a7cc0"),
+    "runtime_sync": ("runtime: synchronize", "#d9534f"),
+    "runtime_other": ("runtime: other", "#8c8c8c"),
+    "step": ("profiler step", "#8f8f8f"),
+    "annotation": ("user annotation", "#6f9a6a"),
+    "gpu_annotation": ("GPU user annotation", "#5e9a86"),
 }
 CLASS_IDS: dict[str, int] = {k: i for i, k in enumerate(CLASSES)}
 
@@ -43,11 +46,25 @@ TIP_KINDS: dict[str, str] = {
     **dict.fromkeys(("cpu_op", "step", "annotation", "gpu_annotation"), "cpu"),
 }
 
-#: Idle gap cause (analysis' idle_gaps.cause) -> (label, colour of the shading).
+#: Idle gap cause (analysis' idle_gaps.cause) -> (label, colour of the shading). Gaps are
+#: drawn hatched and translucent (see GAP_HATCH), so they never read as a bar of the same
+#: hue, and the host-wait orange is far from the HtoD copies' teal.
 GAP_CAUSES: dict[str, tuple[str, str]] = {
-    "host_wait": ("GPU waited for the host", "#fdae6b"),
-    "kernel_wait": ("kernel-to-kernel gap", "#9ecae1"),
-    "other": ("idle (other)", "#cccccc"),
+    "host_wait": ("GPU waited for the host", "#e08a00"),
+    "kernel_wait": ("kernel-to-kernel gap", "#6a8caf"),
+    "other": ("idle (other)", "#9a9a9a"),
+}
+#: Hatch pattern of each gap cause's shading (Bokeh hatch names), so causes differ by
+#: texture as well as by colour.
+GAP_HATCH: dict[str, str] = {"host_wait": "/", "kernel_wait": ".", "other": " "}
+
+#: Severity badge colours, by meaning: red for high, orange for medium, slate (not green,
+#: which reads as "fine") for low, grey for information. White text on each is >= 4.5:1.
+SEVERITY_COLOURS: dict[str, str] = {
+    "high": "#c62828",
+    "medium": "#a75400",
+    "low": "#4f6272",
+    "info": "#5f6b76",
 }
 
 BOTTLENECK_LABELS: dict[str, str] = {
@@ -95,21 +112,79 @@ def plain(value: object) -> str:
     return _CONTROL.sub("?", str(value))
 
 
-_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
-_CALL_ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)\s*$")
+_RETURN_TYPE = re.compile(r"^(?:(?:__global__|static|inline|void|auto)\s+)+")
+_NAMESPACE = re.compile(r"\b(?:[A-Za-z_]\w*::)+")
 
 
-def short_name(name: str, limit: int = 90) -> str:
-    """A kernel name with its C++ template and call arguments folded to "<…>" / "(…)"."""
-    s = str(name)
-    if len(s) <= limit:
+def _split_top(s: str, sep: str) -> list[str]:
+    """``s`` split at each ``sep`` outside <>, () and [] (template argument lists)."""
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _fold(s: str) -> str:
+    """Template arguments nested below the first level folded to "<…>"."""
+    out, depth = [], 0
+    for ch in s:
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<…>")
+            continue
+        if ch == ">":
+            depth -= 1
+            continue
+        if depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_name(name: str, limit: int = 72) -> str:
+    """What a person reads a kernel by: its function name and first-level template
+    arguments, without return type, namespaces, call arguments or deeper templates.
+
+    ``void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
+    at::detail::Array<char*, 3> >(int, ...)`` reads ``vectorized_elementwise_kernel<4,
+    CUDAFunctor_add<…>, Array<…>>``. Names of up to 40 characters are kept as they are.
+    """
+    s = " ".join(str(name).split())
+    if len(s) <= 40:
         return s
-    prev = None
-    while prev != s:  # innermost first, so nested templates fold to one "<…>"
-        prev = s
-        s = _TEMPLATE_ARGS.sub("\x00", s)
-    s = s.replace("\x00", "<…>")
-    s = _CALL_ARGS.sub("(…)", s)
+    s = _RETURN_TYPE.sub("", s).replace("(anonymous namespace)::", "")
+    # Call arguments of a C++ signature: the last top-level "(...)" group (a plain name
+    # such as "Memcpy HtoD (Pageable -> Device)" keeps its parentheses).
+    if s.endswith(")") and ("<" in s or "::" in s):
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                s = s[:i].rstrip() or s
+                break
+    lt = s.find("<")
+    base, args = (s, "") if lt < 0 or not s.endswith(">") else (s[:lt], s[lt + 1 : -1])
+    base = _NAMESPACE.sub("", base).strip() or base.strip()
+    if args:
+        items = [_fold(_NAMESPACE.sub("", a)) for a in _split_top(args, ",")]
+        kept: list[str] = []
+        for item in items:
+            if len(base) + sum(len(k) + 2 for k in kept) + len(item) + 6 > limit and kept:
+                kept.append("…")
+                break
+            kept.append(item)
+        s = f"{base}<{', '.join(kept)}>"
+    else:
+        s = base
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 

@@ -1,20 +1,30 @@
 """The dashboard shown below a cell: diagnosis panel + timeline, as one HTML fragment.
 
-Bokeh's JavaScript is inlined (no CDN, no server, no iframe, no ``push_notebook``) so the
-output renders on Binder, JupyterHub, air-gapped clusters and in an exported HTML file.
-Each display carries its own copy: a later output re-defines ``window.Bokeh`` with the
-same version, and documents already rendered keep their views, so several dashboards in
-one notebook all work. The panel is static HTML and stays readable where scripts do not
-run (an untrusted notebook, nbconvert without JavaScript).
+BokehJS (1.3 MB) is loaded once per notebook page, as Bokeh's own notebook integration
+does (``output_notebook()``): a load bundle, here one ``application/javascript`` output (see
+:func:`loader_bundle`), published with ``%load_ext nbprof`` or with the first dashboard of a
+kernel session. Each dashboard output is then small: the
+panel (static HTML), the Bokeh document as JSON, and nbprof's own scripts
+(nbprof/views/js/), which embed the document once BokehJS is there, whatever the order the
+outputs render in. JavaScript inline, no CDN, no server, no iframe, no ``push_notebook``.
 
-JupyterLab 4 and Notebook 7 run the inline scripts of a text/html output of a cell just
-run (trusted); VS Code renders it in its notebook webview, which runs them once the
-workspace is trusted. Nothing else needs installing: no extension, no jupyter_bokeh.
+The loader is published again when the cell that held it runs again (its outputs are
+replaced) or is deleted (JupyterLab says so in each execute request). Where it is gone all
+the same (outputs cleared by hand), a dashboard says in its output how to make it draw, and
+draws as soon as a loader runs. Outside a Jupyter kernel, and on Colab (each output in its
+own frame), every dashboard carries BokehJS itself.
+
+The panel stays readable where scripts do not run (an untrusted notebook, nbconvert
+without JavaScript).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
+from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from nbprof.views._style import esc
@@ -24,18 +34,162 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+JS_MIME = "application/javascript"
+#: Type of the <script> holding a dashboard's Bokeh document (read by js/embed.js).
+PAYLOAD_TYPE = "application/vnd.nbprof+json"
 
-def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
-    """The dashboard as an HTML fragment: ``<div class="nbprof">`` with styles and scripts."""
-    from bokeh.embed import components
+
+@cache
+def bokeh_js() -> str:
+    """BokehJS as inline JavaScript (the core bundle: every model the timeline uses)."""
     from bokeh.embed.bundle import bundle_for_objs_and_resources
+    from bokeh.plotting import figure
     from bokeh.resources import INLINE
 
+    bundle = bundle_for_objs_and_resources([figure()], INLINE)
+    # BokehJS registers itself on `this`: a <script> runs it with `this` the window, but
+    # JupyterLab's application/javascript renderer runs it as a function body, where `this`
+    # is undefined. Bokeh's own loader calls it with the window, as here.
+    body = "\n".join(bundle.js_raw)
+    return f"(function () {{\n{body}\n}}).call(globalThis);"
+
+
+def loader_js() -> str:
+    """The load bundle's script: BokehJS, then the dashboards that waited for it."""
+    from nbprof.views.assets import asset
+
+    return f"{bokeh_js()}\n{asset('loader.js')}"
+
+
+def loader_bundle() -> dict[str, Any]:
+    """The display bundle that loads BokehJS once per page (no visible output).
+
+    One copy, as ``application/javascript``: Bokeh's own bundle carries BokehJS twice (also
+    as ``application/vnd.bokehjs_load.v0+json`` for jupyter_bokeh), which doubles what
+    every notebook stores. JupyterLab 4 and Notebook 7 run this one with their JavaScript
+    renderer (they chose it over the jupyter_bokeh copy when both were there), nbconvert
+    exports it as a <script>, VS Code runs it; all only for trusted outputs.
+    """
+    return {JS_MIME: loader_js()}
+
+
+@dataclass
+class _Loaded:
+    """Where this kernel last published the loader: cell id and execution count."""
+
+    cell: str | None = None
+    execution: int | None = None
+    published: bool = False
+
+
+_LOADED = _Loaded()
+
+
+def _kernel_shell() -> Any:
+    """The IPython shell when it runs in a Jupyter kernel (it has a front end), else None."""
+    if "IPython" not in sys.modules:
+        return None
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
+def _request(shell: Any) -> tuple[str | None, int | None, list[str]]:
+    """(cell id, execution count, ids of cells deleted since the last request) of the
+    execute request running now; JupyterLab and Notebook 7 send the ids in its metadata."""
+    try:
+        parent = shell.kernel.get_parent("shell") or {}
+    except Exception:  # an older or unusual kernel: no cell tracking
+        parent = {}
+    meta = parent.get("metadata") or {}
+    cell = meta.get("cellId")
+    deleted = meta.get("deletedCells") or []
+    return (str(cell) if cell else None, getattr(shell, "execution_count", None), list(deleted))
+
+
+def _loader_needed(shell: Any) -> bool:
+    if not _LOADED.published:
+        return True
+    cell, execution, deleted = _request(shell)
+    if _LOADED.cell is None or cell is None:
+        return False  # no cell ids: once per kernel session
+    if _LOADED.cell in deleted:
+        return True
+    # The cell that holds the loader runs again: its outputs are being replaced.
+    return cell == _LOADED.cell and execution != _LOADED.execution
+
+
+def publish_loader(force: bool = False) -> bool:
+    """Publish the load bundle in the running cell when the page may lack it (``force``:
+    always). Returns whether it was published; does nothing outside a Jupyter kernel."""
+    shell = _kernel_shell()
+    if shell is None or _on_colab():
+        return False
+    if not force and not _loader_needed(shell):
+        return False
+    from IPython.display import display
+
+    display(loader_bundle(), raw=True)
+    cell, execution, _ = _request(shell)
+    _LOADED.cell, _LOADED.execution, _LOADED.published = cell, execution, True
+    return True
+
+
+def _on_colab() -> bool:
+    return "google.colab" in sys.modules
+
+
+def _json_script(obj: Any) -> str:
+    """JSON for a <script> element: <, > and & as \\u escapes, so nothing in it (a trace's
+    names included) can close the element or read as markup."""
+    text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _embed_payload(tl: Any) -> tuple[str, str]:
+    """(root divs, payload <script>) of the timeline's figures as one Bokeh document."""
+    from bokeh.core.json_encoder import serialize_json
+    from bokeh.embed.util import OutputDocumentFor, standalone_docs_json_and_render_items
+
+    # Separate roots of one document (shared ranges still link them), not the Column:
+    # in a stretch_width Column, Bokeh 3.9 leaves a 1 px sliver of the glyphs at the
+    # canvas' left edge on first paint.
+    with OutputDocumentFor(tl.figures, apply_theme=None):
+        docs_json, [item] = standalone_docs_json_and_render_items(tl.figures)
+    names = {f.id: f.name for f in tl.figures}
+    divs = []
+    for r in item.roots:
+        part = {"nbprof-timeline": "main", "nbprof-samples": "samples"}.get(names.get(r.id), "ov")
+        divs.append(
+            f'<div id="{esc(r.elementid)}" data-root-id="{esc(r.id)}" '
+            f'class="nbp-root nbp-root-{part}"></div>'
+        )
+    payload = {
+        "docs_json": json.loads(serialize_json(docs_json)),
+        "render_items": [item.to_json()],
+        "meta": tl.meta,
+    }
+    return "".join(divs), f'<script type="{PAYLOAD_TYPE}">{_json_script(payload)}</script>'
+
+
+_KEYS_HTML = (
+    '<span class="nbp-keys"><kbd>W</kbd>/<kbd>S</kbd> zoom, <kbd>A</kbd>/<kbd>D</kbd> pan, '
+    "<kbd>0</kbd> reset, <kbd>/</kbd> search, click an event for its details</span>"
+)
+
+
+def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
+    """The dashboard as an HTML fragment: ``<div class="nbprof">`` with styles and scripts.
+
+    ``include_bokeh_js=False`` leaves BokehJS out (the page loads it once; see
+    :func:`publish_loader`); nbprof's own scripts are always included.
+    """
     from nbprof.views import panel, timeline
+    from nbprof.views.assets import scripts
 
     notes: list[str] = []
     tl_html = ""
-    js = ""
     try:
         tl = timeline.build(profile)
     except Exception as e:  # the panel is still worth showing when drawing fails
@@ -43,38 +197,51 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
         notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
     else:
         notes += tl.notes
-        # Separate roots of one document (shared ranges still link them), not the Column:
-        # in a stretch_width Column, Bokeh 3.9 leaves a 1 px sliver of the glyphs at the
-        # canvas' left edge on first paint.
-        script, divs = components(tuple(tl.figures))
-        div = "".join(divs)
-        if include_bokeh_js:
-            js = bundle_for_objs_and_resources(tl.figures, INLINE).scripts(tag=True)
+        divs, payload = _embed_payload(tl)
         hint = ""
         if tl.data.event_count:
             hint = (
-                '<div class="nbp-basis">Scroll to zoom, drag to zoom into a range, pan with the '
-                "toolbar's pan tool or by dragging the box in the overview strip; reset shows "
-                "the whole run. Zoomed out, each lane shows how busy it was per time bin; "
-                f"individual events appear once at most {timeline.DEFAULT_CAP:,} are in view."
+                '<div class="nbp-basis">Zoomed out, each lane shows how busy it was per time '
+                f"bin; individual events appear once at most {timeline.DEFAULT_CAP:,} are in "
+                "view. Scroll or drag to zoom, drag the box in the overview strip to pan."
                 "</div>"
             )
+        search = (
+            '<label class="nbp-search"><span>search</span><input type="search" '
+            'placeholder="kernel or op name, or /regex/" aria-label="search events by name" '
+            'spellcheck="false"><span class="nbp-search-count"></span></label>'
+        )
         tl_html = (
             '<div class="nbp-legend-wrap"><h3>Timeline</h3>'
             f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>"
-            f'<div class="nbp-timeline">{div}</div>{script}'
+            f'<div class="nbp-timeline" tabindex="0" data-lm-suppress-shortcuts="true">'
+            f'<div class="nbp-tl-bar">{search}{_KEYS_HTML}</div>{divs}'
+            '<div class="nbp-details" hidden></div></div>'
+            f"{payload}"
         )
     body = panel.render(profile, extra_notes=notes)
-    return f'<style>{panel.CSS}</style>{js}<div class="nbprof">{body}{tl_html}</div>'
+    js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
+    return (
+        f"<style>{panel.CSS}</style>{js}"
+        f'<div class="nbprof"><div class="nbp-panel">{body}</div>{tl_html}</div>'
+        f"<script>{scripts()}</script>"
+    )
 
 
 def mimebundle(profile: Profile) -> dict[str, Any]:
-    """What ``Profile._repr_mimebundle_`` returns: the dashboard and the text summary."""
+    """What ``Profile._repr_mimebundle_`` returns: the dashboard and the text summary.
+
+    In a Jupyter kernel the dashboard leaves BokehJS to the page's load bundle, which this
+    publishes first when the page may lack it.
+    """
     from nbprof.views import text
 
     plain = text.render(profile)
     try:
-        html = fragment(profile)
+        small = _kernel_shell() is not None and not _on_colab()
+        if small:
+            publish_loader()
+        html = fragment(profile, include_bokeh_js=not small)
     except Exception as e:  # never let display() raise: the text still says something useful
         logger.exception("dashboard failed")
         html = f'<pre class="nbprof">{esc(plain)}</pre><p>dashboard failed: {esc(e)}</p>'

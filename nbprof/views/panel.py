@@ -26,7 +26,9 @@ from nbprof.views._style import (
     fmt_pct,
     fmt_tflops,
     fmt_us,
+    short_name,
 )
+from nbprof.views.assets import asset
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Basis, DeviceMetrics, Diagnosis, Finding
@@ -44,108 +46,23 @@ TENSOR_CORE_BASIS_WORDS: dict[str, str] = {
     "unknown": "unknown",
 }
 
-CSS = """
-.nbprof{--nbp-fg:var(--jp-content-font-color1,#1f2328);
---nbp-muted:var(--jp-content-font-color2,#57606a);
---nbp-bg:var(--jp-layout-color0,#ffffff);--nbp-card:var(--jp-layout-color1,#f6f8fa);
---nbp-border:var(--jp-border-color2,#d0d7de);
---nbp-code:var(--jp-cell-editor-background,#f3f4f6);
---nbp-accent:#1f78b4;color:var(--nbp-fg);background:var(--nbp-bg);
-font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
-font-size:14px;line-height:1.45;padding:12px 4px;max-width:1400px}
-@media (prefers-color-scheme:dark){.nbprof:not(.nbprof-light){
---nbp-fg:var(--jp-content-font-color1,#e6edf3);
---nbp-muted:var(--jp-content-font-color2,#9da7b3);--nbp-bg:var(--jp-layout-color0,#0d1117);
---nbp-card:var(--jp-layout-color1,#161b22);--nbp-border:var(--jp-border-color2,#30363d);
---nbp-code:var(--jp-cell-editor-background,#1f242c)}}
-.nbprof .nbp-card,.nbprof .nbp-device,.nbprof .nbp-verdict,.nbprof .nbp-why{box-sizing:border-box}
-.nbprof .nbp-card,.nbprof .nbp-kv,.nbprof .nbp-verdict,.nbprof .nbp-why,.nbprof .nbp-finding,
-.nbprof .nbp-notes,.nbprof .nbp-topk,.nbprof .nbp-device>summary{overflow-wrap:anywhere;
-word-break:normal;min-width:0}
-.nbprof .nbp-cards>*,.nbprof .nbp-kv>*,.nbprof .nbp-kv span{min-width:0}
-.nbprof h2,.nbprof h3,.nbprof h4{margin:0;font-weight:600}
-.nbprof .nbp-verdict{display:flex;gap:12px;align-items:center;flex-wrap:wrap;padding:12px 16px;
-border-radius:10px;border:1px solid var(--nbp-border);
-border-left:6px solid var(--nbp-vc,#8c8c8c);
-background:var(--nbp-card);margin-bottom:12px}
-.nbprof .nbp-verdict h2{font-size:19px;flex:1 1 300px;min-width:0}
-.nbprof .nbp-conf{flex-basis:100%;font-size:13px;color:var(--nbp-muted)}
-.nbprof .nbp-conf b{color:var(--nbp-fg)}
-.nbprof .nbp-tag{display:inline-block;padding:2px 10px;border-radius:999px;font-size:12px;
-font-weight:600;
-color:#fff;background:var(--nbp-vc,#8c8c8c);white-space:nowrap}
-.nbprof .nbp-device{margin:10px 0;border:1px solid var(--nbp-border);border-radius:10px;
-padding:8px 12px}
-.nbprof .nbp-device>summary{cursor:pointer;font-weight:600;padding:2px 0}
-.nbprof .nbp-device>summary .nbp-muted{font-weight:400}
-.nbprof .nbp-cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(210px,1fr));
-gap:10px;margin:10px 0}
-.nbprof .nbp-card{background:var(--nbp-card);border:1px solid var(--nbp-border);
-border-radius:10px;padding:10px 12px}
-.nbprof .nbp-card .nbp-q{font-size:12px;color:var(--nbp-muted);text-transform:uppercase;
-letter-spacing:.03em}
-.nbprof .nbp-card .nbp-v{font-size:28px;font-weight:650;margin:2px 0;
-font-variant-numeric:tabular-nums}
-.nbprof .nbp-card .nbp-v small{font-size:14px;font-weight:500;color:var(--nbp-muted)}
-.nbprof .nbp-bar{height:6px;border-radius:3px;background:var(--nbp-border);overflow:hidden;
-margin:4px 0 6px}
-.nbprof .nbp-bar>span{display:block;height:100%;background:var(--nbp-accent)}
-.nbprof .nbp-basis{font-size:12px;color:var(--nbp-muted)}
-.nbprof .nbp-basis b{font-weight:600}
-.nbprof .nbp-kv{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));
-gap:2px 18px;font-size:13px}
-.nbprof .nbp-kv div{display:flex;justify-content:space-between;gap:8px;
-border-bottom:1px dotted var(--nbp-border);padding:2px 0}
-.nbprof .nbp-kv span:last-child{font-variant-numeric:tabular-nums;text-align:right}
-.nbprof .nbp-kv .nbp-basis{white-space:nowrap}
-.nbprof .nbp-muted{color:var(--nbp-muted)}
-.nbprof .nbp-why{margin:12px 0;padding:10px 14px;border-radius:10px;background:var(--nbp-card);
-border:1px solid var(--nbp-border)}
-.nbprof .nbp-why h3,.nbprof .nbp-findings h3,.nbprof .nbp-notes h3,.nbprof .nbp-legend h3{
-font-size:15px;margin-bottom:6px}
-.nbprof .nbp-finding{border:1px solid var(--nbp-border);border-radius:10px;padding:10px 12px;
-margin:8px 0}
-.nbprof .nbp-finding h4{font-size:15px;display:flex;gap:8px;align-items:center;flex-wrap:wrap}
-.nbprof .nbp-sev{font-size:11px;font-weight:700;text-transform:uppercase;padding:1px 8px;
-border-radius:999px;color:#fff}
-.nbprof .nbp-sev-high{background:#cf222e}.nbprof .nbp-sev-medium{background:#bc4c00}
-.nbprof .nbp-sev-low{background:#4d7c0f}.nbprof .nbp-sev-info{background:#57606a}
-.nbprof .nbp-evidence{font-size:12px;color:var(--nbp-muted);margin:4px 0}
-.nbprof .nbp-evidence code{font-size:12px}
-.nbprof pre{background:var(--nbp-code);border:1px solid var(--nbp-border);border-radius:8px;
-padding:8px 10px;
-overflow:auto;font-size:12.5px;margin:6px 0 0}
-.nbprof code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace}
-.nbprof .nbp-notes ul{margin:4px 0;padding-left:20px}
-.nbprof .nbp-error{border-left:6px solid #cf222e}
-.nbprof .nbp-legend{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:center;font-size:12px;
-margin:8px 0}
-.nbprof .nbp-sw{display:inline-block;width:12px;height:12px;border-radius:3px;
-vertical-align:-2px;margin-right:4px}
-.nbprof .nbp-timeline{margin-top:8px;background:#fff;border-radius:10px;
-border:1px solid var(--nbp-border);padding:4px}
-.nbprof .nbp-topk{border-collapse:collapse;font-size:12.5px;width:100%;table-layout:fixed}
-.nbprof .nbp-topk col.nbp-num{width:9em}.nbprof .nbp-topk col.nbp-cls{width:13em}
-.nbprof .nbp-topk th,.nbprof .nbp-topk td{padding:3px 8px;
-border-bottom:1px solid var(--nbp-border);text-align:right}
-.nbprof .nbp-topk th:last-child,.nbprof .nbp-topk td:last-child{text-align:left}
-.nbprof .nbp-topk td:last-child{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
-font-size:11.5px}
-.nbprof pre{white-space:pre-wrap;overflow-wrap:anywhere}
-"""
+#: The dashboard's style sheet (package data: nbprof/views/js/nbprof.css).
+CSS = asset("nbprof.css")
 
+#: Verdict tag colours by what limits the run, in the timeline's hues (the memory-bound
+#: tag is brown like memory-bound kernels, not green), dark enough for white text (>= 4.5:1).
 _VERDICT_COLOURS: dict[str, str] = {
-    "compute_bound": "#6a3d9a",
-    "memory_bound": "#33a02c",
-    "host_bound": "#bc4c00",
-    "launch_bound": "#bc4c00",
-    "input_bound": "#cf222e",
-    "sync_bound": "#cf222e",
-    "transfer_bound": "#ff7f00",
-    "communication_bound": "#e31a1c",
-    "idle": "#57606a",
-    "insufficient_gpu_work": "#57606a",
-    "cpu_only": "#57606a",
+    "compute_bound": "#7a22b8",
+    "memory_bound": "#8a5526",
+    "host_bound": "#a75400",
+    "launch_bound": "#a75400",
+    "input_bound": "#c62828",
+    "sync_bound": "#c62828",
+    "transfer_bound": "#0a7d85",
+    "communication_bound": "#a3244c",
+    "idle": "#5f6b76",
+    "insufficient_gpu_work": "#5f6b76",
+    "cpu_only": "#5f6b76",
 }
 
 
@@ -182,16 +99,21 @@ def render(profile: Profile, *, extra_notes: list[str] | None = None, top_kernel
             f"<p><code>{esc(type(profile.error).__name__)}: {esc(profile.error)}</code> — this "
             "profile covers the run up to that point only.</p></div>"
         )
-    for i, dm in enumerate(diag.devices):
-        out.append(_device_html(dm, open_=i < OPEN_DEVICES, multi=len(diag.devices) > 1))
+    cpu_only = diag.verdict.bottleneck == "cpu_only"
+    if cpu_only:
+        # Nothing ran on a GPU: device cards would be all n/a. What the CPU did instead.
+        out.append(_cpu_only_html(profile))
+    else:
+        for i, dm in enumerate(diag.devices):
+            out.append(_device_html(dm, open_=i < OPEN_DEVICES, multi=len(diag.devices) > 1))
     if diag.explanation:
         out.append(
             '<div class="nbp-why"><h3>Why these numbers differ</h3>'
             f"<p>{esc(diag.explanation)}</p></div>"
         )
     out.append(_findings_html(diag.findings))
-    out.append(_top_kernels_html(diag, top_kernels))
-    out.append(_notes_html(profile, extra))
+    out.append(_top_kernels_html(diag, top_kernels, ranks=len(profile.trace.ranks)))
+    out.append(_notes_html(profile, extra, cpu_only=cpu_only))
     return "\n".join(x for x in out if x)
 
 
@@ -444,25 +366,73 @@ def _findings_html(findings: list[Finding]) -> str:
     return f'<div class="nbp-findings"><h3>Findings</h3>{"".join(items)}</div>'
 
 
-def _top_kernels_html(diag: Diagnosis, n: int) -> str:
+def _top_kernels_html(diag: Diagnosis, n: int, ranks: int = 1) -> str:
     t = diag.tables.get("top_kernels")
     if t is None or not len(t):
         return ""
+    # Numbers sort by data-v (js/embed.js); a row zooms the timeline to that kernel.
     rows = "".join(
-        f"<tr><td>{fmt_num(r.pct)} %</td><td>{esc(fmt_us(r.total_us))}</td>"
-        f"<td>{int(r.count):,}</td>"
+        f'<tr data-nbp-kernel="{esc(r.name)}" title="{esc(r.name)}">'
+        f'<td data-v="{float(r.pct):.6g}">{fmt_num(r.pct)} %</td>'
+        f'<td data-v="{float(r.total_us):.6g}">{esc(fmt_us(r.total_us))}</td>'
+        f'<td data-v="{int(r.count)}">{int(r.count):,}</td>'
         f"<td>{esc(CLASSES.get(str(r.cls), (r.cls,))[0])}"
         f"{' (TC)' if bool(getattr(r, 'tensor_core', False)) else ''}</td>"
-        f"<td>{esc(r.name)}</td></tr>"
+        f"<td>{esc(short_name(r.name))}</td></tr>"
         for r in t.head(n).itertuples(index=False)
     )
+    scope = f"summed over all {ranks} ranks" if ranks > 1 else "read from the trace"
     return (
-        '<details class="nbp-device"><summary>Top kernels by total time '
-        '<span class="nbp-muted">(read from the trace)</span></summary>'
-        '<table class="nbp-topk"><colgroup><col class="nbp-num"><col class="nbp-num">'
+        '<details class="nbp-device nbp-topk-box" open><summary>Top kernels by total time '
+        f'<span class="nbp-muted">({scope}; click a header to sort, a row to find it on '
+        "the timeline)</span></summary>"
+        '<table class="nbp-topk nbp-sortable"><colgroup><col class="nbp-num"><col class="nbp-num">'
         '<col class="nbp-num"><col class="nbp-cls"><col></colgroup>'
         "<thead><tr><th>% kernel time</th><th>total</th><th>count</th>"
         f"<th>class</th><th>name</th></tr></thead><tbody>{rows}</tbody></table></details>"
+    )
+
+
+#: Top-level CPU ops listed for a run without GPU activity.
+TOP_CPU_OPS = 10
+
+NVML_DEVICE_WIDE = (
+    "NVML's utilization is device-wide: a GPU gauge can read above 0 % while this process "
+    "ran nothing on it (other processes, the display, another notebook's kernel)."
+)
+
+
+def _cpu_only_html(profile: Profile) -> str:
+    """A run without GPU activity: its top CPU ops by total time, and one short note."""
+    ops = profile.trace.cpu_ops
+    top = ops[ops["depth"] == 0] if "depth" in ops else ops
+    rows = ""
+    if len(top):
+        # Read from the trace: top-level ops' durations summed by name (no overlap within
+        # a thread's top level, so the sum is time spent in each).
+        g = (
+            top.groupby("name", sort=False)["dur"]
+            .agg(["count", "sum"])
+            .sort_values("sum", ascending=False, kind="stable")
+            .head(TOP_CPU_OPS)
+        )
+        rows = "".join(
+            f'<tr title="{esc(name)}"><td data-v="{float(r["sum"]):.6g}">'
+            f'{esc(fmt_us(float(r["sum"])))}</td><td data-v="{int(r["count"])}">'
+            f"{int(r['count']):,}</td><td>{esc(short_name(str(name)))}</td></tr>"
+            for name, r in g.iterrows()
+        )
+    table = (
+        '<table class="nbp-topk nbp-sortable nbp-cpuops"><colgroup><col class="nbp-num">'
+        '<col class="nbp-num"><col></colgroup><thead><tr><th>total</th><th>calls</th>'
+        f"<th>CPU op (top level)</th></tr></thead><tbody>{rows}</tbody></table>"
+        if rows
+        else '<p class="nbp-muted">The trace holds no CPU ops either.</p>'
+    )
+    return (
+        '<div class="nbp-why nbp-cpu-only"><h3>Where the time went (CPU)</h3>'
+        '<p class="nbp-basis">Read from the trace: top-level ops, durations summed by name.</p>'
+        f'{table}<p class="nbp-basis nbp-nvml-note">{esc(NVML_DEVICE_WIDE)}</p></div>'
     )
 
 
@@ -484,8 +454,11 @@ def sample_notes(profile: Profile) -> list[str]:
     ]
 
 
-def _notes_html(profile: Profile, extra: list[str]) -> str:
-    notes = [*extra, *profile.notes, *profile.trace.notes, *sample_notes(profile)]
+def _notes_html(profile: Profile, extra: list[str], cpu_only: bool = False) -> str:
+    # Which NVML readings a GPU lacks says nothing about a run that used no GPU (the CPU
+    # section's note says what NVML's numbers mean there).
+    sampled = [] if cpu_only else sample_notes(profile)
+    notes = [*extra, *profile.notes, *profile.trace.notes, *sampled]
     if not notes:
         return ""
     items = "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(notes))

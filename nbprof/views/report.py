@@ -19,10 +19,11 @@ _PAGE_CSS = (
 
 
 def render(profile: Profile) -> str:
-    """A complete HTML document: panel, legend and timeline, Bokeh's JavaScript inline."""
+    """A complete HTML document: panel, legend and timeline, BokehJS and nbprof's scripts
+    inline (one self-contained file)."""
     from nbprof.views.dashboard import fragment
 
-    body = fragment(profile)
+    body = fragment(profile, include_bokeh_js=True)
     title = f"nbprof · {profile.trace.source}"
     return (
         "<!DOCTYPE html>\n"

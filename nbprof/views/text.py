@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import textwrap
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
@@ -27,7 +28,9 @@ from nbprof.views._style import (
 )
 
 if TYPE_CHECKING:
+    from nbprof.analysis.job import JobDiagnosis
     from nbprof.analysis.model import DeviceMetrics, Diagnosis
+    from nbprof.job import Job
     from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
@@ -246,3 +249,215 @@ def _wrap(text: str, width: int, *, first: str = "", indent: str = "") -> list[s
 
 def _clip(line: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# -- a multi-rank job ---------------------------------------------------------------------
+
+#: Collectives the text report lists (those the ranks waited longest at).
+TOP_COLLECTIVES = 10
+_KIND_WORDS = {
+    "all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+    "all_to_all": "all-to-all", "send_recv": "send/recv",
+}  # fmt: skip
+
+
+def render_job(job: Job, *, width: int = WIDTH) -> str:
+    """The job's report: verdict and fixes, the rank table, stragglers, step skew, the
+    collectives the ranks waited longest at, missing ranks, then the straggler's own
+    verdict and findings."""
+    d = job.diagnosis
+    n = len(d.ranks)
+    world = f", world size {d.world_size}" if d.world_size else ""
+    backend = f"{d.backend}" if d.backend else "backend unknown"
+    lines = [
+        _clip(f"nbprof · {plain(d.source)}", width),
+        _clip(f"job of {n} rank{'s' if n != 1 else ''} ({backend}{world})", width),
+        "=" * width,
+    ]
+    v = d.verdict
+    label = BOTTLENECK_LABELS.get(v.bottleneck, v.bottleneck)
+    head, rest = label, v.summary
+    if v.summary.lower().startswith(label.lower()) and ": " in v.summary:
+        head, rest = v.summary.split(": ", 1)
+        rest = rest[:1].upper() + rest[1:]
+    lines += _wrap(f"Verdict: {head}. {rest}", width, indent="         ")
+    pad = " " * len("Verdict: ")
+    lines += _wrap(f"{v.confidence} confidence · decided by: {v.cause.replace('_', ' ')}", width,
+                   first=pad, indent=pad)  # fmt: skip
+    for i, fix in enumerate(v.fixes, 1):
+        lines += _wrap(f"Fix {i}: {fix}", width, first="  ", indent="         ")
+    lines += ["", *_job_ranks(job, width)]
+    if d.stragglers:
+        lines += ["", "Stragglers (the ranks the others wait for):"]
+        for s in d.stragglers:
+            lines += _wrap(s.sentence[0].upper() + s.sentence[1:], width, first="  ", indent="    ")
+            if s.fix:
+                lines += _wrap(f"fix: {s.fix}", width, first="    ", indent="      ")
+    lines += _job_skew(d, width)
+    lines += _job_collectives(d, width)
+    if d.missing:
+        lines += ["", "Missing ranks (the job is analysed without them):"]
+        for m in d.missing:
+            who = f"rank {m['rank']}" if m["rank"] is not None else "rank ?"
+            where = f" ({plain(Path(m['path']).name)})" if m.get("path") else ""
+            lines += _wrap(f"{who}{where}: {m['reason']}", width, first="  ", indent="    ")
+    others = [f for f in d.findings if f.id not in ("straggler",)]
+    if others:
+        lines += ["", "Findings:"]
+        for f in others:
+            h = f"  [{f.severity.upper()}] "
+            lines += _wrap(f.title, width, first=h, indent=" " * len(h))
+            lines += _wrap(f.detail, width, first=" " * len(h), indent=" " * len(h))
+    if d.stragglers:
+        s = d.stragglers[0]
+        rank_view = job.rank(s.rank)
+        rd = rank_view.diagnosis
+        lines += ["", f"Rank {s.rank}, the straggler, on its own:"]
+        lab = BOTTLENECK_LABELS.get(rd.verdict.bottleneck, rd.verdict.bottleneck)
+        lines += _wrap(f"Verdict: {lab}. {rd.verdict.summary}", width, first="  ",
+                       indent="           ")  # fmt: skip
+        lines += _findings(rd, width)[1:]
+    notes = [*job.notes, *d.notes]
+    if notes:
+        lines += ["", "Notes:"]
+        for note in dict.fromkeys(notes):
+            lines += _wrap(note, width, first="  - ", indent="    ")
+    return "\n".join(lines) + "\n"
+
+
+def _job_ranks(job: Job, width: int) -> list[str]:
+    d = job.diagnosis
+    names = sorted({r.device_name for r in d.ranks if r.device_name})
+    gpus = f" on {', '.join(plain(x) for x in names)}" if names else ""
+    steps = sorted({k for r in d.ranks for k in r.steps})
+    step_col = f"step {steps[0]}" if len(steps) == 1 else "step med"
+    out = [
+        _clip(f"Ranks{gpus} (read from the trace; % of each rank's GPU span):", width),
+        _clip(
+            f"  {'rank':>4} {'span':>9} {'kernels':>7} {'compute':>7} {'exposed':>7} "
+            f"{'waiting':>7} {'host':>5} {'sync':>5} {'idle+':>5} {step_col:>9} verdict",
+            width,
+        ),
+    ]
+    import numpy as np
+
+    for r in d.ranks:
+        idle = r.idle
+        rest = sum(v for k, v in idle.items() if k not in ("host", "sync"))
+        st = list(r.steps.values())
+        step = fmt_us(float(np.median(st))) if st else "n/a"
+        mark = " *" if r.rank in job.stragglers else ""
+        out.append(
+            _clip(
+                f"  {r.rank:>4} {fmt_us(r.gpu_span_us):>9} {_p(r.kernel_busy_pct):>7} "
+                f"{_p(r.compute_busy_pct):>7} {_p(r.exposed_comm_pct):>7} {_p(r.wait_pct):>7} "
+                f"{_p(idle.get('host')):>5} {_p(idle.get('sync')):>5} {_p(rest):>5} "
+                f"{step:>9} {_SHORT_VERDICT.get(r.bottleneck, r.bottleneck)}{mark}",
+                width,
+            )
+        )
+    out += _wrap(
+        "kernels: a kernel ran (nvidia-smi's view); compute: a non-collective kernel ran; "
+        "exposed: a collective ran with no compute beside it; waiting: the part of exposed "
+        "spent waiting for a later rank at a collective; host/sync/idle+: idle time charged "
+        "to the host's Python, to blocking calls, to every other cause; verdict: the rank's "
+        f"own bottleneck; * a straggler. Waits: {d.clock.label()}.",
+        width,
+        first="  ",
+        indent="  ",
+    )
+    return out
+
+
+_SHORT_VERDICT = {
+    "communication_bound": "comm", "host_bound": "host", "launch_bound": "launch",
+    "input_bound": "input", "sync_bound": "sync", "transfer_bound": "copies",
+    "compute_bound": "compute", "memory_bound": "memory", "idle": "idle",
+    "insufficient_gpu_work": "too little", "cpu_only": "cpu only",
+}  # fmt: skip
+
+
+def _p(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+def _job_skew(d: JobDiagnosis, width: int) -> list[str]:
+    sk = d.skew
+    out: list[str] = []
+    if sk.get("steps") or sk.get("start_spread_us") is not None:
+        out += ["", "Skew (ProfilerStep durations across ranks):"]
+    for s in sk.get("steps", []):
+        if not s["spread_us"]:
+            out += _wrap(f"step {s['step']}: {fmt_us(s['max_us'])} on every rank", width,
+                         first="  ", indent="    ")  # fmt: skip
+            continue
+        line = (
+            f"step {s['step']}: {fmt_us(s['min_us'])} (rank {s['fastest_rank']}) to "
+            f"{fmt_us(s['max_us'])} (rank {s['slowest_rank']}), spread {fmt_us(s['spread_us'])}"
+        )
+        if s.get("spread_pct") is not None:
+            line += f" ({s['spread_pct']:.0f}% of the median)"
+        if s.get("start_spread_us") is not None:
+            line += (
+                f"; the ranks started it {fmt_us(s['start_spread_us'])} apart and ended it "
+                f"{fmt_us(s['end_spread_us'])} apart"
+            )
+        out += _wrap(line, width, first="  ", indent="    ")
+    if sk.get("start_spread_us"):
+        out += _wrap(
+            f"first events: rank {sk['last_to_start']} started "
+            f"{fmt_us(sk['start_spread_us'])} after rank {sk['first_to_start']}",
+            width,
+            first="  ",
+            indent="    ",
+        )
+    return out
+
+
+def _job_collectives(d: JobDiagnosis, width: int) -> list[str]:
+    cs = d.collectives
+    if not cs:
+        return ["", "Collectives: none recorded."]
+    by_seq = any(c.seq >= 0 for c in cs)
+    how = "by process group and sequence number" if by_seq else "by order of each kind on each rank"
+    top = sorted(cs, key=lambda c: -max(c.wait_us.values(), default=0.0))[:TOP_COLLECTIVES]
+    more = f", the {len(top)} with the longest waits" if len(top) < len(cs) else ""
+    out = [
+        "",
+        *_wrap(f"Collectives ({len(cs)}, matched across ranks {how}{more}):", width),
+        f"  {'#':>3} {'kind':<12} {'size':>9} {'n':>3} {'last':>4} {'time':>9} {'algbw':>7} "
+        f"{'busbw':>7} {'peak':>7} {'max wait':>13}",
+    ]
+    for c in top:
+        worst = max(c.wait_us, key=lambda r: c.wait_us[r]) if c.wait_us else None
+        wait = f"{fmt_us(c.wait_us[worst])} ({worst})" if worst is not None else "n/a"
+        out.append(
+            _clip(
+                f"  {c.index:>3} {_KIND_WORDS.get(c.kind, c.kind):<12} {fmt_bytes(c.bytes):>9} "
+                f"{c.group_size:>3} {c.last:>4} {fmt_us(c.duration_us):>9} "
+                f"{_gbps(c.algbw_gbps):>7} {_gbps(c.busbw_gbps):>7} "
+                f"{(f'{c.peak_gbps:.0f}' if c.peak_gbps else 'unknown'):>7} {wait:>13}",
+                width,
+            )
+        )
+    first = top[0]
+    for key, what in (("busbw_gbps", "busbw"), ("peak_gbps", "peak"), ("wait_us", "wait")):
+        b = first.basis.get(key)
+        if b is not None:
+            out += _wrap(f"{what}: {b.label()}", width, first="      ", indent="        ")
+    out += _wrap(
+        "time: the last arrival's kernel time (the data moves once every rank is there); "
+        "algbw = size ÷ time, busbw = algbw × NCCL's factor for the kind (all-reduce "
+        "2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; others 1), in GB/s; "
+        "n: ranks in the group; last: the rank the others waited for; max wait (rank).",
+        width,
+        first="      ",
+        indent="        ",
+    )
+    return out
+
+
+def _gbps(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.3g}" if v < 100 else f"{v:.0f}"

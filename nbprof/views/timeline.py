@@ -1,17 +1,19 @@
 """The zoomable Bokeh timeline: GPU streams, CPU threads, steps, idle gaps, NVML samples.
 
-Large traces stay usable without a live server. Every event (kernels, copies, memsets,
-top-level CPU ops, runtime calls, steps, annotations) goes into one compact store embedded
-in the document: per lane, sorted by start, delta-encoded start ticks and duration ticks
-(uint32) plus an id into a table of unique (name, class, grid, block, occupancy, op)
-signatures. Bokeh gzips and base64-encodes these typed arrays, so repeated training-loop
-kernels cost a few bytes each.
+Python prepares data; the browser decides what to draw (nbprof/views/js/lod.js, the one
+implementation of the level of detail, and js/timeline.js, which wires it to the plots).
 
-What is drawn is bounded at any zoom: a CustomJS callback on the x range draws the exact
-events of the visible window when there are at most ``cap`` of them, else a per-lane
-aggregate (busy fraction per time bin, coloured by the dominant class) with at most
-``agg_cap`` bars. Python draws the same two levels for the initial (full) view, so the
-first paint needs no callback. The binning is level of detail for drawing, not a metric.
+Every event (kernels, copies, memsets, top-level CPU ops, runtime calls, steps,
+annotations) goes into one compact store embedded in the document: per lane, sorted by
+start, delta-encoded start ticks and duration ticks (uint32), an id into a table of unique
+(name, class, grid, block, occupancy, op) signatures, and the delta-encoded index of the
+event it is linked to (a kernel's launching call, a launch's kernel). Bokeh gzips these
+typed arrays before base64, so repeated training-loop kernels cost a few bytes each.
+
+The drawn sources start empty: at first paint and on every change of the x range the
+browser fills them with the exact events of the window when at most ``cap`` are there,
+else with a per-lane aggregate (busy fraction per time bin, dominant class) of at most
+``agg_cap`` bars. The binning is level of detail for drawing, not a metric.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from nbprof.views._style import CLASS_IDS, CLASSES, GAP_CAUSES, TIP_KINDS, short_name
+from nbprof.views._style import (
+    CLASS_IDS,
+    CLASSES,
+    GAP_CAUSES,
+    GAP_HATCH,
+    TIP_KINDS,
+    short_name,
+)
 
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
@@ -38,15 +47,30 @@ DEFAULT_CAP = 20_000
 DEFAULT_AGG_CAP = 24_000
 MAX_BINS = 800
 OVERVIEW_BINS = 300
-#: Idle gaps shaded at most (the longest ones), and how many of them get a text label.
+#: Idle gaps shaded at most (the longest ones).
 MAX_GAPS = 2_000
-MAX_GAP_LABELS = 12
+#: Pixels per lane, and the plot's height limits: a few lanes still get a plot tall enough
+#: to read (not a stripe), many lanes scroll with the page instead of shrinking.
 LANE_PX = 26
+MIN_PLOT_PX = 300
+MAX_PLOT_PX = 2400
 BAR_HEIGHT = 0.8
+#: Left and right borders (px) shared by the timeline, the sample chart and the overview,
+#: so their plot areas start and end at the same x (js/timeline.js widens all three to the
+#: widest y axis once the lane labels are measured).
+MIN_BORDER_LEFT = 60
+MIN_BORDER_RIGHT = 16
 
 #: Hover value of a field that does not apply to the event (a CPU op has no grid).
 _NA = "—"
-_EVENT_COLUMNS = ("lane", "ts", "dur", "cls", "name", "grid", "block", "occ", "op", "extra")
+_EVENT_COLUMNS = (
+    "lane", "ts", "dur", "cls", "name", "grid", "block", "occ", "op", "extra", "bytes", "corr",
+)  # fmt: skip
+#: Marks "no link" in the delta-encoded link array (lod.js: NO_LINK).
+NO_LINK = -(2**31)
+
+#: Names of the models js/timeline.js looks up in the document.
+DETAIL_KINDS = tuple(dict.fromkeys(TIP_KINDS.values()))
 
 
 @dataclass
@@ -66,11 +90,13 @@ class TimelineData:
     x: np.ndarray
     dur: np.ndarray
     sig: np.ndarray
-    #: unique signatures: name, cls (class id), grid, block, occ, op, extra (strings);
-    #: short (the name with template arguments folded) and full (the name when folded)
+    #: unique signatures: name, cls (class id), grid, block, occ, op, extra (strings),
+    #: bytes (float, NaN when not a copy or memset); short (what a person reads it by)
     sigs: pd.DataFrame
     t0: float
     span: float
+    #: per event, the index of its linked event (-1 none): kernel <-> launching call
+    link: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -90,6 +116,8 @@ class Timeline:
     #: idle gap causes shaded (for the legend)
     gap_causes: list[str]
     notes: list[str]
+    #: what js/timeline.js needs besides the document (JSON-serializable)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------
@@ -139,16 +167,18 @@ def collect(profile: Profile) -> TimelineData:
             set(zip(ops["pid"].tolist(), ops["tid"].tolist(), strict=True))
             | set(zip(rt["pid"].tolist(), rt["tid"].tolist(), strict=True))
         )
+        names = _thread_names(threads, ops)
         for pid, tid in threads:
             top = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
+            thread = names[(pid, tid)]
             if len(top):
                 key = ("cpu_ops", rank, pid, tid)
-                add_lanes([key], "cpu_ops", lambda k: f"{prefix(k[1])}CPU {k[3]} ops")
+                add_lanes([key], "cpu_ops", lambda k, t=thread: f"{prefix(k[1])}{t}: ops")
                 frames.append(_frame(top, key, lane_index, CLASS_IDS["cpu_op"]))
             calls = rt[(rt["pid"] == pid) & (rt["tid"] == tid)]
             if len(calls):
                 key = ("runtime", rank, pid, tid)
-                add_lanes([key], "runtime", _runtime_label(calls, prefix))
+                add_lanes([key], "runtime", _runtime_label(calls, prefix, thread))
                 frames.append(_runtime_frame(calls, key, lane_index))
         gpu_keys: set[tuple[Any, ...]] = set()
         per_kind = {"kernels": kernels, "memcpy": trace.memcpy, "memset": trace.memset}
@@ -176,6 +206,35 @@ def collect(profile: Profile) -> TimelineData:
     else:
         ev = pd.DataFrame({c: pd.Series(dtype="object") for c in _EVENT_COLUMNS})
     return _pack(ev, lanes, notes)
+
+
+def _thread_names(threads: list[tuple[int, int]], ops: pd.DataFrame) -> dict[tuple[int, int], str]:
+    """What each CPU thread is, in words a person uses for it.
+
+    Kineto names every thread "thread <tid> (python)", which says nothing. On Linux a
+    process' main thread has tid == pid; PyTorch runs backward passes on its autograd
+    engine's threads, whose top-level ops are ``autograd::engine::evaluate_function``.
+    Other threads are numbered in order (tids can be pthread handles such as -1220540864).
+    """
+    names: dict[tuple[int, int], str] = {}
+    autograd = set()
+    if len(ops):
+        is_ag = ops["name"].astype(str).str.startswith("autograd::engine")
+        autograd = set(zip(ops["pid"][is_ag].tolist(), ops["tid"][is_ag].tolist(), strict=True))
+    others = 0
+    for pid, tid in threads:
+        if tid == pid:
+            names[(pid, tid)] = "main thread"
+        elif (pid, tid) in autograd:
+            names[(pid, tid)] = "autograd thread"
+        else:
+            others += 1
+            names[(pid, tid)] = f"thread {tid}" if 0 <= tid < 10**7 else f"thread #{others}"
+    # Several processes (DataLoader workers) can each have a main thread: name the process.
+    if len({pid for pid, _ in threads}) > 1:
+        for (pid, tid), name in names.items():
+            names[(pid, tid)] = f"{name} (pid {pid})"
+    return names
 
 
 def _device_sort(d: str) -> tuple[int, Any]:
@@ -215,11 +274,11 @@ def _frame(
     t: pd.DataFrame, key: tuple[Any, ...], idx: dict[tuple[Any, ...], int], cls: int
 ) -> pd.DataFrame:
     d = _base(t, idx[key], cls)
-    d.update(grid=_NA, block=_NA, occ=_NA, op=_NA, extra=_NA)
+    d.update(grid=_NA, block=_NA, occ=_NA, op=_NA, extra=_NA, bytes=np.nan, corr=-1)
     return pd.DataFrame(d)
 
 
-def _runtime_label(calls: pd.DataFrame, prefix: Any) -> Any:
+def _runtime_label(calls: pd.DataFrame, prefix: Any, thread: str) -> Any:
     """Lane label for one (pid, tid) of runtime records.
 
     Kineto writes CUDA synchronization records (cat ``cuda_sync``) with the device as pid
@@ -229,7 +288,7 @@ def _runtime_label(calls: pd.DataFrame, prefix: Any) -> Any:
         return lambda k: (
             f"{prefix(k[1])}GPU {k[2]} {'context' if k[3] == -1 else f'stream {k[3]}'} syncs"
         )
-    return lambda k: f"{prefix(k[1])}CPU {k[3]} runtime"
+    return lambda k: f"{prefix(k[1])}{thread}: CUDA calls"
 
 
 def _runtime_frame(
@@ -250,7 +309,13 @@ def _runtime_frame(
             ids.append(CLASS_IDS["runtime_other"])
     cls = np.asarray(ids, dtype=np.uint8)[codes]
     d = _base(t, idx[key], cls)
-    d.update(grid=_NA, block=_NA, occ=_NA, op=_NA, extra=t["cat"].astype(str).to_numpy())
+    # Only launches link to a kernel; a sync record's correlation names no kernel.
+    launch = cls == CLASS_IDS["runtime_launch"]
+    corr = np.where(launch, t["correlation"].to_numpy(dtype=np.int64), -1)
+    d.update(
+        grid=_NA, block=_NA, occ=_NA, op=_NA, extra=t["cat"].astype(str).to_numpy(),
+        bytes=np.nan, corr=corr,
+    )  # fmt: skip
     return pd.DataFrame(d)
 
 
@@ -279,8 +344,18 @@ def _gpu_frame(
 ) -> pd.DataFrame:
     d = _base(t, _gpu_lanes(t, idx, rank), cls)
     op = t["op"].astype(str).to_numpy() if "op" in t else ""
-    d.update(grid=_NA, block=_NA, occ=_NA, op=_unknown(op), extra=extra)
+    size = t["bytes"].to_numpy(dtype=np.float64) if "bytes" in t else np.nan
+    d.update(
+        grid=_NA, block=_NA, occ=_NA, op=_unknown(op), extra=extra,
+        bytes=np.where(np.asarray(size) >= 0, size, np.nan), corr=_corr(t),
+    )  # fmt: skip
     return pd.DataFrame(d)
+
+
+def _corr(t: pd.DataFrame) -> np.ndarray:
+    if "correlation" not in t:
+        return np.full(len(t), -1, dtype=np.int64)
+    return t["correlation"].to_numpy(dtype=np.int64)
 
 
 def _kernel_frame(
@@ -293,6 +368,8 @@ def _kernel_frame(
         occ=_occ(t["occupancy"]),
         op=_unknown(t["op"].astype(str).to_numpy()),
         extra=_NA,
+        bytes=np.nan,
+        corr=_corr(t),
     )
     return pd.DataFrame(d)
 
@@ -345,12 +422,12 @@ def _occ(s: pd.Series) -> np.ndarray:
 
 def _pack(ev: pd.DataFrame, lanes: list[Lane], notes: list[str]) -> TimelineData:
     n = len(ev)
-    sig_cols = ["cls", "name", "grid", "block", "occ", "op", "extra"]
+    sig_cols = ["cls", "name", "grid", "block", "occ", "op", "extra", "bytes"]
     if n == 0:
-        empty = pd.DataFrame({c: pd.Series(dtype="object") for c in [*sig_cols, "short", "full"]})
+        empty = pd.DataFrame({c: pd.Series(dtype="object") for c in [*sig_cols, "short"]})
         return TimelineData(
-            lanes=lanes,
-            lane_offsets=np.zeros(len(lanes) + 1, dtype=np.int64),
+            lanes=[],
+            lane_offsets=np.zeros(1, dtype=np.int64),
             x=np.zeros(0),
             dur=np.zeros(0),
             sig=np.zeros(0, dtype=np.uint32),
@@ -359,8 +436,14 @@ def _pack(ev: pd.DataFrame, lanes: list[Lane], notes: list[str]) -> TimelineData
             span=1.0,
             notes=notes,
         )
-    for c in sig_cols[2:]:
+    # No empty lanes: renumber the lanes that hold events, keeping their order.
+    used = np.unique(ev["lane"].to_numpy(dtype=np.int64))
+    renumber = np.full(len(lanes), -1, dtype=np.int64)
+    renumber[used] = np.arange(len(used))
+    lanes = [lanes[i] for i in used.tolist()]
+    for c in sig_cols[2:7]:
         ev[c] = ev[c].astype(str)
+    ev["bytes"] = ev["bytes"].astype(np.float64)
     # One id per unique combination: factorize each column, combine the codes, unique.
     key = np.zeros(n, dtype=np.int64)
     for c in sig_cols:
@@ -369,11 +452,8 @@ def _pack(ev: pd.DataFrame, lanes: list[Lane], notes: list[str]) -> TimelineData
         key = pd.factorize(key * (len(uniques) + 1) + codes)[0].astype(np.int64)
     _, first, sig = np.unique(key, return_index=True, return_inverse=True)
     sigs = ev[sig_cols].iloc[first].reset_index(drop=True)
-    # Hover titles: C++ template names run to hundreds of characters; the folded form
-    # leads and the full name follows, wrapped, only where folding changed it.
     sigs["short"] = [short_name(x) for x in sigs["name"].tolist()]
-    sigs["full"] = np.where(sigs["short"] == sigs["name"], "", sigs["name"])
-    lane = ev["lane"].to_numpy(dtype=np.int64)
+    lane = renumber[ev["lane"].to_numpy(dtype=np.int64)]
     ts = ev["ts"].to_numpy(dtype=np.float64)
     dur = ev["dur"].to_numpy(dtype=np.float64)
     order = np.lexsort((ts, lane))
@@ -381,6 +461,12 @@ def _pack(ev: pd.DataFrame, lanes: list[Lane], notes: list[str]) -> TimelineData
     t0 = float(ts.min())
     span = max(float((ts + dur).max()) - t0, 1e-3)
     offsets = np.searchsorted(lane, np.arange(len(lanes) + 1), side="left").astype(np.int64)
+    rank = np.array([int(ln.key[1]) for ln in lanes], dtype=np.int64)[lane]
+    link = _links(
+        ev["corr"].to_numpy(dtype=np.int64)[order],
+        rank,
+        ev["cls"].to_numpy(dtype=np.int64)[order] == CLASS_IDS["runtime_launch"],
+    )
     return TimelineData(
         lanes=lanes,
         lane_offsets=offsets,
@@ -390,338 +476,61 @@ def _pack(ev: pd.DataFrame, lanes: list[Lane], notes: list[str]) -> TimelineData
         sigs=sigs,
         t0=t0,
         span=span,
+        link=link,
         notes=notes,
     )
 
 
-# --------------------------------------------------------------------------------------
-# Level of detail
-# --------------------------------------------------------------------------------------
+def _links(corr: np.ndarray, rank: np.ndarray, is_launch: np.ndarray) -> np.ndarray:
+    """Per event, the index of the event with the same (rank, correlation) on the other
+    side of a launch (a launch call's GPU event, a GPU event's launch call), else -1."""
+    link = np.full(len(corr), -1, dtype=np.int64)
+    has = corr >= 0
+    if not has.any():
+        return link
+    key = rank.astype(np.int64) * (int(corr.max()) + 1) + corr
+    idx = np.arange(len(corr))
+    launches = pd.Series(idx[has & is_launch], index=key[has & is_launch])
+    gpu = pd.Series(idx[has & ~is_launch], index=key[has & ~is_launch])
+    launches = launches[~launches.index.duplicated()]
+    gpu = gpu[~gpu.index.duplicated()]
+    both = launches.index.intersection(gpu.index)
+    a, b = launches[both].to_numpy(), gpu[both].to_numpy()
+    link[a] = b
+    link[b] = a
+    return link
 
 
-def visible_count(data: TimelineData, x0: float, x1: float) -> int:
-    """Events that overlap [x0, x1] (how the callback decides exact vs aggregate)."""
-    total = 0
-    for lane in range(len(data.lanes)):
-        a, b = data.lane_offsets[lane], data.lane_offsets[lane + 1]
-        if a == b:
+def encode_links(link: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Links as per-lane differences to the previous linked event's partner (int32), with
+    NO_LINK for events without one; js/lod.js decodeLinks inverts it."""
+    out = np.full(len(link), NO_LINK, dtype=np.int64)
+    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        part = link[a:b]
+        has = np.flatnonzero(part >= 0)
+        if not len(has):
             continue
-        x, d = data.x[a:b], data.dur[a:b]
-        hi = np.searchsorted(x, x1, side="right")
-        total += int(np.count_nonzero(x[:hi] + d[:hi] >= x0))
-    return total
-
-
-def exact(data: TimelineData, x0: float, x1: float) -> dict[str, Any]:
-    """Columns for the exact glyphs overlapping [x0, x1]."""
-    idx = np.flatnonzero((data.x <= x1) & (data.x + data.dur >= x0))
-    lane = np.searchsorted(data.lane_offsets, idx, side="right") - 1
-    s = data.sigs.iloc[data.sig[idx]]
-    cls = s["cls"].to_numpy(dtype=np.int64)
-    lane_labels = np.array([ln.label for ln in data.lanes], dtype=object)
-    return {
-        "left": data.x[idx],
-        "right": data.x[idx] + data.dur[idx],
-        "bottom": lane - BAR_HEIGHT / 2,
-        "top": lane + BAR_HEIGHT / 2,
-        "color": _COLOURS[cls].tolist(),
-        "name": s["name"].tolist(),
-        "short": s["short"].tolist(),
-        "full": s["full"].tolist(),
-        "tip": _TIPS[cls].tolist(),
-        "kind": _LABELS[cls].tolist(),
-        "dur": data.dur[idx],
-        "grid": s["grid"].tolist(),
-        "block": s["block"].tolist(),
-        "occ": s["occ"].tolist(),
-        "op": s["op"].tolist(),
-        "extra": s["extra"].tolist(),
-        "lane": lane_labels[lane].tolist(),
-    }
-
-
-def aggregate(data: TimelineData, x0: float, x1: float, bins: int) -> dict[str, Any]:
-    """Per lane and time bin: busy fraction and dominant class over [x0, x1].
-
-    Busy time per bin is F(edge[k+1]) - F(edge[k]) with F(x) = sum_i clamp(x - s_i, 0, d_i),
-    evaluated with sorted starts/ends and prefix sums, so it is exact and vectorised.
-    """
-    nl, ncls = len(data.lanes), len(CLASSES)
-    width = (x1 - x0) / bins
-    edges = x0 + width * np.arange(bins + 1)
-    busy = np.zeros((nl, ncls, bins))
-    count = np.zeros((nl, bins), dtype=np.int64)
-    cls_all = (
-        data.sigs["cls"].to_numpy(dtype=np.int64)[data.sig]
-        if data.event_count
-        else np.zeros(0, np.int64)
-    )
-    for lane in range(nl):
-        a, b = data.lane_offsets[lane], data.lane_offsets[lane + 1]
-        if a == b:
-            continue
-        s, d, c = data.x[a:b], data.dur[a:b], cls_all[a:b]
-        keep = (s <= x1) & (s + d >= x0)
-        s, d, c = s[keep], d[keep], c[keep]
-        if not len(s):
-            continue
-        sb = np.clip(((s - x0) // width).astype(np.int64), 0, bins - 1)
-        np.add.at(count[lane], sb, 1)
-        for k in np.unique(c):
-            m = c == k
-            busy[lane, k] = np.diff(_cumulative_busy(s[m], s[m] + d[m], edges))
-    total = busy.sum(axis=1)
-    dom = busy.argmax(axis=1)
-    lane_i, bin_i = np.nonzero((total > 0) | (count > 0))
-    frac = np.clip(total[lane_i, bin_i] / width, 0.0, 1.0)
-    lane_labels = np.array([ln.label for ln in data.lanes], dtype=object)
-    k = dom[lane_i, bin_i]
-    # A bin with only very short events still gets a visible sliver.
-    h = BAR_HEIGHT * np.maximum(frac, 0.08)
-    return {
-        "left": edges[bin_i],
-        "right": edges[bin_i + 1],
-        "bottom": lane_i - BAR_HEIGHT / 2,
-        "top": lane_i - BAR_HEIGHT / 2 + h,
-        "color": _COLOURS[k].tolist(),
-        "busy": frac * 100.0,
-        "events": count[lane_i, bin_i],
-        "kind": _LABELS[k].tolist(),
-        "lane": lane_labels[lane_i].tolist(),
-    }
-
-
-_GAP_HOVER_COLUMNS = ("left", "right", "bottom", "top", "dur", "cause_label", "cpu_work", "lane")
-
-
-def gap_hover(gaps: dict[str, list[Any]], left: Any, right: Any, lane: Any) -> dict[str, list[Any]]:
-    """The parts of each idle gap where no glyph (event or aggregate bin) is drawn on its
-    lane: where the gap's tooltip may show without an event's tooltip on top of it.
-
-    ``left``/``right``/``lane`` are the drawn glyphs (lane as an index). Mirrored in JS.
-    """
-    out: dict[str, list[Any]] = {c: [] for c in _GAP_HOVER_COLUMNS}
-    lo = np.asarray(left, dtype=np.float64)
-    hi = np.asarray(right, dtype=np.float64)
-    ln = np.asarray(lane, dtype=np.int64)
-    union: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for g_lane in set(gaps.get("li", [])):
-        m = ln == g_lane
-        order = np.argsort(lo[m], kind="stable")
-        a, b = lo[m][order], hi[m][order]
-        us: list[float] = []
-        ue: list[float] = []
-        for x0, x1 in zip(a.tolist(), b.tolist(), strict=True):
-            if us and x0 <= ue[-1]:
-                ue[-1] = max(ue[-1], x1)
-            else:
-                us.append(x0)
-                ue.append(x1)
-        union[g_lane] = (np.asarray(us), np.asarray(ue))
-    for g in range(len(gaps.get("left", []))):
-        us_a, ue_a = union.get(gaps["li"][g], (np.zeros(0), np.zeros(0)))
-        start, end = gaps["left"][g], gaps["right"][g]
-        pieces: list[tuple[float, float]] = []
-        k = int(np.searchsorted(ue_a, start, side="right"))
-        while k < len(us_a) and us_a[k] < end:
-            pieces.append((start, float(us_a[k])))
-            start = max(start, float(ue_a[k]))
-            k += 1
-        pieces.append((start, end))
-        for p0, p1 in pieces:
-            if p1 <= p0:
-                continue
-            out["left"].append(p0)
-            out["right"].append(p1)
-            for c in _GAP_HOVER_COLUMNS[2:]:
-                out[c].append(gaps[c][g])
-    return out
-
-
-def _cumulative_busy(s: np.ndarray, e: np.ndarray, x: np.ndarray) -> np.ndarray:
-    ss, es = np.sort(s), np.sort(e)
-    cs = np.concatenate([[0.0], np.cumsum(ss)])
-    ce = np.concatenate([[0.0], np.cumsum(es)])
-    ns = np.searchsorted(ss, x, side="left")
-    ne = np.searchsorted(es, x, side="left")
-    return (x * ns - cs[ns]) - (x * ne - ce[ne])
-
-
-#: Per class id: colour, legend label and which hover applies (see TIP_KINDS).
-_COLOURS = np.array([colour for _, colour in CLASSES.values()], dtype=object)
-_LABELS = np.array([label for label, _ in CLASSES.values()], dtype=object)
-_TIPS = np.array([TIP_KINDS[k] for k in CLASSES], dtype=object)
-
-_EMPTY_EXACT = (
-    "left",
-    "right",
-    "bottom",
-    "top",
-    "color",
-    "name",
-    "short",
-    "full",
-    "tip",
-    "kind",
-    "dur",
-    "grid",
-    "block",
-    "occ",
-    "op",
-    "extra",
-    "lane",
-)
-_EMPTY_AGG = ("left", "right", "bottom", "top", "color", "busy", "events", "kind", "lane")
-
-
-def _bins(n_lanes: int, agg_cap: int) -> int:
-    return int(max(1, min(MAX_BINS, agg_cap // max(n_lanes, 1))))
+        partners = part[has]
+        out[a + has] = np.diff(partners, prepend=0)
+    return out.astype(np.int32)
 
 
 # --------------------------------------------------------------------------------------
 # Bokeh
 # --------------------------------------------------------------------------------------
 
-# Runs in the browser on every x-range change (coalesced to one per animation frame).
-# Mirrors `visible_count`, `exact` and `aggregate` above.
-_JS_UPDATE = """
-const st = store;
-if (st._nbp_pending) { return; }
-st._nbp_pending = true;
-const run = () => {
-  st._nbp_pending = false;
-  const M = meta;
-  if (!st._nbp_x) {
-    // Decode once: delta ticks -> µs since t0, per lane.
-    const dx = st.data.dx, dd = st.data.dd, off = M.offsets;
-    const n = dx.length, x = new Float64Array(n), d = new Float64Array(n);
-    for (let l = 0; l + 1 < off.length; l++) {
-      let acc = 0;
-      for (let i = off[l]; i < off[l + 1]; i++) { acc += dx[i]; x[i] = acc * M.tick;
-        d[i] = dd[i] * M.tick; }
-    }
-    st._nbp_x = x; st._nbp_d = d;
-  }
-  const x = st._nbp_x, d = st._nbp_d, sg = st.data.sig, off = M.offsets;
-  const S = sigs.data, scls = S.cls;
-  const x0 = xr.start, x1 = xr.end, nl = off.length - 1;
-  const lower = (a, b, v) => { while (a < b) { const m = (a + b) >>> 1; if (x[m] < v) a = m + 1;
-    else b = m; } return a; };
-  const lo = new Int32Array(nl), hi = new Int32Array(nl);
-  let total = 0;
-  for (let l = 0; l < nl; l++) {
-    lo[l] = lower(off[l], off[l + 1], x0 - M.maxdur[l]);
-    hi[l] = lower(lo[l], off[l + 1], x1 + 1e-9);
-    total += hi[l] - lo[l];
-  }
-  const half = M.bar / 2;
-  // Mirrors `gap_hover`: the parts of each idle gap where no glyph is drawn on its lane,
-  // so an event's (or a bin's) tooltip and a gap's never show together.
-  const clip = (L, R, LI) => {
-    const G = gaps.data, out = {left: [], right: [], bottom: [], top: [], dur: [],
-      cause_label: [], cpu_work: [], lane: []};
-    const per = new Map();
-    for (let i = 0; i < L.length; i++) {
-      let a = per.get(LI[i]); if (!a) { a = []; per.set(LI[i], a); } a.push([L[i], R[i]]); }
-    const union = new Map();
-    for (const [l, a] of per) {
-      a.sort((p, q) => p[0] - q[0]);
-      const u = [];
-      for (const [s, e] of a) {
-        const t = u[u.length - 1];
-        if (t && s <= t[1]) { t[1] = Math.max(t[1], e); } else { u.push([s, e]); } }
-      union.set(l, u);
-    }
-    for (let g = 0; g < G.left.length; g++) {
-      const u = union.get(G.li[g]) || [];
-      let s = G.left[g];
-      const e = G.right[g];
-      let a = 0, b = u.length;
-      while (a < b) { const m = (a + b) >>> 1; if (u[m][1] <= s) a = m + 1; else b = m; }
-      const push = (p, q) => { if (q <= p) { return; }
-        out.left.push(p); out.right.push(q); out.bottom.push(G.bottom[g]); out.top.push(G.top[g]);
-        out.dur.push(G.dur[g]); out.cause_label.push(G.cause_label[g]);
-        out.cpu_work.push(G.cpu_work[g]); out.lane.push(G.lane[g]); };
-      for (let k = a; k < u.length && u[k][0] < e; k++) {
-        push(s, u[k][0]); s = Math.max(s, u[k][1]); }
-      push(s, e);
-    }
-    return out;
-  };
-  if (total <= M.cap) {
-    const c = {left: [], right: [], bottom: [], top: [], color: [], name: [], short: [], full: [],
-               tip: [], kind: [], dur: [], grid: [], block: [], occ: [], op: [], extra: [],
-               lane: []};
-    const li = [];
-    for (let l = 0; l < nl; l++) {
-      for (let i = lo[l]; i < hi[l]; i++) {
-        const e = x[i] + d[i];
-        if (e < x0) { continue; }
-        const s = sg[i], k = scls[s];
-        c.left.push(x[i]); c.right.push(e); c.bottom.push(l - half); c.top.push(l + half);
-        c.color.push(M.colors[k]); c.kind.push(M.labels[k]); c.name.push(S.name[s]);
-          c.dur.push(d[i]); c.short.push(S.short[s]); c.full.push(S.full[s]);
-          c.tip.push(M.tips[k]); li.push(l);
-        c.grid.push(S.grid[s]); c.block.push(S.block[s]); c.occ.push(S.occ[s]);
-          c.op.push(S.op[s]);
-        c.extra.push(S.extra[s]); c.lane.push(M.lanes[l]);
-      }
-    }
-    detail.data = c;
-    agg.data = {left: [], right: [], bottom: [], top: [], color: [], busy: [], events: [],
-      kind: [], lane: []};
-    gaphover.data = clip(c.left, c.right, li);
-    return;
-  }
-  const nb = Math.max(1, Math.min(M.max_bins, Math.floor(M.agg_cap / Math.max(nl, 1))));
-  const w = (x1 - x0) / nb, nc = M.colors.length;
-  const c = {left: [], right: [], bottom: [], top: [], color: [], busy: [], events: [], kind: [],
-    lane: []};
-  const li = [];
-  const busy = new Float64Array(nb * nc), cnt = new Int32Array(nb);
-  for (let l = 0; l < nl; l++) {
-    if (hi[l] === lo[l]) { continue; }
-    busy.fill(0); cnt.fill(0);
-    for (let i = lo[l]; i < hi[l]; i++) {
-      const s = x[i], e = s + d[i];
-      if (e < x0) { continue; }
-      const k = scls[sg[i]];
-      const b0 = Math.max(0, Math.min(nb - 1, Math.floor((s - x0) / w)));
-      const b1 = Math.max(0, Math.min(nb - 1, Math.floor((e - x0) / w)));
-      cnt[b0] += 1;
-      for (let b = b0; b <= b1; b++) {
-        const ov = Math.min(e, x0 + (b + 1) * w) - Math.max(s, x0 + b * w);
-        if (ov > 0) { busy[b * nc + k] += ov; }
-      }
-    }
-    for (let b = 0; b < nb; b++) {
-      let t = 0, best = 0, bk = 0;
-      for (let k = 0; k < nc; k++) { const v = busy[b * nc + k]; t += v;
-        if (v > best) { best = v; bk = k; } }
-      if (t <= 0 && cnt[b] === 0) { continue; }
-      const f = Math.min(1, t / w);
-      c.left.push(x0 + b * w); c.right.push(x0 + (b + 1) * w); c.bottom.push(l - half);
-      c.top.push(l - half + M.bar * Math.max(f, 0.08)); c.color.push(M.colors[bk]);
-      c.busy.push(f * 100); c.events.push(cnt[b]); c.kind.push(M.labels[bk]);
-        c.lane.push(M.lanes[l]); li.push(l);
-    }
-  }
-  agg.data = c;
-  detail.data = {left: [], right: [], bottom: [], top: [], color: [], name: [], short: [],
-                 full: [], tip: [], kind: [], dur: [], grid: [], block: [], occ: [], op: [],
-                 extra: [], lane: []};
-  gaphover.data = clip(c.left, c.right, li);
-};
-if (typeof requestAnimationFrame === "function") { requestAnimationFrame(run); } else { run(); }
-"""
+#: Per class id: colour, legend label and which hover applies (see TIP_KINDS).
+_COLOURS = [colour for _, colour in CLASSES.values()]
+_LABELS = [label for label, _ in CLASSES.values()]
+_TIPS = [TIP_KINDS[k] for k in CLASSES]
 
-_JS_TICKS = """
-const a = Math.abs(tick);
-if (a >= 1e6) { return (tick / 1e6).toPrecision(4).replace(/\\.?0+$/, "") + " s"; }
-if (a >= 1e3) { return (tick / 1e3).toPrecision(4).replace(/\\.?0+$/, "") + " ms"; }
-return tick.toPrecision(4).replace(/\\.?0+$/, "") + " µs";
-"""
-
+#: Columns of each drawn source (filled by js/timeline.js; empty in the document).
+DETAIL_COLUMNS = (
+    "left", "right", "bottom", "top", "color", "i", "name", "short", "kind", "dur", "grid",
+    "block", "occ", "op", "extra", "lane",
+)  # fmt: skip
+AGG_COLUMNS = ("left", "right", "bottom", "top", "color", "busy", "events", "kind", "lane")
+GAP_HOVER_COLUMNS = ("left", "right", "bottom", "top", "dur", "cause_label", "cpu_work", "lane")
 
 #: Hover tool name per kind of event row.
 _HOVER_NAMES: dict[str, str] = {
@@ -731,21 +540,20 @@ _HOVER_NAMES: dict[str, str] = {
     "cpu": "nbprof-hover-cpu",
 }
 
-#: Per hover kind, the (label, field template) rows that apply to it.
+#: Per hover kind, the (label, field template) rows that apply to it. The full name, the
+#: launching op and the link to the launch are in the details pane (click an event).
 _TIP_ROWS: dict[str, list[tuple[str, str]]] = {
     "kernel": [
         ("class", "@kind"),
         ("duration", "@dur{0,0.000} µs"),
         ("grid × block", "@grid × @block"),
         ("occupancy", "@occ"),
-        ("launched by", "@op"),
         ("lane", "@lane"),
     ],
     "gpu": [
         ("class", "@kind"),
         ("duration", "@dur{0,0.000} µs"),
         ("size", "@extra"),
-        ("launched by", "@op"),
         ("lane", "@lane"),
     ],
     "runtime": [
@@ -771,33 +579,42 @@ _TIP_TITLES: dict[str, str] = {
     "aggregate": "zoom in for individual events",
     "gap": "idle: @cause_label",
 }
-#: Tooltip width cap: long C++ names wrap inside it instead of running off the plot.
-TOOLTIP_MAX_PX = 460
+#: Tooltip size caps: a name wraps inside the width, and the whole tooltip never grows
+#: taller than this (a tall one would cover the lanes under the cursor).
+TOOLTIP_MAX_PX = 420
+TOOLTIP_MAX_HEIGHT_PX = 190
 
 
 def tooltip_html(kind: str) -> str:
     """The hover template for one kind of row.
 
-    An HTML template only for the layout (width cap, wrapping); Bokeh HTML-escapes every
+    An HTML template only for the layout (size caps, wrapping); Bokeh HTML-escapes every
     @field in it (only the "{safe}" format, never used here, would insert markup), so
     names taken from the trace stay text.
     """
     if kind in _TIP_TITLES:
-        title = f'<div style="font-weight:600">{_TIP_TITLES[kind]}</div>'
+        title = f'<div class="nbp-tip-title">{_TIP_TITLES[kind]}</div>'
     else:
-        title = (
-            '<div style="font-weight:600">@short</div>'
-            '<div style="font-family:ui-monospace,monospace;font-size:10.5px;opacity:.8">'
-            "@full</div>"
-        )
+        title = '<div class="nbp-tip-title">@short</div>'
     rows = "".join(
-        f'<div><span style="color:#1f78b4">{label}:</span> {value}</div>'
+        f'<div><span class="nbp-tip-key">{label}:</span> {value}</div>'
         for label, value in _TIP_ROWS[kind]
     )
+    more = "" if kind in _TIP_TITLES else '<div class="nbp-tip-more">click: full name, launch</div>'
     return (
-        f'<div style="max-width:{TOOLTIP_MAX_PX}px;white-space:normal;overflow-wrap:anywhere;'
-        f'font-size:12px;line-height:1.35">{title}{rows}</div>'
+        f'<div class="nbp-tip" style="max-width:{TOOLTIP_MAX_PX}px;'
+        f"max-height:{TOOLTIP_MAX_HEIGHT_PX}px;overflow:hidden;white-space:normal;"
+        f'overflow-wrap:anywhere;font-size:12px;line-height:1.35">{title}{rows}{more}</div>'
     )
+
+
+def plot_height(n_lanes: int) -> int:
+    """Timeline height in px: LANE_PX per lane between MIN_PLOT_PX and MAX_PLOT_PX."""
+    return int(min(max(90 + LANE_PX * n_lanes, MIN_PLOT_PX), MAX_PLOT_PX))
+
+
+def _empty(cols: tuple[str, ...]) -> dict[str, list[Any]]:
+    return {c: [] for c in cols}
 
 
 def build(
@@ -807,17 +624,16 @@ def build(
     agg_cap: int = DEFAULT_AGG_CAP,
     data: TimelineData | None = None,
 ) -> Timeline:
-    """The timeline as a Bokeh layout (main plot, optional NVML tracks, overview strip)."""
+    """The timeline as Bokeh figures (main plot, optional NVML tracks, overview strip) and
+    the metadata js/timeline.js draws them with."""
     from bokeh.layouts import column
     from bokeh.models import (
-        CDSView,
         ColumnDataSource,
-        CustomJS,
         CustomJSTickFormatter,
         FixedTicker,
-        GroupFilter,
         HoverTool,
         LabelSet,
+        LinearAxis,
         Range1d,
         RangeTool,
     )
@@ -827,15 +643,15 @@ def build(
     notes = list(data.notes)
     nl = max(len(data.lanes), 1)
     pad = data.span * 0.01
-    x_range = Range1d(-pad, data.span + pad, bounds=(-pad, data.span + pad), min_interval=1e-3)
+    full = (-pad, data.span + pad)
+    x_range = Range1d(*full, bounds=full, min_interval=1e-3)
     y_range = Range1d(nl - 0.5, -0.5)
-    height = int(min(60 + LANE_PX * nl, 2400)) + 40
-    ticks = CustomJSTickFormatter(code=_JS_TICKS)
+    ticks = _tick_formatter(CustomJSTickFormatter)
 
     p = figure(
         x_range=x_range,
         y_range=y_range,
-        height=height,
+        height=plot_height(nl),
         sizing_mode="stretch_width",
         tools="xpan,xwheel_zoom,xbox_zoom,reset,save",
         active_scroll="xwheel_zoom",
@@ -843,76 +659,82 @@ def build(
         x_axis_label="time since the first event",
         toolbar_location="above",
         output_backend="canvas",
+        min_border_left=MIN_BORDER_LEFT,
+        min_border_right=MIN_BORDER_RIGHT,
         name="nbprof-timeline",
     )
     p.yaxis.ticker = FixedTicker(ticks=list(range(len(data.lanes))))
     p.yaxis.major_label_overrides = {i: ln.label for i, ln in enumerate(data.lanes)}
     p.xaxis.formatter = ticks
+    # The time axis on top as well: on a tall timeline one of the two is always in view.
+    top_axis = LinearAxis(formatter=ticks, name="nbprof-top-axis")
+    p.add_layout(top_axis, "above")
     p.ygrid.grid_line_color = None
     p.xgrid.grid_line_alpha = 0.4
     p.outline_line_color = None
 
-    gaps = _gap_source(profile, data, notes)
-    gap_src = ColumnDataSource(gaps, name="nbprof-gaps")
-    p.quad(
-        left="left", right="right", bottom="bottom", top="top", fill_color="color",
-        fill_alpha=0.45, line_color=None,
-        source=gap_src, name="nbprof-gap-glyphs",
-    )  # fmt: skip
-    order = _label_gaps(gaps, data.span)
-    label_src = ColumnDataSource(
-        {
-            "x": [(gaps["left"][i] + gaps["right"][i]) / 2 for i in order],
-            "y": [(gaps["top"][i] + gaps["bottom"][i]) / 2 for i in order],
-            "text": [gaps["cause_label"][i] for i in order],
-        },
-        name="nbprof-gap-labels",
-    )
+    gaps = _gap_table(profile, data, notes)
+    for cause, (_label, colour) in GAP_CAUSES.items():
+        p.quad(
+            left="left", right="right", bottom="bottom", top="top", fill_color=colour,
+            fill_alpha=0.22, hatch_pattern=GAP_HATCH[cause], hatch_color=colour,
+            hatch_alpha=0.6, hatch_scale=8, line_color=None,
+            source=ColumnDataSource(_empty(("left", "right", "bottom", "top")),
+                                    name=f"nbprof-gaps-{cause}"),
+            name=f"nbprof-gap-glyphs-{cause}",
+        )  # fmt: skip
+    # Filled by js/timeline.js: a label on each gap wide enough on screen to hold it.
+    label_src = ColumnDataSource(_empty(("x", "y", "text")), name="nbprof-gap-labels")
     p.add_layout(
         LabelSet(x="x", y="y", text="text", source=label_src, text_font_size="9px",
                  text_align="center", text_baseline="middle", text_color="#7f4f24",
-                 background_fill_color="white", background_fill_alpha=0.75)
+                 background_fill_color="white", background_fill_alpha=0.75,
+                 name="nbprof-gap-labelset")
     )  # fmt: skip
-
-    full = (-pad, data.span + pad)
-    if data.event_count <= cap:
-        exact_cols = exact(data, *full)
-        agg_cols = {c: [] for c in _EMPTY_AGG}
-    else:
-        exact_cols = {c: [] for c in _EMPTY_EXACT}
-        agg_cols = aggregate(data, *full, _bins(len(data.lanes), agg_cap))
-    detail = ColumnDataSource(exact_cols, name="nbprof-detail")
-    agg = ColumnDataSource(agg_cols, name="nbprof-aggregate")
-    drawn = exact_cols if data.event_count <= cap else agg_cols
-    drawn_lane = np.rint(np.asarray(drawn["bottom"], dtype=np.float64) + BAR_HEIGHT / 2)
-    gap_hover_src = ColumnDataSource(
-        gap_hover(gaps, drawn["left"], drawn["right"], drawn_lane), name="nbprof-gap-hover"
-    )
+    ticks_u32, dur_u32, tick = _encode(data)
+    gap_data = ColumnDataSource(_encode_gaps(gaps, tick), name="nbprof-gap-data")
+    gap_hover = ColumnDataSource(_empty(GAP_HOVER_COLUMNS), name="nbprof-gap-hover")
     # Invisible: only where a gap's tooltip may show (no event drawn there).
     gap_r = p.quad(
         left="left", right="right", bottom="bottom", top="top", fill_alpha=0.0,
-        line_color=None, source=gap_hover_src, name="nbprof-gap-hover-glyphs",
+        line_color=None, source=gap_hover, name="nbprof-gap-hover-glyphs",
     )  # fmt: skip
+    agg = ColumnDataSource(_empty(AGG_COLUMNS), name="nbprof-aggregate")
     agg_r = p.quad(
         left="left", right="right", bottom="bottom", top="top", fill_color="color",
         line_color=None, fill_alpha=0.9, source=agg, name="nbprof-aggregate-glyphs",
     )  # fmt: skip
-    # One renderer per kind of event, each with the hover fields that apply to it.
-    det_r = {
-        kind: p.quad(
-            left="left",
-            right="right",
-            bottom="bottom",
-            top="top",
-            fill_color="color",
-            line_color="color",
-            line_width=0.5,
-            source=detail,
-            view=CDSView(filter=GroupFilter(column_name="tip", group=kind)),
+    # One source and renderer per kind of event, each with the hover fields that apply.
+    det_r = {}
+    for kind in DETAIL_KINDS:
+        src = ColumnDataSource(_empty(DETAIL_COLUMNS), name=f"nbprof-detail-{kind}")
+        det_r[kind] = p.quad(
+            left="left", right="right", bottom="bottom", top="top", fill_color="color",
+            line_color="color", line_width=0.5, source=src,
             name=f"nbprof-detail-glyphs-{kind}",
-        )
-        for kind in dict.fromkeys(TIP_KINDS.values())
-    }
+        )  # fmt: skip
+    # Search matches and the pinned event with its linked event, outlined on top.
+    mark = ColumnDataSource(_empty(("left", "right", "bottom", "top")), name="nbprof-marks")
+    p.quad(
+        left="left", right="right", bottom="bottom", top="top", fill_alpha=0.0,
+        line_color="#f5b800", line_width=1.5, source=mark, name="nbprof-mark-glyphs",
+    )  # fmt: skip
+    pin = ColumnDataSource(_empty(("left", "right", "bottom", "top")), name="nbprof-pinned")
+    p.quad(
+        left="left", right="right", bottom="bottom", top="top", fill_alpha=0.0,
+        line_color="#e4004f", line_width=2.5, source=pin, name="nbprof-pinned-glyphs",
+    )  # fmt: skip
+    link = ColumnDataSource(_empty(("x0", "y0", "x1", "y1")), name="nbprof-link")
+    p.segment(
+        x0="x0", y0="y0", x1="x1", y1="y1", line_color="#e4004f", line_width=2,
+        line_dash="dashed", source=link, name="nbprof-link-glyphs",
+    )  # fmt: skip
+    bar_labels = ColumnDataSource(_empty(("x", "y", "text")), name="nbprof-bar-labels")
+    p.add_layout(
+        LabelSet(x="x", y="y", text="text", source=bar_labels, text_font_size="10px",
+                 text_baseline="middle", text_color="#ffffff", x_offset=3,
+                 name="nbprof-bar-labelset")
+    )  # fmt: skip
     p.add_tools(
         *[
             HoverTool(renderers=[det_r[kind]], tooltips=tooltip_html(kind), name=name)
@@ -924,59 +746,38 @@ def build(
         HoverTool(renderers=[gap_r], tooltips=tooltip_html("gap"), name="nbprof-hover-gaps"),
     )
 
-    ticks_u32, dur_u32, tick = _encode(data)
     sig_dtype = np.uint16 if len(data.sigs) <= np.iinfo(np.uint16).max + 1 else np.uint32
-    store = ColumnDataSource(
-        {"dx": ticks_u32, "dd": dur_u32, "sig": data.sig.astype(sig_dtype)}, name="nbprof-store"
+    link_d = encode_links(
+        data.link if len(data.link) == data.event_count else np.full(data.event_count, -1),
+        data.lane_offsets,
     )
     sigs = ColumnDataSource(
         {
             "cls": data.sigs["cls"].to_numpy(dtype=np.uint8),
+            "bytes": data.sigs["bytes"].to_numpy(dtype=np.float64),
             **{
                 c: data.sigs[c].astype(str).tolist()
-                for c in ("name", "short", "full", "grid", "block", "occ", "op", "extra")
+                for c in ("name", "short", "grid", "block", "occ", "op", "extra")
             },
         },
         name="nbprof-sigs",
     )
-    maxdur = [
-        float(data.dur[a:b].max()) if b > a else 0.0
-        for a, b in zip(data.lane_offsets[:-1], data.lane_offsets[1:], strict=True)
-    ]
-    meta = {
-        "offsets": data.lane_offsets.tolist(),
-        "maxdur": maxdur,
-        "tick": tick,
-        "cap": int(cap),
-        "agg_cap": int(agg_cap),
-        "max_bins": MAX_BINS,
-        "bar": BAR_HEIGHT,
-        "colors": _COLOURS.tolist(),
-        "labels": _LABELS.tolist(),
-        "tips": _TIPS.tolist(),
-        "lanes": [ln.label for ln in data.lanes],
-    }
-    update = CustomJS(
-        args={
-            "xr": x_range,
-            "store": store,
-            "sigs": sigs,
-            "detail": detail,
-            "agg": agg,
-            "gaps": gap_src,
-            "gaphover": gap_hover_src,
-            "meta": meta,
-        },
-        code=_JS_UPDATE,
+    store = ColumnDataSource(
+        {"dx": ticks_u32, "dd": dur_u32, "sig": data.sig.astype(sig_dtype), "dl": link_d},
+        name="nbprof-store",
     )
-    x_range.js_on_change("start", update)
-    x_range.js_on_change("end", update)
+    # Sources only the browser reads ride on an invisible glyph, so the document keeps them.
+    p.scatter(x=[], y=[], visible=False, name="nbprof-data-holder")
+    holder = p.renderers[-1]
+    holder.tags = [store, sigs, gap_data]
 
     parts: list[Any] = [p]
     samples_fig = _samples_figure(profile, data, x_range, ticks, notes)
     if samples_fig is not None:
         parts.append(samples_fig)
 
+    ov_src = ColumnDataSource(_empty(("left", "right", "bottom", "top", "color")),
+                              name="nbprof-overview-bars")  # fmt: skip
     ov = figure(
         x_range=Range1d(*full),
         y_range=Range1d(nl - 0.5, -0.5),
@@ -984,11 +785,13 @@ def build(
         sizing_mode="stretch_width",
         toolbar_location=None,
         tools="",
+        min_border_left=MIN_BORDER_LEFT,
+        min_border_right=MIN_BORDER_RIGHT,
         name="nbprof-overview",
     )
     ov.quad(
         left="left", right="right", bottom="bottom", top="top", fill_color="color",
-        line_color=None, source=ColumnDataSource(aggregate(data, *full, OVERVIEW_BINS)),
+        line_color=None, source=ov_src,
     )  # fmt: skip
     ov.yaxis.visible = False
     ov.xaxis.formatter = ticks
@@ -1008,30 +811,49 @@ def build(
     layout = column(*parts, sizing_mode="stretch_width", name="nbprof-timeline-layout")
     if not data.event_count:
         notes.append("The trace has no events to draw on a timeline.")
+    maxdur = [
+        float(data.dur[a:b].max()) if b > a else 0.0
+        for a, b in zip(data.lane_offsets[:-1], data.lane_offsets[1:], strict=True)
+    ]
+    ranks = sorted({int(ln.key[1]) for ln in data.lanes})
+    meta = {
+        "offsets": data.lane_offsets.tolist(),
+        "maxdur": maxdur,
+        "tick": tick,
+        "span": data.span,
+        "cap": int(cap),
+        "agg_cap": int(agg_cap),
+        "max_bins": MAX_BINS,
+        "overview_bins": OVERVIEW_BINS,
+        "bar": BAR_HEIGHT,
+        "colors": _COLOURS,
+        "labels": _LABELS,
+        "tips": _TIPS,
+        "lanes": [ln.label for ln in data.lanes],
+        "lane_kinds": [ln.kind for ln in data.lanes],
+        "lane_ranks": [int(ln.key[1]) for ln in data.lanes],
+        "ranks": len(ranks),
+        "gap_labels": [label for label, _ in GAP_CAUSES.values()],
+        "gap_causes": list(GAP_CAUSES),
+        "cpu_work": gaps.attrs.get("cpu_labels", []),
+        "events": data.event_count,
+    }
     return Timeline(
         layout=layout,
         figures=parts,
         data=data,
         classes=[keys[i] for i in present],
-        gap_causes=[c for c, (label, _) in GAP_CAUSES.items() if label in set(gaps["cause_label"])],
+        gap_causes=[c for c in GAP_CAUSES if (gaps["cause"] == c).any()],
         notes=notes,
+        meta=meta,
     )
 
 
-def _label_gaps(gaps: dict[str, list[Any]], span: float) -> list[int]:
-    """The longest gaps that are wide enough to carry a label readably in the full view,
-    at most one per tenth of the span on a lane (labels of narrower gaps would overlap)."""
-    taken: dict[str, list[float]] = {}
-    chosen: list[int] = []
-    for i in np.argsort(-np.asarray(gaps["dur"], dtype=float)).tolist():
-        if gaps["dur"][i] < span * 0.02 or len(chosen) == MAX_GAP_LABELS:
-            break
-        centre = (gaps["left"][i] + gaps["right"][i]) / 2
-        near = taken.setdefault(gaps["lane"][i], [])
-        if all(abs(centre - c) >= span * 0.1 for c in near):
-            near.append(centre)
-            chosen.append(i)
-    return chosen
+def _tick_formatter(cls: Any) -> Any:
+    """Axis ticks in s / ms / µs: formatted by js/timeline.js (nbprof.lod.fmtTime)."""
+    from nbprof.views.assets import asset
+
+    return cls(code=asset("ticks.js"))
 
 
 def _encode(data: TimelineData) -> tuple[np.ndarray, np.ndarray, float]:
@@ -1049,57 +871,77 @@ def _encode(data: TimelineData) -> tuple[np.ndarray, np.ndarray, float]:
     return deltas.clip(0, np.iinfo(np.uint32).max).astype(np.uint32), dur.astype(np.uint32), tick
 
 
-def _gap_source(profile: Profile, data: TimelineData, notes: list[str]) -> dict[str, list[Any]]:
-    cols: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "left",
-            "right",
-            "bottom",
-            "top",
-            "color",
-            "dur",
-            "cause_label",
-            "cpu_work",
-            "lane",
-            "li",
-        )
+_GAP_COLUMNS = ("left", "right", "dur", "li", "cause", "cpu_code")
+
+
+def _encode_gaps(gaps: pd.DataFrame, tick: float) -> dict[str, np.ndarray]:
+    """Gaps in start order: delta start ticks and length ticks (uint32, the store's tick),
+    lane, cause id (GAP_CAUSES order) and CPU-work label code; js/timeline.js decodes."""
+    g = gaps.sort_values("left", kind="stable")
+    start = np.rint(g["left"].to_numpy(dtype=np.float64) / tick).astype(np.int64)
+    length = np.rint((g["right"] - g["left"]).to_numpy(dtype=np.float64) / tick)
+    causes = {c: i for i, c in enumerate(GAP_CAUSES)}
+    top = np.iinfo(np.uint32).max
+    return {
+        "dx": np.diff(start, prepend=0).clip(0, top).astype(np.uint32),
+        "dd": length.clip(0, top).astype(np.uint32),
+        "li": g["li"].to_numpy(dtype=np.uint16),
+        "cause": g["cause"].map(causes).to_numpy(dtype=np.uint8),
+        "cpu": g["cpu_code"].to_numpy(dtype=np.uint16),
     }
+
+
+def _gap_table(profile: Profile, data: TimelineData, notes: list[str]) -> pd.DataFrame:
+    """Idle gaps from analysis on their lanes: left/right in µs since t0, lane index,
+    cause, and a code into ``attrs["cpu_labels"]`` (what the CPU did meanwhile)."""
+    empty = pd.DataFrame({c: pd.Series(dtype="float64") for c in _GAP_COLUMNS})
+    empty["cause"] = empty["cause"].astype(object)
+    empty.attrs["cpu_labels"] = []
     try:
         gaps = profile.diagnosis.tables.get("idle_gaps")
     except Exception as e:
         logger.warning("diagnosis unavailable for idle gaps: %s", e)
-        return cols
+        return empty
     if gaps is None or not len(gaps):
-        return cols
+        return empty
+    if len(gaps) > MAX_GAPS:
+        notes.append(f"Showing the {MAX_GAPS:,} longest of {len(gaps):,} idle gaps.")
+        gaps = gaps.nlargest(MAX_GAPS, "dur")
     lane_of = {ln.key: i for i, ln in enumerate(data.lanes)}
-    g = gaps
-    if len(g) > MAX_GAPS:
-        notes.append(f"Showing the {MAX_GAPS:,} longest of {len(g):,} idle gaps.")
-        g = g.nlargest(MAX_GAPS, "dur")
-    for r in g.itertuples(index=False):
-        lane = lane_of.get(("gpu", int(r.rank), str(r.device), int(r.stream)))
-        if lane is None:
-            continue
-        label, colour = GAP_CAUSES.get(str(r.cause), GAP_CAUSES["other"])
-        cols["left"].append(float(r.start) - data.t0)
-        cols["right"].append(float(r.end) - data.t0)
-        cols["bottom"].append(lane - 0.5)
-        cols["top"].append(lane + 0.5)
-        cols["color"].append(colour)
-        cols["dur"].append(float(r.dur))
-        cols["cause_label"].append(label)
-        cols["cpu_work"].append(str(getattr(r, "cpu_work", "")) or "unknown")
-        cols["lane"].append(data.lanes[lane].label)
-        cols["li"].append(lane)
-    return cols
+    keys = zip(
+        gaps["rank"].astype(int).tolist(),
+        gaps["device"].astype(str).tolist(),
+        gaps["stream"].astype(int).tolist(),
+        strict=True,
+    )
+    li = np.array([lane_of.get(("gpu", r, d, s), -1) for r, d, s in keys], dtype=np.int64)
+    keep = li >= 0
+    g = gaps[keep]
+    cpu = (
+        g["cpu_work"].astype(str).replace("", "unknown")
+        if "cpu_work" in g
+        else pd.Series("unknown", index=g.index)
+    )
+    codes, labels = pd.factorize(cpu)
+    cause = g["cause"].astype(str)
+    out = pd.DataFrame(
+        {
+            "left": g["start"].to_numpy(dtype=np.float64) - data.t0,
+            "right": g["end"].to_numpy(dtype=np.float64) - data.t0,
+            "dur": g["dur"].to_numpy(dtype=np.float64),
+            "li": li[keep],
+            "cause": cause.where(cause.isin(list(GAP_CAUSES)), "other").to_numpy(),
+            "cpu_code": codes.astype(np.int64),
+        }
+    ).reset_index(drop=True)
+    out.attrs["cpu_labels"] = [str(x) for x in labels.tolist()]
+    return out
 
 
 def _samples_figure(
     profile: Profile, data: TimelineData, x_range: Any, ticks: Any, notes: list[str]
 ) -> Any:
-    from bokeh.models import ColumnDataSource, HoverTool, Range1d
-    from bokeh.palettes import Category10_10
+    from bokeh.models import ColumnDataSource, HoverTool, Legend, Range1d
     from bokeh.plotting import figure
 
     from nbprof.telemetry.model import METRICS
@@ -1119,17 +961,20 @@ def _samples_figure(
     fig = figure(
         x_range=x_range,
         y_range=Range1d(0, 105),
-        height=170,
+        height=190,
         sizing_mode="stretch_width",
         tools="",
         toolbar_location=None,
         y_axis_label="%",
+        min_border_left=MIN_BORDER_LEFT,
+        min_border_right=MIN_BORDER_RIGHT,
         name="nbprof-samples",
     )
     fig.title.text = f"NVML samples ({samples.source})"
     fig.xaxis.formatter = ticks
-    colours = iter(Category10_10 * 4)
+    colours = iter(_SAMPLE_COLOURS * 4)
     renderers = []
+    items = []
     for gpu in sorted(f["gpu"].unique().tolist()):
         for metric, (label, unit, basis) in METRICS.items():
             if unit != "%" or metric not in f:
@@ -1141,23 +986,31 @@ def _samples_figure(
                 continue
             # Subtract in int64: epoch nanoseconds (~1.7e18) lose ~256 ns as float64.
             x = (t_ns - origin) / 1000.0 - data.t0
-            src = ColumnDataSource(
-                {"x": x, "y": y, "what": [f"GPU {gpu}: {label} ({basis})"] * len(y)}
-            )
+            src = ColumnDataSource({"x": x, "y": y})
             r = fig.line(
                 "x",
                 "y",
                 source=src,
                 line_width=1.5,
                 color=next(colours),
-                legend_label=f"GPU {gpu} {label}",
                 name=f"nbprof-sample-{metric}-{gpu}",
             )
+            r.tags = [f"GPU {gpu}: {label} ({basis})"]
             renderers.append(r)
+            items.append((f"GPU {gpu} {label}", [r]))
     if not renderers:
         return None
-    fig.legend.click_policy = "hide"
-    fig.legend.label_text_font_size = "9px"
-    fig.legend.location = "top_left"
-    fig.add_tools(HoverTool(renderers=renderers, tooltips=[("", "@what"), ("value", "@y{0.0} %")]))
+    # The legend above the plot, in a row: inside it would cover the lines, and beside it
+    # would make this plot area narrower than the timeline's.
+    legend = Legend(
+        items=items, orientation="horizontal", click_policy="hide", label_text_font_size="9px",
+        location="top_left", name="nbprof-samples-legend",
+    )  # fmt: skip
+    fig.add_layout(legend, "above")
+    for r in renderers:
+        fig.add_tools(HoverTool(renderers=[r], tooltips=[(r.tags[0], "@y{0.0} %")], mode="vline"))
     return fig
+
+
+#: NVML sample lines: distinct from each other and readable on light and dark backgrounds.
+_SAMPLE_COLOURS = ["#e08a00", "#3f8fd0", "#bc2d5a", "#0fa6b0", "#922ed7", "#7ba022"]

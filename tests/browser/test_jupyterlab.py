@@ -119,13 +119,25 @@ def assert_zooms(page: Page, output: Locator) -> None:
     assert wheeled["x_end"] - wheeled["x_start"] < before["x_end"] - before["x_start"]
     assert before["x_start"] <= wheeled["x_start"] < wheeled["x_end"] <= before["x_end"]
 
-    # Box zoom (the active drag): drag over the middle fifth of the frame.
-    y = _frame_point(wheeled, 0.4, 0.5)[1]
-    page.mouse.move(_frame_point(wheeled, 0.4)[0], y)
-    page.mouse.down()
-    page.mouse.move(_frame_point(wheeled, 0.6)[0], y, steps=8)
-    page.mouse.up()
-    wait_for(lambda: changed(wheeled), RENDER_TIMEOUT_S, "the box zoom to change the x range")
+    # Box zoom (the active drag): drag over the middle fifth of the frame, from coordinates
+    # read just before (a loaded machine may still be laying the page out). A drag that a
+    # busy page dropped is tried once more; a box zoom that never works still fails.
+    for attempt in range(2):
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(null)))")
+        now = plot_named(page, "nbprof-timeline", output)
+        y = _frame_point(now, 0.4, 0.5)[1]
+        page.mouse.move(_frame_point(now, 0.4)[0], y)
+        page.mouse.down()
+        page.wait_for_timeout(50)
+        page.mouse.move(_frame_point(now, 0.6)[0], y, steps=12)
+        page.mouse.up()
+        try:
+            wait_for(lambda: changed(wheeled), RENDER_TIMEOUT_S / 2, "the box zoom")
+            break
+        except TimeoutError as e:
+            page.screenshot(path=str(artifact(f"box-zoom-timeout-{attempt}.png")))
+            if attempt == 1:
+                raise TimeoutError(f"{e}; dragged over {_frame_point(now, 0.4)} in {now}") from e
     boxed = plot_named(page, "nbprof-timeline", output)
     span = wheeled["x_end"] - wheeled["x_start"]
     assert boxed["x_start"] == pytest.approx(

@@ -1,0 +1,221 @@
+"""What one rank's analysis returns inside a job: small, serialisable, trace-free.
+
+:func:`summarize` reads a rank's :class:`~nbprof.trace.model.Trace` once and keeps what the
+job analysis (:mod:`nbprof.analysis.job`) and the job's views need: the rank's own
+diagnosis (its devices' metrics, verdict and findings, with the small tables of its panel),
+its ProfilerSteps, its collectives and a capped sample of its timeline. This is the unit a
+worker process or a Dask worker sends back, so it never holds the trace: a summary is a few
+kB to a few hundred kB whatever the size of the rank's file.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nbprof.analysis import analyze_signals
+from nbprof.analysis import intervals as iv
+from nbprof.analysis.collectives import rank_collectives
+from nbprof.analysis.device import Signals
+from nbprof.analysis.model import DeviceMetrics, Diagnosis, Finding, Verdict
+from nbprof.analysis.verdict import primary
+from nbprof.trace.model import Trace
+
+logger = logging.getLogger(__name__)
+
+#: Rows of the panel's tables a summary keeps (the panel shows fewer).
+KEEP_ROWS = 50
+#: Timeline events a rank keeps when the caller gives no cap.
+TIMELINE_CAP = 5000
+_TIMELINE_COLUMNS = ("device", "stream", "name", "ts", "dur", "kind", "cls")
+
+
+@dataclass
+class RankSummary:
+    """One rank of a job, as its analysis saw it. Times are µs from the rank's own first
+    event; ``origin_ns`` is that event's wall-clock time (None when the file's clock is not
+    the wall clock, and then ranks cannot be placed on one time axis)."""
+
+    path: str
+    #: ``distributedInfo`` of the file ({} when it has none).
+    info: dict[str, Any]
+    #: The rank number the trace's tables use (``info["rank"]`` when the file says it).
+    rank: int
+    origin_ns: int | None
+    #: First and last event of any kind on the rank.
+    window: tuple[float, float]
+    #: The rank's own diagnosis, its tables cut to their first :data:`KEEP_ROWS` rows
+    #: (``kernel_class`` dropped: it is one row per kernel).
+    diagnosis: Diagnosis
+    #: The device the job's numbers are read from: the one that ran the most kernel time.
+    device: str
+    #: Its ProfilerSteps: step, name, ts, dur, exposed_comm_us (time a collective ran with
+    #: no compute kernel beside it, the rank's own ``exposed_comm_pct`` per step), compute_us.
+    steps: pd.DataFrame
+    #: Its collective kernels (:data:`nbprof.analysis.collectives.COLUMNS`).
+    collectives: pd.DataFrame
+    #: At most ``cap`` of its GPU events (collectives first, then the longest): device,
+    #: stream, name, ts, dur, kind ("kernel", "memcpy", "memset"), cls.
+    timeline: pd.DataFrame
+    #: GPU events the rank ran in all (``timeline`` holds at most the cap of them).
+    gpu_events: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> DeviceMetrics:
+        """The metrics of :attr:`device`."""
+        return next(d for d in self.diagnosis.devices if d.device == self.device)
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.diagnosis.verdict
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.diagnosis.findings
+
+    @property
+    def device_names(self) -> list[str]:
+        return sorted({d.name for d in self.diagnosis.devices if d.name})
+
+
+@dataclass
+class RankFailure:
+    """A rank file that could not be analysed, and why (in the user's words)."""
+
+    path: str
+    reason: str
+    #: The rank it was, when known (the file named it, or the job's numbering implies it).
+    rank: int | None = None
+
+
+def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummary:
+    """The summary of the one-rank ``trace`` read from ``path``."""
+    diag, signals = analyze_signals(trace)
+    meta = trace.metadata if isinstance(trace.metadata, dict) else {}
+    info = meta.get("distributedInfo")
+    info = dict(info) if isinstance(info, dict) else {}
+    rank = trace.ranks[0]
+    steps = pd.DataFrame({"step": [], "name": [], "ts": [], "dur": [], "exposed_comm_us": [],
+                          "compute_us": []})  # fmt: skip
+    colls = rank_collectives(trace.kernels.iloc[0:0], np.zeros(0, bool), iv.EMPTY,
+                             trace.runtime, trace.comms)  # fmt: skip
+    device = ""
+    if signals:
+        top = primary(signals)
+        device = top.metrics.device
+        compute, comm = _sets(top)
+        steps = _steps(top, compute, comm)
+        colls = rank_collectives(
+            top.view.k, top.view.collective, compute, top.view.runtime, _mine(trace.comms, rank)
+        )
+    lo, hi = _window(signals)
+    slim = Diagnosis(
+        source=diag.source,
+        devices=diag.devices,
+        verdict=diag.verdict,
+        findings=diag.findings,
+        tables={
+            name: t.head(KEEP_ROWS).reset_index(drop=True)
+            for name, t in diag.tables.items()
+            if name != "kernel_class"
+        },
+        explanation=diag.explanation,
+    )
+    timeline, n_events = _timeline(trace, diag, cap)
+    return RankSummary(
+        path=path,
+        info=info,
+        rank=rank,
+        origin_ns=trace.origin_ns,
+        window=(lo, hi),
+        diagnosis=slim,
+        device=device,
+        steps=steps,
+        collectives=colls,
+        timeline=timeline,
+        gpu_events=n_events,
+        notes=list(trace.notes),
+    )
+
+
+def _mine(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    return df[df["rank"].to_numpy() == rank] if not df.empty else df
+
+
+def _window(signals: list[Signals]) -> tuple[float, float]:
+    if not signals:
+        return 0.0, 0.0
+    lo, hi = zip(*(s.view.window for s in signals), strict=True)
+    return float(min(lo)), float(max(hi))
+
+
+def _sets(s: Signals) -> tuple[iv.Set, iv.Set]:
+    """(compute, collectives) of the device as the time accounting cuts them: kernels that
+    are not collectives, and collective kernels."""
+    k = s.view.k
+    ts = k["ts"].to_numpy(dtype="float64")
+    end = ts + k["dur"].to_numpy(dtype="float64")
+    comm = s.view.collective
+    return iv.merge(ts[~comm], end[~comm]), iv.merge(ts[comm], end[comm])
+
+
+def _steps(s: Signals, compute: iv.Set, comm: iv.Set) -> pd.DataFrame:
+    st = s.view.steps
+    exposed = iv.subtract(comm, compute)
+    rows = []
+    for r in st.itertuples(index=False):
+        w = (np.array([float(r.ts)]), np.array([float(r.ts + r.dur)]))
+        rows.append(
+            {
+                "step": int(r.step),
+                "name": str(r.name),
+                "ts": float(r.ts),
+                "dur": float(r.dur),
+                "exposed_comm_us": iv.total(iv.intersect(exposed, w)),
+                "compute_us": iv.total(iv.intersect(compute, w)),
+            }
+        )
+    cols = ["step", "name", "ts", "dur", "exposed_comm_us", "compute_us"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, int]:
+    """At most ``cap`` GPU events: the collectives first (what a job's timeline is read
+    for), then the longest of the rest, in time order."""
+    parts = []
+    cls = diag.tables.get("kernel_class")
+    for kind, t in (("kernel", trace.kernels), ("memcpy", trace.memcpy), ("memset", trace.memset)):
+        if t.empty:
+            continue
+        if kind == "kernel" and cls is not None and len(cls) == len(t):
+            c = cls["cls"].to_numpy(dtype=object)
+        else:
+            c = np.full(len(t), "copy" if kind != "kernel" else "other", dtype=object)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "device": t["device"].astype(str).to_numpy(),
+                    "stream": t["stream"].to_numpy(dtype="int64"),
+                    "name": t["name"].to_numpy(dtype=object),
+                    "ts": t["ts"].to_numpy(dtype="float64"),
+                    "dur": t["dur"].to_numpy(dtype="float64"),
+                    "kind": kind,
+                    "cls": c,
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame({c: [] for c in _TIMELINE_COLUMNS}), 0
+    ev = pd.concat(parts, ignore_index=True)
+    n = len(ev)
+    if n > cap:
+        first = (ev["cls"] != "communication").to_numpy()
+        order = np.lexsort((-ev["dur"].to_numpy(dtype="float64"), first))
+        ev = ev.iloc[np.sort(order[:cap])]
+    ev = ev.sort_values("ts", kind="stable").reset_index(drop=True)
+    return ev[list(_TIMELINE_COLUMNS)], n

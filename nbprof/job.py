@@ -1,0 +1,344 @@
+"""The public result of a multi-rank job, and how a job is loaded.
+
+:func:`load_job` lists a job's rank files (a local folder, a list of files, or an fsspec
+URL such as ``s3://bucket/run/``), has each one read and summarised where it is cheapest
+(:mod:`nbprof.parallel`: in this process, in local worker processes, or on a Dask cluster
+whose workers can read the paths), and joins the summaries into a :class:`Job`. Only the
+summaries travel back: the client never holds a rank's trace, so its memory does not grow
+with the size of the ranks' files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nbprof.errors import TraceError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbprof.analysis.job import JobDiagnosis
+    from nbprof.analysis.rank import RankFailure, RankSummary
+    from nbprof.result import Profile
+
+logger = logging.getLogger(__name__)
+
+#: Timeline events the whole job keeps (shared among its ranks, each keeps 200 to 5000).
+TIMELINE_EVENTS = 200_000
+_SUFFIXES = (".json", ".json.gz")
+
+
+class Job:
+    """A multi-rank job: per-rank table, stragglers, collectives, skew and the job verdict.
+
+    ``ranks``, ``collectives`` and ``steps`` are DataFrames; ``diagnosis`` is the analysis
+    (:class:`nbprof.analysis.job.JobDiagnosis`); ``rank(r)`` is one rank's own diagnosis
+    as a :class:`~nbprof.Profile` (its panel; it holds no trace events).
+    """
+
+    def __init__(
+        self,
+        diagnosis: JobDiagnosis,
+        summaries: list[RankSummary],
+        *,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.diagnosis = diagnosis
+        self.summaries = summaries
+        #: How the job was loaded (workers that died and were replaced, ...).
+        self.notes: list[str] = list(notes or [])
+
+    # -- tables -----------------------------------------------------------------------
+    @property
+    def ranks(self) -> pd.DataFrame:
+        import pandas as pd
+
+        rows = [r.to_json() for r in self.diagnosis.ranks]
+        return pd.DataFrame(rows).drop(columns=["steps", "step_exposed_comm_us"], errors="ignore")
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """rank, step, dur (µs), exposed_comm_us: one row per rank and ProfilerStep."""
+        import pandas as pd
+
+        rows = [
+            {"rank": r.rank, "step": k, "dur": v, "exposed_comm_us": r.step_exposed_comm_us.get(k)}
+            for r in self.diagnosis.ranks
+            for k, v in r.steps.items()
+        ]
+        return pd.DataFrame(rows, columns=["rank", "step", "dur", "exposed_comm_us"])
+
+    @property
+    def collectives(self) -> pd.DataFrame:
+        import pandas as pd
+
+        rows = []
+        for c in self.diagnosis.collectives:
+            d = c.to_json()
+            d.pop("basis")
+            rows.append(d)
+        return pd.DataFrame(rows)
+
+    @property
+    def stragglers(self) -> list[int]:
+        return [s.rank for s in self.diagnosis.stragglers]
+
+    def rank(self, rank: int) -> Profile:
+        """Rank ``rank``'s own diagnosis, as a Profile without trace events."""
+        from nbprof.result import Profile
+        from nbprof.trace.model import Trace
+
+        for s, row in zip(self.summaries, self._order(), strict=True):
+            if row == rank:
+                p = Profile(Trace(source=s.path, event_count=0, origin_ns=s.origin_ns,
+                                  notes=list(s.notes)))  # fmt: skip
+                p.__dict__["diagnosis"] = s.diagnosis  # the cached_property's value
+                return p
+        raise KeyError(f"no rank {rank} in this job (ranks: {self._order()})")
+
+    def _order(self) -> list[int]:
+        by_path = {r.path: r.rank for r in self.diagnosis.ranks}
+        return [by_path[s.path] for s in self.summaries]
+
+    # -- views ------------------------------------------------------------------------
+    def text(self) -> str:
+        """The plain-text report (what ``nbprof analyze DIR`` prints)."""
+        from nbprof.views.text import render_job
+
+        return render_job(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """Schema ``nbprof.analysis/1``: every rank's devices, the job's verdict and
+        findings, and the ``job`` section."""
+        from nbprof.analysis.model import SCHEMA
+
+        d = self.diagnosis
+        devices = [m.to_json() for s in self.summaries for m in s.diagnosis.devices]
+        v = d.verdict
+        notes = [*self.notes, *d.notes]
+        source: dict[str, Any] = {
+            "path": d.source,
+            "ranks": len(self.summaries),
+            "events": sum(int(s.diagnosis.source.get("events", 0)) for s in self.summaries),
+        }
+        if notes:
+            source["notes"] = notes
+        return {
+            "schema": SCHEMA,
+            "source": source,
+            "devices": devices,
+            "verdict": {
+                "bottleneck": v.bottleneck,
+                "summary": v.summary,
+                "confidence": v.confidence,
+                "basis": v.basis,
+                "cause": v.cause,
+                "fixes": list(v.fixes),
+            },
+            "findings": [f.to_json() for f in d.findings],
+            "explanation": "",
+            "job": d.to_json(),
+        }
+
+    def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The job's standalone dashboard (works offline). Writes it when given a path."""
+        from nbprof.views.job import page
+
+        html = page(self)
+        if path is not None:
+            Path(path).write_text(html, encoding="utf-8")
+            logger.info("wrote %s", path)
+        return html
+
+    def show(self) -> None:
+        from IPython.display import display
+
+        display(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from nbprof.views.job import mimebundle
+
+        return mimebundle(self)
+
+    def __repr__(self) -> str:
+        d = self.diagnosis
+        return (
+            f"<nbprof.Job {d.source!r}: {len(d.ranks)} ranks, {d.verdict.bottleneck}, "
+            f"stragglers {self.stragglers}>"
+        )
+
+
+# -- loading -------------------------------------------------------------------------------
+
+
+def is_url(path: object) -> bool:
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def list_files(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The rank files of ``source``: a list of files as given, or a folder's (or fsspec
+    URL's) ``*.json`` / ``*.json.gz`` files sorted by name."""
+    if isinstance(source, (list, tuple)):
+        if not source:
+            raise TraceError(None, "no trace files given")
+        return [os.fspath(p) for p in source]
+    text = os.fspath(source)
+    if is_url(text):
+        return _list_url(text)
+    p = Path(text.removeprefix("file://"))
+    if p.is_dir():
+        from nbprof.trace.io import trace_files
+
+        return [str(f) for f in trace_files(p)]
+    if not p.exists():
+        raise TraceError(str(p), "no such file or folder")
+    return [str(p)]
+
+
+def _fsspec() -> Any:
+    try:
+        import fsspec
+    except ImportError:  # pragma: no cover - fsspec comes with the dask extra
+        raise TraceError(None, "reading URLs needs fsspec: pip install 'nbprof[dask]'") from None
+    return fsspec
+
+
+def _list_url(url: str) -> list[str]:
+    fsspec = _fsspec()
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+        if not fs.isdir(root):
+            if not fs.exists(root):
+                raise TraceError(url, "no such file or folder")
+            return [url]
+        names = sorted(
+            (p for p in fs.ls(root, detail=False) if str(p).endswith(_SUFFIXES)),
+            key=lambda p: str(p).rsplit("/", 1)[-1],
+        )
+    except TraceError:
+        raise
+    except Exception as e:  # the file system's own errors (credentials, network), in a line
+        raise TraceError(url, f"could not list it ({type(e).__name__}: {e})") from None
+    if not names:
+        raise TraceError(url, "folder holds no trace files (*.json or *.json.gz)")
+    return [fs.unstrip_protocol(p) for p in names]
+
+
+@contextmanager
+def _local(path: str) -> Iterator[str]:
+    """A local file holding ``path`` (an fsspec URL is copied to a temporary folder)."""
+    if not is_url(path):
+        yield path.removeprefix("file://")
+        return
+    fsspec = _fsspec()
+    tmp = tempfile.mkdtemp(prefix="nbprof-")
+    try:
+        target = os.path.join(tmp, path.rstrip("/").rsplit("/", 1)[-1] or "trace.json")
+        try:
+            with fsspec.open(path, "rb") as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except FileNotFoundError:
+            raise TraceError(path, "file not found") from None
+        except Exception as e:
+            raise TraceError(path, f"could not read it ({type(e).__name__}: {e})") from None
+        yield target
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def summarize_file(task: tuple[str, int]) -> RankSummary | RankFailure:
+    """Read and summarise one rank file: what a worker runs. Bad input comes back as a
+    :class:`~nbprof.analysis.rank.RankFailure` naming the reason, never as an exception."""
+    from nbprof.analysis.rank import RankFailure, summarize
+    from nbprof.trace import read
+
+    path, cap = task
+    try:
+        with _local(path) as local:
+            trace = read(local, progress=False)
+        return summarize(trace, path, cap=cap)
+    except TraceError as e:
+        return RankFailure(path, e.reason)
+    except MemoryError:
+        return RankFailure(path, "not enough memory to read and analyse it")
+
+
+def load_job(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    job: bool | None = None,
+    workers: int | None = None,
+    scheduler: Any = None,
+    progress: bool | None = None,
+) -> Job | Profile:
+    """A job of rank files (see :func:`nbprof.load`); one file alone is a Profile unless
+    ``job=True``."""
+    from nbprof import parallel
+    from nbprof.analysis.job import NotOneJob, analyze_job, check
+    from nbprof.analysis.rank import RankFailure
+    from nbprof.result import Profile
+
+    label = os.fspath(source) if not isinstance(source, (list, tuple)) else f"{len(source)} files"
+    files = list_files(source)
+    if job is False:
+        if len(files) == 1 or (not is_url(label) and Path(label).is_dir()):
+            from nbprof.trace import read
+
+            return Profile(read(label if len(files) > 1 else files[0], progress=progress))
+        raise TraceError(label, "job=False takes one trace file or a local folder")
+    if len(files) == 1 and not job:
+        from nbprof.trace import read
+
+        with _local(files[0]) as local:
+            return Profile(read(local, progress=progress))
+    cap = max(200, min(5000, TIMELINE_EVENTS // len(files)))
+    try:
+        outcomes = parallel.run(
+            summarize_file, [(f, cap) for f in files], workers=workers, scheduler=scheduler
+        )
+    except parallel.NeedsDask as e:
+        raise TraceError(None, str(e)) from None
+    summaries: list[Any] = []
+    failures: list[RankFailure] = []
+    notes: list[str] = []
+    for f, o in zip(files, outcomes, strict=True):
+        if o.error is not None:
+            failures.append(RankFailure(f, o.error))
+        elif isinstance(o.value, RankFailure):
+            failures.append(o.value)
+        else:
+            summaries.append(o.value)
+        if o.retries and o.error is None:
+            notes.append(
+                f"{_base(f)}: the worker analysing it died {o.retries} time"
+                f"{'s' if o.retries != 1 else ''}; it was analysed again on another"
+            )
+    if not summaries:
+        if len(failures) == 1:
+            raise TraceError(failures[0].path, failures[0].reason)
+        why = "; ".join(f"{_base(x.path)}: {x.reason}" for x in failures[:3])
+        raise TraceError(label, f"no rank file could be read ({why})")
+    problem = check(summaries)
+    if problem is not None and not job:
+        raise NotOneJob(
+            label,
+            f"not one job: {problem} (pass job=True, or --job, to analyse them as one anyway)",
+        )
+    try:
+        diag = analyze_job(summaries, failures, source=label, forced=bool(job))
+    except NotOneJob as e:
+        raise NotOneJob(label, e.reason) from None
+    if problem is not None:
+        notes.append(f"analysed as one job although {problem}")
+    return Job(diag, summaries, notes=notes)
+
+
+def _base(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]

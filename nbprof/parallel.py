@@ -1,0 +1,196 @@
+"""Run one function over many items: here, in local worker processes, or on Dask.
+
+It knows nothing of traces or metrics: :func:`run` maps a module-level function over
+items and gives back, in the items' order, each one's value or the reason it has none.
+A job's ranks use it so that each rank is read and analysed where it is cheapest (and
+only its small summary comes back).
+
+- ``workers=None`` (or 1): in this process, one item after another;
+- ``workers=N``: N local processes (``spawn``: safe from a notebook, whose threads a fork
+  would copy half-way); a worker that dies takes its pool down, so the items it had not
+  finished are tried again in a fresh pool, and one lost twice runs alone and is reported
+  if its worker dies again;
+- ``scheduler=``: a ``dask.distributed`` scheduler address (``"tcp://host:8786"``) or a
+  ``Client``. Dask reschedules a task whose worker died and gives up after its
+  ``distributed.scheduler.allowed-failures``; such an item is reported with the number of
+  deaths, and one that succeeded after a death says so too.
+
+Dask is optional (``pip install nbprof[dask]``) and imported only here, only when asked.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class Outcome(Generic[R]):
+    """What became of one item: its ``value``, or ``error`` (one line, for the user)."""
+
+    value: R | None = None
+    error: str | None = None
+    #: Times the item was started again because the process running it died.
+    retries: int = 0
+
+
+class NeedsDask(ImportError):
+    """``scheduler=`` was given but dask.distributed is not installed."""
+
+
+def run(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    workers: int | None = None,
+    scheduler: Any = None,
+) -> list[Outcome[R]]:
+    """``fn`` over ``items`` (see the module); never raises for an item's failure."""
+    if scheduler is not None:
+        return _dask(fn, items, scheduler)
+    if workers is not None and workers > 1 and len(items) > 1:
+        return _processes(fn, items, workers)
+    return [_here(fn, x) for x in items]
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _here(fn: Callable[[T], R], item: T) -> Outcome[R]:
+    try:
+        return Outcome(fn(item))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as e:  # an item's failure is reported, the others go on
+        logger.debug("item failed", exc_info=True)
+        return Outcome(error=_reason(e))
+
+
+def _processes(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[Outcome[R]]:
+    out: list[Outcome[R] | None] = [None] * len(items)
+    lost = [0] * len(items)
+    pending = list(range(len(items)))
+    while pending:
+        # A dead worker breaks its whole pool: every item still in it is lost, the one that
+        # killed it among them. Each goes round again; one lost twice runs alone, so an
+        # item that kills its worker every time fails by itself.
+        together = [i for i in pending if lost[i] < 2]
+        alone = [i for i in pending if lost[i] >= 2]
+        died = _pool_pass(fn, items, together, workers, out) if together else []
+        for i in alone:
+            if _pool_pass(fn, items, [i], 1, out):
+                out[i] = Outcome(
+                    error="the worker process analysing it died each time it was tried "
+                    "(out of memory, or a crash)",
+                    retries=lost[i],
+                )
+        for i in died:
+            lost[i] += 1
+        if died:
+            logger.warning("a worker process died; trying its %d unfinished items again", len(died))
+        pending = died
+    for i, o in enumerate(out):
+        if o is not None and o.error is None:
+            o.retries = lost[i]
+    return [o if o is not None else Outcome(error="not run") for o in out]
+
+
+def _pool_pass(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    indices: list[int],
+    workers: int,
+    out: list[Outcome[R] | None],
+) -> list[int]:
+    """Run ``indices`` in one pool; the indices left unfinished when a worker died."""
+    ctx = multiprocessing.get_context("spawn")
+    died: list[int] = []
+    with ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=ctx) as pool:
+        futures: dict[Future[R], int] = {pool.submit(fn, items[i]): i for i in indices}
+        left = set(futures)
+        while left:
+            done, left = wait(left, return_when=FIRST_COMPLETED)
+            for f in done:
+                i = futures[f]
+                try:
+                    out[i] = Outcome(f.result())
+                except BrokenProcessPool:
+                    died.append(i)
+                except Exception as e:
+                    out[i] = Outcome(error=_reason(e))
+    return sorted(died)
+
+
+def _dask(fn: Callable[[T], R], items: Sequence[T], scheduler: Any) -> list[Outcome[R]]:
+    try:
+        from distributed import Client, as_completed
+        from distributed.scheduler import KilledWorker
+    except ImportError as e:  # pragma: no cover - exercised without the extra installed
+        raise NeedsDask(
+            "running on a Dask cluster needs dask.distributed: pip install 'nbprof[dask]'"
+        ) from e
+    own = not isinstance(scheduler, Client)
+    client = Client(scheduler) if own else scheduler
+    try:
+        futures = client.map(fn, list(items), pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        out: list[Outcome[R]] = [Outcome(error="not run") for _ in items]
+        for f in as_completed(futures):
+            i = index[f.key]
+            try:
+                out[i] = Outcome(f.result())
+            except KilledWorker as e:
+                out[i] = Outcome(error=_killed(e), retries=_allowed(client))
+            except Exception as e:
+                out[i] = Outcome(error=_reason(e))
+        for i, n in _deaths(client, futures).items():
+            if out[i].error is None:
+                out[i].retries = n
+        return out
+    finally:
+        if own:
+            client.close()
+
+
+def _killed(e: BaseException) -> str:
+    return (
+        "the Dask worker analysing it died each time it was tried (out of memory, or a "
+        f"crash): {_reason(e)}"
+    )
+
+
+def _allowed(client: Any) -> int:
+    try:
+        import dask
+
+        return int(dask.config.get("distributed.scheduler.allowed-failures"))
+    except Exception:  # pragma: no cover - config always has a default
+        return 0
+
+
+def _suspicious(dask_scheduler: Any, keys: list[Any]) -> dict[Any, int]:
+    tasks = dask_scheduler.tasks
+    return {k: int(getattr(tasks[k], "suspicious", 0)) for k in keys if k in tasks}
+
+
+def _deaths(client: Any, futures: list[Any]) -> dict[int, int]:
+    """Per item, how many times a worker died while running it (the scheduler counts)."""
+    try:
+        counts = client.run_on_scheduler(_suspicious, keys=[f.key for f in futures])
+    except Exception:  # an older scheduler without the counter: nothing to report
+        logger.debug("could not read task deaths from the scheduler", exc_info=True)
+        return {}
+    index = {f.key: i for i, f in enumerate(futures)}
+    return {index[k]: n for k, n in counts.items() if n and k in index}

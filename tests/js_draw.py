@@ -1,0 +1,83 @@
+"""Run the browser's drawing code (nbprof/views/js) under Node on a built timeline.
+
+The level of detail exists once, in JavaScript; the Python tests check what it draws for
+a timeline by exporting the document's data sources to tests/js/draw_cli.js.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+NODE = shutil.which("node")
+DRAW_CLI = Path(__file__).resolve().parent / "js" / "draw_cli.js"
+
+
+def need_node() -> str:
+    if NODE is None:
+        pytest.skip("node not found (the front-end tests need Node 18 or newer)")
+    return NODE
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return [None if isinstance(x, float) and np.isnan(x) else x for x in v.tolist()]
+    return list(v)
+
+
+def source(tl: Any, name: str) -> dict[str, list[Any]]:
+    found = list(tl.layout.select({"name": name}))
+    assert len(found) == 1, f"{name}: {len(found)} models"
+    return {k: _plain(v) for k, v in found[0].data.items()}
+
+
+def draw(
+    tl: Any,
+    x0: float | None = None,
+    x1: float | None = None,
+    *,
+    width: float = 1000.0,
+    query: str | None = None,
+) -> dict[str, Any]:
+    """What the browser draws for the window [x0, x1] (default: the full view)."""
+    node = need_node()
+    main = next(iter(tl.layout.select({"name": "nbprof-timeline"})))
+    lo, hi = main.x_range.start, main.x_range.end
+    q = {
+        "store": source(tl, "nbprof-store"),
+        "sigs": source(tl, "nbprof-sigs"),
+        "gaps": source(tl, "nbprof-gap-data"),
+        "meta": tl.meta,
+        "x0": lo if x0 is None else x0,
+        "x1": hi if x1 is None else x1,
+        "width": width,
+        "query": query,
+    }
+    r = subprocess.run(
+        [node, str(DRAW_CLI)],
+        input=json.dumps(q),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def detail(out: dict[str, Any]) -> dict[str, list[Any]]:
+    """The exact events drawn, all hover kinds together (columns as in one source)."""
+    cols: dict[str, list[Any]] = {}
+    for kind in ("kernel", "gpu", "runtime", "cpu"):
+        for k, v in out["detail"][kind].items():
+            cols.setdefault(k, []).extend(v)
+    cols["tip"] = [
+        kind for kind in ("kernel", "gpu", "runtime", "cpu") for _ in out["detail"][kind]["i"]
+    ]
+    return cols

@@ -1,0 +1,133 @@
+"""nbprof.parallel and jobs run elsewhere: local processes and a Dask LocalCluster give the
+in-process answer, a dying worker is retried and reported, fsspec URLs are read."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nbprof
+from nbprof import parallel
+from nbprof.job import Job
+from tests.jobs import STRAGGLER, die_on, die_once, square, write_job
+
+
+def test_import_nbprof_does_not_import_dask() -> None:
+    code = "import sys, nbprof, nbprof.job; assert 'dask' not in sys.modules, 'dask'; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_run_here_and_in_processes_agree() -> None:
+    items = [3, -1, 5]
+    here = parallel.run(square, items)
+    there = parallel.run(square, items, workers=2)
+    for got in (here, there):
+        assert [o.value for o in got] == [9, None, 25]
+        assert got[1].error == "ValueError: negative: -1"
+        assert all(o.retries == 0 for o in got)
+
+
+def test_a_worker_process_that_dies_is_retried_then_reported() -> None:
+    got = parallel.run(die_on, [1, 13, 2, 3], workers=2)
+    assert [o.value for o in got] == [1, None, 4, 9]
+    assert got[1].error is not None and "died each time it was tried" in got[1].error
+
+
+def test_a_worker_process_that_dies_once_is_retried(tmp_path: Path) -> None:
+    marker = str(tmp_path / "died")
+    got = parallel.run(die_once, [(marker, 4), (marker, 5)], workers=2)
+    assert [o.value for o in got] == [16, 25]
+    # The first run of one of them killed the pool: what was in it ran again.
+    assert any(o.retries >= 1 for o in got)
+
+
+def test_job_in_processes_equals_in_process(tmp_path: Path) -> None:
+    write_job(tmp_path)
+    here = nbprof.load(tmp_path)
+    there = nbprof.load(tmp_path, workers=2)
+    assert isinstance(here, Job) and isinstance(there, Job)
+    assert there.to_json() == here.to_json()
+
+
+def test_job_over_fsspec_urls(tmp_path: Path) -> None:
+    write_job(tmp_path)
+    here = nbprof.load(tmp_path)
+    url = nbprof.load(f"file://{tmp_path}")
+    assert isinstance(url, Job)
+    assert [r.rank for r in url.diagnosis.ranks] == [r.rank for r in here.diagnosis.ranks]
+    assert url.diagnosis.stragglers[0].rank == STRAGGLER
+    # The URL's own paths are named; the numbers are the local load's.
+    assert url.diagnosis.breakdown == here.diagnosis.breakdown
+
+
+def test_missing_url_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(nbprof.TraceError, match="no such file or folder"):
+        nbprof.load(f"file://{tmp_path}/nope/", job=True)
+
+
+# -- Dask ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    # Two deaths per task (Dask's default is 3) are enough to see it give up on an item
+    # that always kills its worker; a worker's death also counts against the tasks queued
+    # on it, so one would fail innocent items.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 2}):
+        cluster = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=40,
+        )
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+
+
+@pytest.fixture(scope="module")
+def client(cluster: Any) -> Iterator[Any]:
+    from distributed import Client
+
+    with Client(cluster) as c:
+        yield c
+
+
+@pytest.mark.slow
+def test_dask_answer_equals_in_process_on_dlrm(corpus: Path, client: Any, cluster: Any) -> None:
+    folder = corpus / "param__dlrm_kineto_8ranks"
+    if not folder.is_dir():
+        pytest.skip("no DLRM rank folder")
+    here = nbprof.load(folder)
+    on_client = nbprof.load(folder, scheduler=client)
+    on_address = nbprof.load(folder, scheduler=cluster.scheduler_address)
+    assert isinstance(on_client, Job) and isinstance(on_address, Job)
+    assert on_client.to_json() == here.to_json()
+    assert on_address.to_json() == here.to_json()
+    # What came back is the summaries, not the traces: no kernel table in them.
+    assert all(not hasattr(s, "trace") for s in on_client.summaries)
+
+
+@pytest.mark.slow
+def test_dask_worker_death_retried_and_reported(client: Any, tmp_path: Path) -> None:
+    marker = str(tmp_path / "died")
+    once = parallel.run(die_once, [(marker, 3)], scheduler=client)
+    assert once[0].value == 9 and once[0].retries >= 1
+    (always,) = parallel.run(die_on, [13], scheduler=client)
+    assert always.value is None and "died each time it was tried" in str(always.error)
+    assert always.retries == 2
+    # The cluster goes on: the next items run on the restarted workers.
+    assert [o.value for o in parallel.run(die_on, [2, 3], scheduler=client)] == [4, 9]
