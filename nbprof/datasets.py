@@ -34,13 +34,14 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 from nbprof.errors import NbprofError
 
 if TYPE_CHECKING:
+    from nbprof.job import Job
     from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "Dataset", "DatasetError", "Member", "available", "cache_dir", "corpus_dir", "info",
-    "load", "names", "path", "source", "table",
+    "Dataset", "DatasetError", "Member", "available", "cache_dir", "corpus_dir", "files",
+    "info", "load", "names", "path", "source", "table",
 ]  # fmt: skip
 
 #: Environment variable naming a folder that holds the registered files (CI, offline use).
@@ -644,8 +645,22 @@ def available(name: str) -> bool:
         return False
 
 
-def load(name: str, *, download: bool = True, progress: bool | None = None) -> Profile:
-    """Load dataset ``name`` as an :class:`nbprof.Profile` (see :func:`path`).
+def files(name: str, *, download: bool = True, timeout: float = 30.0) -> list[Path]:
+    """The trace files of dataset ``name``: one, or a job's rank files in rank order.
+
+    One rank of a job, with its kernels, is ``nbprof.load(files(name)[r])``.
+    """
+    ds = info(name)
+    p = path(ds.name, download=download, timeout=timeout)
+    if not ds.members:
+        return [p]
+    found = [_member_file(p, m) for m in ds.members]
+    return [f for f in found if f is not None]  # path() checked that each is there
+
+
+def load(name: str, *, download: bool = True, progress: bool | None = None) -> Profile | Job:
+    """Load dataset ``name``: a :class:`nbprof.Profile`, or for a multi-rank dataset the
+    :class:`nbprof.job.Job` of its ranks (see :func:`path` and :func:`nbprof.load`).
 
     ``progress`` as in :func:`nbprof.load` (``False``: no progress bar, e.g. in a notebook
     that is saved with its outputs).

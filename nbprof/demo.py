@@ -29,6 +29,7 @@ from nbprof import datasets
 from nbprof.errors import NbprofError
 
 if TYPE_CHECKING:
+    from nbprof.job import Job
     from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class DemoResult:
     kind: Literal["gpu", "dataset", "cpu"]
     headline: str
     details: list[str]
-    profile: Profile
+    profile: Profile | Job
     html_path: Path
     seconds: float
     notes: list[str] = field(default_factory=list)
@@ -169,16 +170,19 @@ _SOURCE_WORDS: dict[str, str] = {
 }
 
 
-def _gpus_in(prof: Profile) -> str:
+def _gpus_in(prof: Profile | Job) -> str:
     """The device names the trace itself records, e.g. ``8x Tesla V100-SXM2-32GB``."""
-    names = [d.name for d in prof.diagnosis.devices if d.name]
+    if hasattr(prof, "ranks"):  # a multi-rank job: one row per rank
+        names = [str(n) for n in prof.ranks["device_name"] if n]
+    else:
+        names = [d.name for d in prof.diagnosis.devices if d.name]
     if not names:
         return "no device names"
     counts = {n: names.count(n) for n in dict.fromkeys(names)}
     return ", ".join(f"{c}x {n}" if c > 1 else n for n, c in counts.items())
 
 
-def _recorded_on(ds: datasets.Dataset, prof: Profile) -> str:
+def _recorded_on(ds: datasets.Dataset, prof: Profile | Job) -> str:
     named = _gpus_in(prof)
     if named == ds.gpu:
         return f"Recorded on: {ds.gpu} (as the trace itself records)."

@@ -140,11 +140,20 @@ def test_the_deprecated_name_loads_the_same_trace(
 @pytest.mark.corpus
 def test_the_8_rank_job_loads_as_8_ranks(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
-    prof = datasets.load("dlrm-v100-8ranks", download=False)
-    # One V100 per rank, each keyed by its own device id.
-    assert sorted(prof.kernels["rank"].unique()) == list(range(8))
-    assert len(prof.diagnosis.devices) == 8
-    assert any("facebookresearch/param" in n for n in prof.notes)
+    job = datasets.load("dlrm-v100-8ranks", download=False)
+    # A Job: one row per rank, one V100 each.
+    assert sorted(job.ranks["rank"]) == list(range(8))
+    assert set(job.ranks["device_name"]) == {"Tesla V100-SXM2-32GB"}
+    assert any("facebookresearch/param" in n for n in job.notes)
+    # One rank's own trace, with its kernels: files() lists them in rank order.
+    rank_files = datasets.files("dlrm-v100-8ranks", download=False)
+    assert [f.name for f in rank_files] == [
+        f"param__dlrm_kineto__{m.name}.gz" for m in datasets.info("dlrm-v100-8ranks").members
+    ]
+    import nbprof
+
+    rank0 = nbprof.load(rank_files[0], progress=False)
+    assert set(rank0.kernels["rank"]) == {0} and len(rank0.kernels) > 0
 
 
 @pytest.mark.corpus
@@ -364,6 +373,7 @@ def test_bundled_recording_is_found_in_the_package_without_network(
     (tmp_path / "data" / ds.file_name).write_bytes(data)
     assert datasets.path(ds.name) == tmp_path / "data" / ds.file_name
     assert len(datasets.load(ds.name).kernels) == 1
+    assert datasets.files(ds.name) == [tmp_path / "data" / ds.file_name]
 
 
 def test_bundled_recording_that_is_missing_or_altered_is_an_error(
@@ -453,8 +463,9 @@ def test_a_job_is_downloaded_once_and_unpacked_into_a_folder_of_ranks(
     assert {p.name: p.read_bytes() for p in got.iterdir()} == _RANKS
     assert datasets.path(ds.name, timeout=5) == got and len(server.requests) == 1
     assert datasets.source(ds.name) == "cache"
-    prof = datasets.load(ds.name)
-    assert sorted(prof.kernels["rank"].unique()) == [0, 1]
+    job = datasets.load(ds.name)
+    assert sorted(job.ranks["rank"]) == [0, 1]
+    assert [f.name for f in datasets.files(ds.name)] == list(_RANKS)
 
     # An unpacked rank file damaged later is rebuilt from the kept archive, offline.
     (got / next(iter(_RANKS))).write_bytes(b"{}")
