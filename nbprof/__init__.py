@@ -1,9 +1,10 @@
 """nbprof: what your GPU was really doing, inside a Jupyter notebook.
 
-Public names are few: :func:`load`, :func:`profile`, :func:`gauge`, :class:`Profile`,
-:class:`Job` (a multi-rank job), :class:`TraceError`. Importing nbprof never imports
-torch, IPython, bokeh, ipywidgets or dask: those load inside the functions that need
-them, so trace analysis works anywhere.
+Public names are few: :func:`load`, :func:`profile`, :func:`compare`, :func:`gauge`,
+:class:`Profile`, :class:`Job` (a multi-rank job), :class:`Comparison` (two runs, before
+and after), :class:`TraceError`. Importing nbprof never imports torch, IPython, bokeh,
+ipywidgets or dask: those load inside the functions that need them, so trace analysis
+works anywhere.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from typing import TYPE_CHECKING, Any
 from nbprof.errors import NbprofError, TraceError
 
 __version__ = "0.1.0"
-__all__ = ["Job", "NbprofError", "Profile", "TraceError", "gauge", "load", "profile"]
+__all__ = [
+    "Comparison", "Job", "NbprofError", "Profile", "TraceError", "compare", "gauge", "load",
+    "profile",
+]  # fmt: skip
 
 if TYPE_CHECKING:
     from nbprof.capture import profile
+    from nbprof.comparison import Comparison, compare
     from nbprof.job import Job
     from nbprof.result import Profile, load
     from nbprof.views.gauge import gauge
@@ -28,6 +33,10 @@ def __getattr__(name: str) -> Any:
         from nbprof import result as _p
 
         return getattr(_p, name)
+    if name in ("Comparison", "compare"):
+        from nbprof import comparison as _c
+
+        return getattr(_c, name)
     if name == "Job":
         from nbprof.job import Job
 

@@ -1,4 +1,4 @@
-"""The ``nbprof`` command: ``analyze``, ``report`` and ``demo``.
+"""The ``nbprof`` command: ``analyze``, ``report``, ``compare`` and ``demo``.
 
 A folder of rank files whose ``distributedInfo`` agree is analysed as one job (``--job``
 forces it; ``--workers N`` / ``--scheduler ADDRESS`` spread the ranks over local processes
@@ -73,6 +73,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     _job_options(r)
 
+    c = sub.add_parser(
+        "compare",
+        help="what changed between two runs, and why",
+        description="Compare two traces (before and after a change): the verdicts, what "
+        "changed with numbers, every key metric, the kernels and CPU ops that moved most.",
+    )
+    c.add_argument("before", metavar="BEFORE")
+    c.add_argument("after", metavar="AFTER")
+    c.add_argument(
+        "--json", action="store_true", help="print the comparison as schema nbprof.compare/1"
+    )
+    c.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT.html",
+        help="also write the comparison, both timelines included, as one HTML file",
+    )
+
     sub.add_parser(
         "demo",
         help="profile a small built-in workload (see `nbprof demo --help`)",
@@ -127,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # argparse: --help, --version, usage errors (already printed)
         return _exit_status(e)
     try:
+        if args.command == "compare":
+            return _compare(args.before, args.after, as_json=args.json, output=args.output)
         opts = _JobOptions(args.job or None, args.workers, args.scheduler)
         if args.command == "analyze":
             return _analyze(args.trace, as_json=args.json, devices=args.device, opts=opts)
@@ -135,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     except (_BadInput, NbprofError) as e:  # TraceError says "<file>: <reason>" already
         return _fail(str(e))
     except OSError as e:
-        return _fail(f"{e.filename or args.trace}: {e.strerror or e}")
+        return _fail(f"{e.filename or getattr(args, 'trace', args.command)}: {e.strerror or e}")
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `nbprof analyze x | head`
@@ -253,6 +273,32 @@ def _report(path: str, output: str | None, *, opts: _JobOptions = _JobOptions())
     profile.to_html(out)
     size = out.stat().st_size
     print(f"wrote {out} ({size / 1e6:.1f} MB)" if size >= 1e6 else f"wrote {out} ({size} bytes)")
+    return EXIT_OK
+
+
+def _compare(before: str, after: str, *, as_json: bool, output: str | None) -> int:
+    out = Path(output) if output else None
+    if out is not None and not out.parent.is_dir():
+        raise _BadInput(f"{out}: no such folder")
+    for path in (before, after):  # both checked before either is read
+        if not os.path.exists(path):
+            raise _BadInput(f"{path}: no such file or folder")
+    from nbprof.comparison import compare
+
+    cmp = compare(before, after)
+    if out is not None:
+        cmp.to_html(out)
+    if as_json:
+        _write(_dumps(cmp.to_json()))
+    else:
+        _write(cmp.text())
+    if out is not None:
+        size = out.stat().st_size
+        wrote = (
+            f"wrote {out} ({size / 1e6:.1f} MB)" if size >= 1e6 else f"wrote {out} ({size} bytes)"
+        )
+        # Beside JSON on stdout, the note goes to stderr so the output stays parseable.
+        print(wrote, file=sys.stderr if as_json else sys.stdout)
     return EXIT_OK
 
 

@@ -77,6 +77,12 @@ class GpuprofMagics(Magics):
         help="Store the resulting nbprof.Profile in this variable (like %%timeit -o).",
     )
     @magic_arguments.argument(
+        "--compare",
+        metavar="NAME",
+        help="Show what changed against the nbprof.Profile stored in NAME (e.g. by an "
+        "earlier %%gpuprof -o NAME) instead of the dashboard.",
+    )
+    @magic_arguments.argument(
         "--trace", metavar="PATH", help="Save the raw Kineto trace here (.json or .json.gz)."
     )
     @magic_arguments.argument(
@@ -124,6 +130,9 @@ class GpuprofMagics(Magics):
             %%gpuprof -o prof --trace run.json.gz
             loss = model(x).sum(); loss.backward()
 
+            %%gpuprof -o after --compare prof
+            loss = model(x.half()).sum(); loss.backward()
+
             %gpuprof --repeat 5 --warmup 2 model(x)
         """
         __tracebackhide__ = True
@@ -151,9 +160,32 @@ class GpuprofMagics(Magics):
                 raise UsageError(f"--{option} {path}: no such folder")
         if args.out_var is not None and not args.out_var.isidentifier():
             raise UsageError(f"-o {args.out_var}: not a valid variable name")
+        # Checked before the body runs: a typo must not cost the user a whole profile.
+        args.baseline = self._baseline(args.compare)
 
         run = self._compile(code, line if cell is not None else None, local_ns)
         return self._profile(run, args)
+
+    def _baseline(self, name: str | None) -> Profile | None:
+        """The Profile that ``--compare NAME`` names, or a UsageError saying what is wrong."""
+        if name is None:
+            return None
+        from nbprof.result import Profile
+
+        assert self.shell is not None
+        if not name.isidentifier():
+            raise UsageError(f"--compare {name}: not a valid variable name")
+        if name not in self.shell.user_ns:
+            raise UsageError(
+                f"--compare {name}: no variable {name!r} (store a profile in it first, e.g. "
+                f"%%gpuprof -o {name})"
+            )
+        value = self.shell.user_ns[name]
+        if not isinstance(value, Profile):
+            raise UsageError(
+                f"--compare {name}: {name} is a {type(value).__name__}, not an nbprof.Profile"
+            )
+        return value
 
     # -- running the body ---------------------------------------------------------------
     def _compile(
@@ -246,11 +278,18 @@ class GpuprofMagics(Magics):
         if args.out_var:
             assert self.shell is not None
             self.shell.user_ns[args.out_var] = prof
+        shown: Any = prof
+        if args.baseline is not None and prof.error is None:
+            # A partial run (the body raised) is shown as itself: set against a whole run,
+            # every difference would be the missing part.
+            from nbprof.comparison import Comparison
+
+            shown = Comparison(args.baseline, prof)
         if handle is not None:
             # Replace the gauge by the dashboard: the saved notebook keeps one bundle.
-            handle.update(prof)
+            handle.update(shown)
         else:
-            display(prof)
+            display(shown)
         if args.html:
             prof.to_html(Path(args.html).expanduser())
 

@@ -140,6 +140,15 @@ def _on_colab() -> bool:
     return "google.colab" in sys.modules
 
 
+def page_loads_bokeh() -> bool:
+    """Whether an output should leave BokehJS to the page: in a Jupyter kernel (not Colab),
+    where the load bundle is published first when the page may lack it."""
+    small = _kernel_shell() is not None and not _on_colab()
+    if small:
+        publish_loader()
+    return small
+
+
 def _json_script(obj: Any) -> str:
     """JSON for a <script> element: <, > and & as \\u escapes, so nothing in it (a trace's
     names included) can close the element or read as markup."""
@@ -147,7 +156,7 @@ def _json_script(obj: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _embed_payload(tl: Any) -> tuple[str, str]:
+def embed_payload(tl: Any) -> tuple[str, str]:
     """(root divs, payload <script>) of the timeline's figures as one Bokeh document."""
     from bokeh.core.json_encoder import serialize_json
     from bokeh.embed.util import OutputDocumentFor, standalone_docs_json_and_render_items
@@ -179,6 +188,23 @@ _KEYS_HTML = (
 )
 
 
+def timeline_html(tl: Any) -> str:
+    """The timeline's container (search bar, Bokeh roots, details pane) and its payload;
+    js/embed.js draws it into the ``.nbp-timeline`` of the closest ``.nbprof`` element."""
+    divs, payload = embed_payload(tl)
+    search = (
+        '<label class="nbp-search"><span>search</span><input type="search" '
+        'placeholder="kernel or op name, or /regex/" aria-label="search events by name" '
+        'spellcheck="false"><span class="nbp-search-count"></span></label>'
+    )
+    return (
+        f'<div class="nbp-timeline" tabindex="0" data-lm-suppress-shortcuts="true">'
+        f'<div class="nbp-tl-bar">{search}{_KEYS_HTML}</div>{divs}'
+        '<div class="nbp-details" hidden></div></div>'
+        f"{payload}"
+    )
+
+
 def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
     """The dashboard as an HTML fragment: ``<div class="nbprof">`` with styles and scripts.
 
@@ -197,7 +223,6 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
         notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
     else:
         notes += tl.notes
-        divs, payload = _embed_payload(tl)
         hint = ""
         if tl.data.event_count:
             hint = (
@@ -206,18 +231,9 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
                 "view. Scroll or drag to zoom, drag the box in the overview strip to pan."
                 "</div>"
             )
-        search = (
-            '<label class="nbp-search"><span>search</span><input type="search" '
-            'placeholder="kernel or op name, or /regex/" aria-label="search events by name" '
-            'spellcheck="false"><span class="nbp-search-count"></span></label>'
-        )
         tl_html = (
             '<div class="nbp-legend-wrap"><h3>Timeline</h3>'
-            f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>"
-            f'<div class="nbp-timeline" tabindex="0" data-lm-suppress-shortcuts="true">'
-            f'<div class="nbp-tl-bar">{search}{_KEYS_HTML}</div>{divs}'
-            '<div class="nbp-details" hidden></div></div>'
-            f"{payload}"
+            f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>{timeline_html(tl)}"
         )
     body = panel.render(profile, extra_notes=notes)
     js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
@@ -238,10 +254,7 @@ def mimebundle(profile: Profile) -> dict[str, Any]:
 
     plain = text.render(profile)
     try:
-        small = _kernel_shell() is not None and not _on_colab()
-        if small:
-            publish_loader()
-        html = fragment(profile, include_bokeh_js=not small)
+        html = fragment(profile, include_bokeh_js=not page_loads_bokeh())
     except Exception as e:  # never let display() raise: the text still says something useful
         logger.exception("dashboard failed")
         html = f'<pre class="nbprof">{esc(plain)}</pre><p>dashboard failed: {esc(e)}</p>'

@@ -1,0 +1,532 @@
+"""The comparison views: plain text, the notebook bundle and the standalone page.
+
+What they show is :class:`~nbprof.analysis.compare.Diff`'s, formatted: the two verdicts
+side by side, the sentence of what changed, the step time, every metric before / after /
+change, the kernels and top-level CPU ops that moved most, and both timelines stacked on
+one time scale with linked x ranges (zooming one zooms the other to the same window).
+Names from the traces are escaped in HTML and stripped of control characters in text.
+"""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+from nbprof.views._style import (
+    BOTTLENECK_LABELS,
+    esc,
+    fmt_bytes,
+    fmt_flops_rate,
+    fmt_num,
+    fmt_pct,
+    fmt_us,
+    plain,
+    short_name,
+)
+from nbprof.views.assets import asset, scripts
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nbprof.analysis.compare import Diff, MetricDelta, Side
+    from nbprof.comparison import Comparison
+    from nbprof.views.timeline import Timeline
+
+logger = logging.getLogger(__name__)
+
+WIDTH = 88
+TEXT_KERNELS = 10
+TEXT_OPS = 8
+HTML_ROWS = 25
+
+#: Basis kinds as the tables' basis column shows them (the full basis is in the JSON and in
+#: the HTML rows' hover).
+_KIND_WORDS = {"measured": "measured", "trace": "trace", "estimated": "estimated"}
+_KIND_LEGEND = (
+    "basis: trace = read from the trace, estimated = inferred (from names or shapes), "
+    "measured = hardware counters; nbprof analyze TRACE says how each was found; metrics "
+    "unknown or zero in both runs are left out"
+)
+
+
+# -- formatting (no numbers computed here: only printed) ---------------------------------
+
+
+def fmt_value(unit: str, v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    if unit == "%":
+        return fmt_pct(v)
+    if unit == "µs":
+        return fmt_us(v)
+    if unit == "bytes":
+        return fmt_bytes(v)
+    if unit == "count":
+        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+    if unit == "TFLOP/s":
+        n, u = fmt_flops_rate(v)
+        return f"{n} {u}"
+    return f"{fmt_num(v)} {unit}"
+
+
+def fmt_delta(unit: str, d: float | None) -> str:
+    if d is None:
+        return "n/a"
+    sign = "+" if d > 0 else "-" if d < 0 else "±"
+    mag = abs(d)
+    if unit == "%":
+        return f"{sign}{mag:.1f} pts"
+    return sign + fmt_value(unit, mag)
+
+
+def judgement(m: MetricDelta) -> str:
+    """better / worse / same, or "" for a metric with no better direction."""
+    if m.better is True:
+        return "better"
+    if m.better is False:
+        return "worse"
+    if m.direction is not None and m.delta is not None:
+        return "same"
+    return ""
+
+
+def _kind(m: MetricDelta) -> str:
+    kinds = [
+        _KIND_WORDS.get(b.kind, b.kind) for b in (m.basis_before, m.basis_after) if b is not None
+    ]
+    kinds = [k for k in dict.fromkeys(kinds) if k != "unknown"]
+    return " / ".join(kinds) or "unknown"
+
+
+def _basis_title(m: MetricDelta) -> str:
+    parts = []
+    for side, b in (("before", m.basis_before), ("after", m.basis_after)):
+        if b is not None:
+            parts.append(f"{side}: {b.label()}")
+    return "; ".join(parts) or "basis not recorded"
+
+
+def _shown(m: MetricDelta) -> bool:
+    """Metrics known in a run and not zero in both (a trace without collectives or graph
+    captures would otherwise list a row of zeros for each); the JSON keeps every one."""
+    if m.before is None and m.after is None:
+        return False
+    return not (m.before in (0.0, None) and m.after in (0.0, None))
+
+
+def _label(bottleneck: str) -> str:
+    return BOTTLENECK_LABELS.get(bottleneck, bottleneck.replace("_", " "))
+
+
+def _per_words(d: Diff) -> str:
+    return "per step" if d.per == "step" else "per run"
+
+
+def _device_words(s: Side) -> str:
+    dev = s.device
+    if dev is None:
+        return "no GPU activity"
+    rank = f"rank {dev.rank} · " if dev.rank else ""
+    return f"{rank}GPU {dev.device}: {dev.name or 'unknown GPU'}"
+
+
+def _devices_words(d: Diff) -> str:
+    b, a = _device_words(d.before), _device_words(d.after)
+    return b if b == a else f"{b} -> {a}"
+
+
+def _step_line(d: Diff) -> str:
+    st = d.step_time
+    what = {"mean_step": "Mean step", "gpu_span": "GPU span", "cpu_span": "Traced CPU time"}[
+        st.statistic
+    ]
+    if st.before_ms is None or st.after_ms is None:
+        return f"{what}: n/a (a run has nothing to measure it by)"
+    line = f"{what}: {fmt_us(st.before_ms * 1e3)} -> {fmt_us(st.after_ms * 1e3)}"
+    r = st.ratio
+    if st.change == "same":
+        line += ", the same"
+    elif st.change == "within_noise" and r is not None:
+        line += f" ({r:.2f}x), within the step-to-step variation"
+    elif st.change == "faster" and r is not None:
+        line += f", {r:.2f}x faster"
+    elif st.change == "slower" and r is not None:
+        line += f", {1 / r:.2f}x slower"
+    return line
+
+
+def _step_basis(d: Diff) -> str:
+    st = d.step_time
+    text = st.basis
+    if st.median_before_ms is not None and st.median_after_ms is not None:
+        text += (
+            f"; medians {fmt_us(st.median_before_ms * 1e3)} and "
+            f"{fmt_us(st.median_after_ms * 1e3)}"
+            + (f" ({st.median_ratio:.2f}x)" if st.median_ratio else "")
+        )
+    return text
+
+
+def _change_word(change: str) -> str:
+    return {"new": "new", "gone": "gone"}.get(change, "")
+
+
+# -- text -------------------------------------------------------------------------------
+
+
+def text(cmp: Comparison, *, width: int = WIDTH) -> str:
+    """The plain-text comparison: what ``nbprof compare`` prints and the text/plain bundle."""
+    lines = ["nbprof compare"]
+    lines += _wrap(f"before: {cmp.before.trace.source}", width, first="  ", indent="    ")
+    lines += _wrap(f"after:  {cmp.after.trace.source}", width, first="  ", indent="    ")
+    lines.append("=" * width)
+    try:
+        d = cmp.diff
+    except Exception as e:  # a failed analysis still says which side and why
+        logger.exception("comparison failed")
+        lines += _wrap(f"The comparison failed: {type(e).__name__}: {e}", width)
+        return "\n".join(lines) + "\n"
+    for w in d.warnings:
+        lines += _wrap(f"WARNING: {w}", width, indent="  ")
+    if d.warnings:
+        lines.append("")
+    lines += _wrap(f"What changed: {d.summary}", width, indent="  ")
+    lines.append("")
+    for side, s in (("Before:", d.before), ("After: ", d.after)):
+        head = f"{side} {_label(s.verdict.bottleneck)}. "
+        lines += _wrap(head + s.verdict.summary, width, indent="        ")
+    lines.append("")
+    lines += _wrap(_step_line(d), width)
+    lines += _wrap(f"basis: {_step_basis(d)}", width, first="  ", indent="    ")
+    lines += ["", *_metrics_text(d, width)]
+    lines += ["", *_names_text(d.kernels, "Kernels", d, TEXT_KERNELS, width)]
+    lines += ["", *_names_text(d.ops, "Top-level CPU ops", d, TEXT_OPS, width)]
+    return "\n".join(lines) + "\n"
+
+
+def _metrics_text(d: Diff, width: int) -> list[str]:
+    out = _wrap(f"Metrics ({_devices_words(d)}; amounts {_per_words(d)}):", width, indent="  ")
+    shown = [m for m in d.metrics if _shown(m)]
+    if not shown:
+        return [*out, "  none known: neither run recorded GPU activity."]
+    out.append(f"  {'metric':<30} {'before':>11} {'after':>11} {'change':>13}         basis")
+    for m in shown:
+        row = (
+            f"  {m.label:<30} {fmt_value(m.unit, m.before):>11} {fmt_value(m.unit, m.after):>11}"
+            f" {fmt_delta(m.unit, m.delta):>13}  {judgement(m):<6} {_kind(m)}"
+        )
+        out.append(_clip(row, width))
+    out += _wrap(_KIND_LEGEND + ".", width, first="  ", indent="  ")
+    return out
+
+
+def _names_text(t: pd.DataFrame, what: str, d: Diff, n: int, width: int) -> list[str]:
+    if t is None or not len(t):
+        return [f"{what}: none in either run."]
+    new = int((t["change"] == "new").sum())
+    gone = int((t["change"] == "gone").sum())
+    out = _wrap(
+        f"{what} by normalized name ({_per_words(d)}; {len(t)} names, {new} new, {gone} gone), "
+        f"biggest movers first:",
+        width,
+        indent="  ",
+    )
+    out.append(f"  {'before':>10} {'after':>10} {'change':>10} {'calls':>13}  name")
+    for r in t.head(n).itertuples(index=False):
+        calls = f"{_count(r.before_count)} -> {_count(r.after_count)}"
+        word = _change_word(str(r.change))
+        name = plain(short_name(str(r.name), 200))
+        out.append(
+            _clip(
+                f"  {_time(r.before_us, r.before_count):>10} {_time(r.after_us, r.after_count):>10}"
+                f" {fmt_delta('µs', r.delta_us):>10} {calls:>13}  {word + ': ' if word else ''}"
+                f"{name}",
+                width,
+            )
+        )
+    if len(t) > n:
+        out.append(f"  ... {len(t) - n} more (Comparison.{_attr(what)}, or --json)")
+    return out
+
+
+def _time(us: float, count: float) -> str:
+    """A group's time; "-" where the run has none of it (a new or a gone name)."""
+    return fmt_us(us) if count > 0 else "-"
+
+
+def _attr(what: str) -> str:
+    return "kernels" if what == "Kernels" else "ops"
+
+
+def _count(v: float) -> str:
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+
+
+def _wrap(text_: str, width: int, *, first: str = "", indent: str = "") -> list[str]:
+    return textwrap.wrap(
+        plain(text_),
+        width=width,
+        initial_indent=first,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+
+
+def _clip(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# -- HTML -------------------------------------------------------------------------------
+
+
+def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
+    """The comparison as one HTML fragment: ``<div class="nbprof nbp-compare">``.
+
+    ``include_bokeh_js=False`` leaves BokehJS to the page (see
+    :func:`nbprof.views.dashboard.page_loads_bokeh`); nbprof's own scripts are included.
+    """
+    from nbprof.views import panel
+    from nbprof.views.dashboard import bokeh_js
+
+    d = cmp.diff
+    timelines, notes = _timelines_html(cmp, d)
+    parts = [_head_html(cmp, d), _verdicts_html(d), _changed_html(d), _metrics_html(d)]
+    parts.append(_names_html(d.kernels, "Kernels", d, open_=True))
+    parts.append(_names_html(d.ops, "Top-level CPU ops", d, open_=False))
+    parts.append(timelines)
+    if notes:
+        items = "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(notes))
+        parts.append(f'<div class="nbp-notes"><h3>Notes</h3><ul>{items}</ul></div>')
+    body = "\n".join(p for p in parts if p)
+    css = panel.CSS + asset("compare.css")
+    js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
+    return (
+        f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
+        f"<script>{scripts()}\n{asset('compare.js')}</script>"
+    )
+
+
+def _head_html(cmp: Comparison, d: Diff) -> str:
+    warn = "".join(f"<li>{esc(w)}</li>" for w in d.warnings)
+    warn_html = (
+        f'<div class="nbp-why nbp-cmp-warn"><h3>Not a like-for-like comparison</h3>'
+        f"<ul>{warn}</ul></div>"
+        if warn
+        else ""
+    )
+    return (
+        '<div class="nbp-cmp-head"><h3>Before / after</h3>'
+        f'<div class="nbp-basis">before: <code>{esc(cmp.before.trace.source)}</code> · '
+        f"after: <code>{esc(cmp.after.trace.source)}</code></div></div>{warn_html}"
+    )
+
+
+def _verdicts_html(d: Diff) -> str:
+    from nbprof.views import panel
+
+    cells = []
+    for side, s in (("before", d.before), ("after", d.after)):
+        verdict = panel._verdict_html(
+            s.verdict.bottleneck, s.verdict.summary, panel.confidence_text(s.verdict)
+        )
+        cells.append(
+            f'<div class="nbp-cmp-side nbp-cmp-{side}"><div class="nbp-cmp-which">{side} · '
+            f"{esc(_device_words(s))}</div>{verdict}</div>"
+        )
+    return f'<div class="nbp-cmp-verdicts">{"".join(cells)}</div>'
+
+
+def _changed_html(d: Diff) -> str:
+    return (
+        '<div class="nbp-why nbp-cmp-changed"><h3>What changed</h3>'
+        f'<p class="nbp-cmp-summary">{esc(d.summary)}</p>'
+        f'<p class="nbp-cmp-step"><b>{esc(_step_line(d))}</b> '
+        f'<span class="nbp-basis">· basis: {esc(_step_basis(d))}</span></p></div>'
+    )
+
+
+def _metrics_html(d: Diff) -> str:
+    rows = []
+    for m in d.metrics:
+        if not _shown(m):
+            continue
+        word = judgement(m)
+        rows.append(
+            f'<tr class="nbp-cmp-{word or "neutral"}" data-metric="{esc(m.name)}" '
+            f'title="{esc(_basis_title(m))}"><td>{esc(m.label)}</td>'
+            f"<td>{esc(fmt_value(m.unit, m.before))}</td>"
+            f"<td>{esc(fmt_value(m.unit, m.after))}</td>"
+            f"<td>{esc(fmt_delta(m.unit, m.delta))}</td><td>{esc(word)}</td>"
+            f'<td class="nbp-basis">{esc(_kind(m))}</td></tr>'
+        )
+    return (
+        f'<div class="nbp-cmp-metrics"><h3>Metrics <span class="nbp-muted">'
+        f"({esc(_devices_words(d))}; amounts "
+        f"{esc(_per_words(d))}; hover a row for its basis)</span></h3>"
+        f'<div class="nbp-basis">{esc(_KIND_LEGEND)}.</div>'
+        '<table class="nbp-topk nbp-cmp-table"><colgroup><col class="nbp-cmp-label">'
+        '<col class="nbp-num"><col class="nbp-num"><col class="nbp-num">'
+        '<col class="nbp-cmp-word"><col class="nbp-cmp-kind"></colgroup>'
+        "<thead><tr><th>metric</th><th>before</th><th>after</th><th>change</th><th></th>"
+        "<th>basis</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _names_html(t: pd.DataFrame, what: str, d: Diff, *, open_: bool) -> str:
+    if t is None or not len(t):
+        return (
+            f'<div class="nbp-cmp-names"><h3>{esc(what)}</h3>'
+            '<p class="nbp-muted">None in either run.</p></div>'
+        )
+    new = int((t["change"] == "new").sum())
+    gone = int((t["change"] == "gone").sum())
+    rows = []
+    for r in t.head(HTML_ROWS).itertuples(index=False):
+        word = _change_word(str(r.change))
+        tag = f'<span class="nbp-cmp-tag nbp-cmp-{word}">{word}</span> ' if word else ""
+        full = str(r.example)
+        rows.append(
+            f'<tr class="nbp-cmp-{esc(r.change)}"><td>{esc(_time(r.before_us, r.before_count))}'
+            f"</td><td>{esc(_time(r.after_us, r.after_count))}</td>"
+            f"<td>{esc(fmt_delta('µs', r.delta_us))}</td>"
+            f"<td>{esc(_count(r.before_count))} → {esc(_count(r.after_count))}</td>"
+            f'<td title="{esc(full)}">{tag}{esc(short_name(str(r.name)))}</td></tr>'
+        )
+    more = (
+        f'<p class="nbp-basis">{len(t) - HTML_ROWS} more in <code>Comparison.{_attr(what)}</code>'
+        " (or <code>nbprof compare --json</code>).</p>"
+        if len(t) > HTML_ROWS
+        else ""
+    )
+    return (
+        f'<details class="nbp-device nbp-cmp-names"{" open" if open_ else ""}><summary>'
+        f"{esc(what)} by normalized name "
+        f'<span class="nbp-muted">({esc(_per_words(d))}; {len(t)} names, {new} new, '
+        f"{gone} gone; biggest movers first; read from the trace)</span></summary>"
+        '<table class="nbp-topk"><colgroup><col class="nbp-num"><col class="nbp-num">'
+        '<col class="nbp-num"><col class="nbp-cls"><col></colgroup>'
+        "<thead><tr><th>before</th><th>after</th><th>change</th><th>calls</th>"
+        f"<th>name</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{more}</details>"
+    )
+
+
+# -- the two timelines ------------------------------------------------------------------
+
+
+def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
+    """(the two timelines' HTML, notes). Each timeline is its own Bokeh document in its own
+    ``.nbprof`` section (js/embed.js draws each); js/compare.js links their x ranges."""
+    from nbprof.views import panel, timeline
+    from nbprof.views.dashboard import timeline_html
+
+    notes: list[str] = []
+    built: list[tuple[str, Side, Timeline | None]] = []
+    for which, prof, side in (("before", cmp.before, d.before), ("after", cmp.after, d.after)):
+        try:
+            tl = timeline.build(prof)
+        except Exception as e:  # the numbers above are still worth showing
+            logger.exception("timeline failed")
+            notes.append(f"The {which} timeline could not be drawn: {type(e).__name__}: {e}")
+            tl = None
+        else:
+            notes += [f"{which}: {n}" for n in tl.notes]
+        built.append((which, side, tl))
+    drawn = [tl for _, _, tl in built if tl is not None]
+    if not drawn:
+        return "", notes
+    shifts = share_scale(built)
+    classes = list(dict.fromkeys(c for tl in drawn for c in tl.classes))
+    causes = list(dict.fromkeys(c for tl in drawn for c in tl.gap_causes))
+    sections = []
+    for which, side, tl in built:
+        if tl is None:
+            continue
+        sections.append(
+            f'<div class="nbprof nbp-cmp-timeline nbp-cmp-{which}" '
+            f'data-nbp-shift="{esc(repr(shifts[which]))}"><h4>{which} · '
+            f"<code>{esc(side.source.get('path', ''))}</code> "
+            f'<span class="nbp-muted">(time from its {esc(side.origin_basis)})</span></h4>'
+            f"{timeline_html(tl)}</div>"
+        )
+    html = (
+        '<div class="nbp-legend-wrap"><h3>Timelines</h3>'
+        f"{panel.legend_html(classes, causes)}"
+        '<div class="nbp-basis">Both runs on one time scale, each from its first step (or '
+        "first GPU event when it has no steps). Zooming or panning one timeline moves the "
+        "other to the same window, so the same iteration can be looked at in both.</div></div>"
+        f"{''.join(sections)}"
+    )
+    return html, notes
+
+
+def share_scale(built: list[tuple[str, Side, Timeline | None]]) -> dict[str, float]:
+    """Put the timelines on one time scale; returns each one's shift (which -> µs).
+
+    Each keeps its own coordinates (µs since its first event); its shift is its origin (the
+    first step or first GPU event) in them. Ticks are placed at round times since the
+    origin and labelled so (compare_ticker.js, compare_tick_labels.js), and both ranges
+    start on, and may pan over, the same window: the union of both runs. js/compare.js
+    then moves each range with the other.
+    """
+    from bokeh.models import CustomJSTicker, CustomJSTickFormatter
+
+    parts = []
+    for which, side, tl in built:
+        if tl is None:
+            continue
+        main = next(f for f in tl.figures if f.name == "nbprof-timeline")
+        shift = (side.origin_us - tl.data.t0) if side.origin_us is not None else 0.0
+        parts.append((which, tl, main, float(shift), side.origin_basis))
+    if not parts:
+        return {}
+    lo = min(-shift for _, _, _, shift, _ in parts)
+    hi = max(tl.data.span - shift for _, tl, _, shift, _ in parts)
+    pad = (hi - lo) * 0.01 or 1.0
+    for _, tl, main, shift, basis in parts:
+        xr = main.x_range
+        xr.bounds = (lo - pad + shift, hi + pad + shift)
+        xr.start, xr.end = lo - pad + shift, hi + pad + shift
+        for axis in main.below:  # the bottom axis (the top one carries no label)
+            axis.axis_label = f"time since the {basis}"
+        labels = CustomJSTickFormatter(code=asset("compare_tick_labels.js"), args={"shift": shift})
+        code = asset("compare_ticker.js")
+        ticker = CustomJSTicker(major_code=code, minor_code=code, args={"shift": shift})
+        for fig in tl.figures:
+            for axis in fig.xaxis:
+                axis.ticker = ticker
+                axis.formatter = labels
+    return {which: shift for which, _, _, shift, _ in parts}
+
+
+def mimebundle(cmp: Comparison) -> dict[str, Any]:
+    """What ``Comparison._repr_mimebundle_`` returns: the HTML and the text."""
+    from nbprof.views.dashboard import page_loads_bokeh
+
+    plain_text = text(cmp)
+    try:
+        html = fragment(cmp, include_bokeh_js=not page_loads_bokeh())
+    except Exception as e:  # never let display() raise: the text still says what changed
+        logger.exception("comparison view failed")
+        html = f'<pre class="nbprof">{esc(plain_text)}</pre><p>comparison view failed: {esc(e)}</p>'
+    return {"text/html": html, "text/plain": plain_text}
+
+
+_PAGE_CSS = (
+    "html,body{margin:0;padding:0}body{padding:12px 20px;background:#ffffff}"
+    "@media (prefers-color-scheme:dark){body{background:#0d1117}}"
+)
+
+
+def page(cmp: Comparison) -> str:
+    """A complete HTML document (Bokeh's JavaScript inline: works offline from file://)."""
+    body = fragment(cmp, include_bokeh_js=True)
+    title = f"nbprof compare · {cmp.before.trace.source} → {cmp.after.trace.source}"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{_PAGE_CSS}</style>\n</head>\n"
+        f"<body>\n{body}\n</body>\n</html>\n"
+    )
