@@ -3,10 +3,12 @@
 What it profiles, in order of preference (``auto``):
 
 1. a GPU (``torch.cuda.is_available()``): a small training workload, profiled live;
-2. a real recorded GPU trace from :mod:`nbprof.datasets`, found in ``NBPROF_TRACE_CORPUS``
-   or the download cache, else downloaded (pinned URL, hash checked);
+2. a real recorded GPU trace from :mod:`nbprof.datasets` already at hand (bundled with the
+   package, in ``NBPROF_TRACE_CORPUS`` or in the download cache: the default one first),
+   else the default one downloaded once (pinned URL, hash checked);
 3. otherwise a small torch model on the CPU, profiled live and labelled as a CPU profile:
-   it shows the CPU side only and says so, it never passes for GPU numbers.
+   it shows the CPU side only and says so, it never passes for GPU numbers, and one line
+   says how to get a real trace.
 
 It prints the text report and writes the standalone HTML dashboard (``-o PATH``).
 """
@@ -17,6 +19,7 @@ import argparse
 import logging
 import os
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +29,18 @@ from nbprof import datasets
 from nbprof.errors import NbprofError
 
 if TYPE_CHECKING:
+    from nbprof.job import Job
     from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DATASET = "resnet50-v100-workers0"
+#: The demo's trace when it has no GPU: the finding a first look should see. The host blocks
+#: ~150 ms per step in a device-to-host copy of a few hundred bytes while nvidia-smi would
+#: read 32%: a stall no utilization number reveals, found and fixed from the trace alone.
+DEFAULT_DATASET = "dlrm-a100-sync-bound"
 DEFAULT_OUTPUT = "nbprof-demo.html"
+#: The width of the text report, which the demo's own lines match.
+RULE_WIDTH = 88
 
 Mode = Literal["auto", "gpu", "dataset", "cpu"]
 
@@ -52,7 +61,7 @@ class DemoResult:
     kind: Literal["gpu", "dataset", "cpu"]
     headline: str
     details: list[str]
-    profile: Profile
+    profile: Profile | Job
     html_path: Path
     seconds: float
     notes: list[str] = field(default_factory=list)
@@ -115,6 +124,71 @@ def _profile_live(device: str, steps: int) -> Profile:
     return run.result
 
 
+def _at_hand(wanted: str | None) -> str | None:
+    """A registered trace that needs no network: ``wanted``, else the default, else the
+    first bundled one, else any in the corpus folder or the cache."""
+    order = [wanted] if wanted else [DEFAULT_DATASET]
+    bundled = [n for n in datasets.names() if datasets.info(n).bundled]
+    order += bundled + [n for n in datasets.names() if n not in bundled]
+    for name in dict.fromkeys(order):
+        try:
+            if datasets.source(name) is not None:
+                return name
+        except datasets.DatasetError as e:  # a corrupt local copy: say so, try the next
+            logger.warning("%s", e)
+        if wanted:
+            return None
+    return None
+
+
+def _no_trace_line(err: datasets.DatasetError, download: bool) -> str:
+    """One line: why no real trace was used, and how to get one."""
+    ds = datasets.info(DEFAULT_DATASET)
+    corpus = os.environ.get(datasets.CORPUS_ENV)
+    where = (
+        f"{datasets.CORPUS_ENV}={corpus} has none of the registered traces"
+        if corpus
+        else f"{datasets.CORPUS_ENV} is not set"
+    )
+    if not download:
+        why = f"{where}, none is cached, and --offline forbids the download"
+    elif err.__cause__ is not None:
+        why = f"{where}, none is cached, and the download failed ({type(err.__cause__).__name__})"
+    else:
+        why = str(err)
+    return (
+        f"No real GPU trace at hand ({why}). For one: set {datasets.CORPUS_ENV} to a folder "
+        f"of traces, or allow the one download ({ds.size / 1e6:.1f} MB, then cached) and run "
+        f"`nbprof demo` again."
+    )
+
+
+_SOURCE_WORDS: dict[str, str] = {
+    "bundled": "bundled with nbprof",
+    "corpus": datasets.CORPUS_ENV,
+    "cache": "the download cache",
+}
+
+
+def _gpus_in(prof: Profile | Job) -> str:
+    """The device names the trace itself records, e.g. ``8x Tesla V100-SXM2-32GB``."""
+    if hasattr(prof, "ranks"):  # a multi-rank job: one row per rank
+        names = [str(n) for n in prof.ranks["device_name"] if n]
+    else:
+        names = [d.name for d in prof.diagnosis.devices if d.name]
+    if not names:
+        return "no device names"
+    counts = {n: names.count(n) for n in dict.fromkeys(names)}
+    return ", ".join(f"{c}x {n}" if c > 1 else n for n, c in counts.items())
+
+
+def _recorded_on(ds: datasets.Dataset, prof: Profile | Job) -> str:
+    named = _gpus_in(prof)
+    if named == ds.gpu:
+        return f"Recorded on: {ds.gpu} (as the trace itself records)."
+    return f"Recorded on: {ds.gpu} (the trace itself records {named})."
+
+
 def run(
     mode: Mode = "auto",
     *,
@@ -134,6 +208,7 @@ def run(
     out = out if out is not None else sys.stdout
     t0 = time.perf_counter()
     notes: list[str] = []
+    no_gpu = False
 
     if mode == "auto":
         if dataset is not None:
@@ -141,13 +216,16 @@ def run(
         elif _cuda_available():
             mode = "gpu"
         else:
+            no_gpu = True
             mode = "dataset"
-            dataset = DEFAULT_DATASET
-            try:
-                datasets.path(dataset, download=download, timeout=timeout)
-            except datasets.DatasetError as e:
-                notes.append(f"No real GPU trace at hand ({e}).")
-                mode = "cpu"
+            dataset = _at_hand(None)
+            if dataset is None:
+                dataset = DEFAULT_DATASET
+                try:
+                    datasets.path(dataset, download=download, timeout=timeout)
+                except datasets.DatasetError as e:
+                    notes.append(_no_trace_line(e, download))
+                    mode = "cpu"
 
     if mode == "gpu":
         if not _cuda_available():
@@ -159,9 +237,9 @@ def run(
         headline = f"LIVE GPU PROFILE on {torch.cuda.get_device_name()}"
         details = [_workload_text("cuda", steps)]
     elif mode == "dataset":
-        name = dataset or DEFAULT_DATASET
-        ds = datasets.info(name)
-        p = datasets.path(name, download=download, timeout=timeout)
+        ds = datasets.info(dataset or DEFAULT_DATASET)
+        p = datasets.path(ds.name, download=download, timeout=timeout)
+        where = _SOURCE_WORDS.get(datasets.source(ds.name) or "", "downloaded just now")
         from nbprof.result import load
 
         prof = load(p)
@@ -169,21 +247,28 @@ def run(
         kind = "dataset"
         headline = f"REAL GPU TRACE (recorded, not live): {ds.title}"
         details = [
+            *(
+                ["No GPU on this machine: this diagnoses a trace recorded on one."]
+                if no_gpu
+                else []
+            ),
+            f"Dataset {ds.name}"
+            + (
+                " (the default; `nbprof demo --list` shows the others)."
+                if ds.name == DEFAULT_DATASET
+                else "."
+            ),
+            _recorded_on(ds, prof),
+            f"From: {ds.origin}.",
+            f"Read from: {p} ({where}).",
             ds.description,
-            f"GPU: {ds.gpu}. From {ds.origin}.",
-            f"Read from {p}.",
         ]
     else:
         prof = _profile_live("cpu", steps)
         prof.notes.insert(0, f"{CPU_LABEL}. {CPU_EXPLAIN}")
         kind = "cpu"
         headline = CPU_LABEL
-        details = [
-            CPU_EXPLAIN,
-            _workload_text("cpu", steps),
-            f"For a real GPU trace: set {datasets.CORPUS_ENV} to a folder of traces, or "
-            f"connect to the network, and run `nbprof demo --dataset {DEFAULT_DATASET}`.",
-        ]
+        details = [CPU_EXPLAIN, _workload_text("cpu", steps)]
 
     html_path = Path(output).expanduser().resolve()
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -191,11 +276,11 @@ def run(
     prof.to_html(html_path)
     seconds = time.perf_counter() - t0
 
-    rule = "=" * 78
+    rule = "=" * RULE_WIDTH
     print(rule, file=out)
-    print(f"nbprof demo: {headline}", file=out)
-    for line in notes + details:
-        print(f"  {line}", file=out)
+    print(textwrap.fill(f"nbprof demo: {headline}", RULE_WIDTH, subsequent_indent="    "), file=out)
+    for line in details + notes:
+        print(_wrap(line), file=out)
     print(rule, file=out)
     print(report.rstrip(), file=out)
     if kind == "cpu":
@@ -205,6 +290,18 @@ def run(
     print(f"Dashboard written to {html_path}", file=out)
     print("  (a standalone HTML file: open it in a browser; it works offline)", file=out)
     return DemoResult(kind, headline, details, prof, html_path, seconds, notes)
+
+
+def _wrap(line: str) -> str:
+    # Paths and URLs stay whole (a broken path cannot be pasted).
+    return textwrap.fill(
+        line,
+        RULE_WIDTH,
+        initial_indent="  ",
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def _cpu_summary(prof: Profile, top: int = 8) -> str:
@@ -228,8 +325,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="nbprof demo",
         description=(
             "Profile something real and show nbprof's report: a small workload live on a "
-            "GPU; without one, a real recorded GPU trace (from NBPROF_TRACE_CORPUS or "
-            "downloaded once); without either, a live CPU profile, labelled as such."
+            "GPU; without one, a real recorded GPU trace (bundled, from NBPROF_TRACE_CORPUS, "
+            "cached, or downloaded once); without either, a live CPU profile, labelled as such."
         ),
     )
     src = p.add_mutually_exclusive_group()
@@ -249,16 +346,41 @@ def _parser() -> argparse.ArgumentParser:
         help=f"where to write the HTML dashboard (default: ./{DEFAULT_OUTPUT})",
     )
     p.add_argument("--offline", action="store_true", help="never download a trace")
-    p.add_argument("--list", action="store_true", help="list the registered traces and exit")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list the bundled and downloadable traces, and which are here; then exit",
+    )
     p.add_argument("--steps", type=int, default=5, help="steps of the live workload (default 5)")
     return p
 
 
 def _print_list(out: TextIO) -> None:
-    for name in datasets.names():
-        ds = datasets.info(name)
-        where = "available offline" if datasets.available(name) else "download on first use"
-        print(f"{name}\n    {ds.title} [{ds.gpu}]\n    {ds.origin}; {where}", file=out)
+    """Bundled and downloadable traces, and which of them this machine has at hand."""
+    all_names = datasets.names()
+    groups = (
+        ("Bundled (inside the nbprof package, never downloaded):",
+         [n for n in all_names if datasets.info(n).bundled]),
+        (f"Downloadable (pinned by commit and SHA-256; read from {datasets.CORPUS_ENV} when "
+         f"set, else fetched once into {datasets.cache_dir()}):",
+         [n for n in all_names if not datasets.info(n).bundled]),
+    )  # fmt: skip
+    print("Real GPU traces for `nbprof demo --dataset NAME`:", file=out)
+    for title, group in groups:
+        print(f"\n{title}", file=out)
+        if not group:
+            print("  (none in this version)", file=out)
+        for name in group:
+            ds = datasets.info(name)
+            try:
+                src = datasets.source(name)
+                here = f"here: {_SOURCE_WORDS[src]}" if src else "not here: downloads on first use"
+            except datasets.DatasetError as e:
+                here = f"here but unusable: {e}"
+            default = "  [default]" if name == DEFAULT_DATASET else ""
+            print(f"  {name}{default}  ({ds.size / 1e6:.2f} MB; {here})", file=out)
+            print(f"      {ds.title}; recorded on {ds.gpu}", file=out)
+            print(f"      {ds.origin}", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,9 +9,11 @@ import dataclasses
 import gzip
 import hashlib
 import http.server
+import io
 import json
 import re
 import socket
+import tarfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,12 +41,23 @@ def test_registry_names_are_unique_and_cover_the_required_traces() -> None:
     for required in (
         "resnet50-v100-workers0",
         "resnet50-v100-workers4",
-        "dlrm-a100-launch-bound",
+        "dlrm-a100-sync-bound",
+        "dlrm-v100-8ranks",
         "qwen-h100-inference",
+        "bert-small-h100-host-bound",
         "resnet-v100-ns-resolution",
     ):
         assert required in names
     assert len({datasets.info(n).file_name for n in names}) == len(names)
+    folders = [datasets.info(n).folder_name for n in names if datasets.info(n).members]
+    assert len(folders) == len(set(folders)) and all(folders)
+
+
+def test_the_old_name_of_the_sync_bound_trace_still_resolves_and_warns() -> None:
+    with pytest.warns(DeprecationWarning, match="dlrm-a100-sync-bound"):
+        ds = datasets.info("dlrm-a100-launch-bound")
+    assert ds is datasets.info("dlrm-a100-sync-bound")
+    assert "dlrm-a100-launch-bound" not in datasets.names()
 
 
 @pytest.mark.parametrize("name", datasets.names())
@@ -62,7 +75,18 @@ def test_entry_is_complete_and_pinned(name: str) -> None:
     segments = ds.url.split("/")
     for branch in ("main", "master", "HEAD", "develop", "trunk"):
         assert branch not in segments
-    assert ds.file_name.endswith(Path(ds.upstream_path).name)
+    # The local file is the upstream file under another name: the same kind of file.
+    upstream = Path(ds.upstream_path).name
+    kind = ".tar.gz" if ds.members else ".json.gz"
+    assert upstream.endswith(kind) and ds.file_name.endswith(kind)
+    for m in ds.members:
+        assert re.fullmatch(r"[0-9a-f]{64}", m.sha256) and m.name.endswith(".json")
+    assert bool(ds.members) == bool(ds.folder_name)
+    if ds.bundled:
+        # Shipped inside the package, with the licence text of its origin beside it.
+        data = Path(datasets.__file__).parent / "data"
+        assert (data / (ds.folder_name or ds.file_name)).exists()
+        assert (data / ds.licence_file).is_file()
 
 
 def test_unknown_name_lists_the_registered_ones() -> None:
@@ -70,16 +94,12 @@ def test_unknown_name_lists_the_registered_ones() -> None:
         datasets.info("no-such-trace")
 
 
-def test_table_has_a_row_per_dataset() -> None:
+def test_table_has_a_row_per_dataset_saying_where_it_is() -> None:
     t = datasets.table()
     assert list(t["name"]) == datasets.names()
-
-
-def _needs_reader() -> None:
-    try:
-        from nbprof.trace import read  # noqa: F401
-    except ImportError:
-        pytest.skip("the trace reader (nbprof.trace.read) is not available")
+    # No corpus, an empty cache and nothing bundled (see _isolated): nothing is here yet.
+    assert set(t["here"]) == {"download on first use"}
+    assert list(t["bundled"]) == [datasets.info(n).bundled for n in datasets.names()]
 
 
 # -- the corpus folder ---------------------------------------------------------------------
@@ -91,10 +111,49 @@ def test_every_dataset_is_found_and_verified_in_the_corpus(
 ) -> None:
     monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
     for name in datasets.names():
+        ds = datasets.info(name)
         p = datasets.path(name, download=False)
-        assert p.parent == corpus
-        assert hashlib.sha256(p.read_bytes()).hexdigest() == datasets.info(name).sha256
-        assert datasets.available(name)
+        if ds.members:
+            # The corpus keeps the job's rank files gzipped, each under a source prefix.
+            assert p == corpus / ds.folder_name
+            for m in ds.members:
+                f = next(p.glob(f"*{m.name}*"))
+                assert hashlib.sha256(gzip.decompress(f.read_bytes())).hexdigest() == m.sha256
+        else:
+            assert p.parent == corpus
+            assert hashlib.sha256(p.read_bytes()).hexdigest() == ds.sha256
+        assert datasets.available(name) and datasets.source(name) == "corpus"
+    assert set(datasets.table()["here"]) == {"corpus"}
+    assert not datasets.cache_dir().exists()  # nothing was unpacked or downloaded
+
+
+@pytest.mark.corpus
+def test_the_deprecated_name_loads_the_same_trace(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
+    with pytest.warns(DeprecationWarning):
+        old = datasets.path("dlrm-a100-launch-bound", download=False)
+    assert old == datasets.path("dlrm-a100-sync-bound", download=False)
+
+
+@pytest.mark.corpus
+def test_the_8_rank_job_loads_as_8_ranks(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
+    job = datasets.load("dlrm-v100-8ranks", download=False)
+    # A Job: one row per rank, one V100 each.
+    assert sorted(job.ranks["rank"]) == list(range(8))
+    assert set(job.ranks["device_name"]) == {"Tesla V100-SXM2-32GB"}
+    assert any("facebookresearch/param" in n for n in job.notes)
+    # One rank's own trace, with its kernels: files() lists them in rank order.
+    rank_files = datasets.files("dlrm-v100-8ranks", download=False)
+    assert [f.name for f in rank_files] == [
+        f"param__dlrm_kineto__{m.name}.gz" for m in datasets.info("dlrm-v100-8ranks").members
+    ]
+    import nbprof
+
+    rank0 = nbprof.load(rank_files[0], progress=False)
+    assert set(rank0.kernels["rank"]) == {0} and len(rank0.kernels) > 0
 
 
 @pytest.mark.corpus
@@ -130,7 +189,6 @@ def test_corrupt_corpus_copy_is_rejected(
 def test_load_gives_a_profile_noting_its_origin(
     corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _needs_reader()
     monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
     prof = datasets.load("alexnet-a100-sync", download=False)
     assert len(prof.kernels) > 0
@@ -288,7 +346,6 @@ def test_no_corpus_and_no_network_gives_one_clear_sentence(
 
 
 def test_loading_a_downloaded_trace(server: _Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    _needs_reader()
     data = _tiny_trace()
     server.files["/tiny.json.gz"] = data
     ds = _register(monkeypatch, data, server.url("/tiny.json.gz"))
@@ -316,6 +373,7 @@ def test_bundled_recording_is_found_in_the_package_without_network(
     (tmp_path / "data" / ds.file_name).write_bytes(data)
     assert datasets.path(ds.name) == tmp_path / "data" / ds.file_name
     assert len(datasets.load(ds.name).kernels) == 1
+    assert datasets.files(ds.name) == [tmp_path / "data" / ds.file_name]
 
 
 def test_bundled_recording_that_is_missing_or_altered_is_an_error(
@@ -328,3 +386,179 @@ def test_bundled_recording_that_is_missing_or_altered_is_an_error(
     (tmp_path / "data" / ds.file_name).write_bytes(data + b"x")
     with pytest.raises(DatasetError, match="SHA-256 does not match"):
         datasets.path(ds.name)
+
+
+def test_source_says_bundled_before_corpus_before_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    data = _tiny_trace()
+    ds = _bundle(monkeypatch, tmp_path, data)
+    for folder in (tmp_path / "cache", tmp_path / "corpus"):
+        folder.mkdir()
+        (folder / ds.file_name).write_bytes(data)
+    monkeypatch.setenv(datasets.CORPUS_ENV, str(tmp_path / "corpus"))
+    (tmp_path / "data" / ds.file_name).write_bytes(data)
+    assert datasets.source(ds.name) == "bundled"
+    monkeypatch.setitem(datasets._BY_NAME, ds.name, dataclasses.replace(ds, bundled=False))
+    assert datasets.source(ds.name) == "corpus"
+    monkeypatch.delenv(datasets.CORPUS_ENV)
+    assert datasets.source(ds.name) == "cache"
+    (tmp_path / "cache" / ds.file_name).unlink()
+    assert datasets.source(ds.name) is None and not datasets.available(ds.name)
+
+
+# -- multi-rank jobs: an archive of rank files upstream --------------------------------------
+
+
+def _rank_trace(rank: int) -> bytes:
+    """One rank's tiny trace: one 5 µs kernel, its rank in distributedInfo."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{rank}", "pid": 0, "tid": 7, "ts": 10.0,
+         "dur": 5.0, "args": {"device": rank, "stream": 7, "correlation": 1}},
+    ]  # fmt: skip
+    return json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": events}).encode()
+
+
+_RANKS = {f"worker{r}_step_1.pt.trace.json": _rank_trace(r) for r in range(2)}
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, body in files.items():
+            entry = tarfile.TarInfo(name)
+            entry.size = len(body)
+            tar.addfile(entry, io.BytesIO(body))
+    return buf.getvalue()
+
+
+def _job(monkeypatch: pytest.MonkeyPatch, archive: bytes, url: str) -> Dataset:
+    """A registered two-rank job whose archive is ``archive``, served at ``url``."""
+    members = tuple(
+        datasets.Member(n, hashlib.sha256(body).hexdigest()) for n, body in _RANKS.items()
+    )
+    ds = dataclasses.replace(
+        datasets.info("dlrm-v100-8ranks"),
+        name="tiny-job",
+        file_name="tiny-job.tar.gz",
+        folder_name="tiny-job-ranks",
+        sha256=hashlib.sha256(archive).hexdigest(),
+        size=len(archive),
+        members=members,
+    )
+    monkeypatch.setitem(datasets._BY_NAME, ds.name, ds)
+    monkeypatch.setattr(Dataset, "url", property(lambda self: url))
+    return ds
+
+
+def test_a_job_is_downloaded_once_and_unpacked_into_a_folder_of_ranks(
+    server: _Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    archive = _tar({f"job/{n}": body for n, body in _RANKS.items()})
+    server.files["/job.tar.gz"] = archive
+    ds = _job(monkeypatch, archive, server.url("/job.tar.gz"))
+
+    got = datasets.path(ds.name, timeout=5)
+    assert got == tmp_path / "cache" / ds.folder_name
+    assert {p.name: p.read_bytes() for p in got.iterdir()} == _RANKS
+    assert datasets.path(ds.name, timeout=5) == got and len(server.requests) == 1
+    assert datasets.source(ds.name) == "cache"
+    job = datasets.load(ds.name)
+    assert sorted(job.ranks["rank"]) == [0, 1]
+    assert [f.name for f in datasets.files(ds.name)] == list(_RANKS)
+
+    # An unpacked rank file damaged later is rebuilt from the kept archive, offline.
+    (got / next(iter(_RANKS))).write_bytes(b"{}")
+    assert datasets.path(ds.name, download=False) == got
+    assert {p.name: p.read_bytes() for p in got.iterdir()} == _RANKS
+    assert len(server.requests) == 1
+
+
+def test_an_archive_member_with_other_bytes_is_refused_and_nothing_is_unpacked(
+    server: _Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    name = next(iter(_RANKS))
+    # The archive's own hash is pinned to these bytes, so only the member check catches it.
+    archive = _tar({**_RANKS, name: _RANKS[name].replace(b"5.0", b"6.0")})
+    server.files["/job.tar.gz"] = archive
+    ds = _job(monkeypatch, archive, server.url("/job.tar.gz"))
+    with pytest.raises(DatasetError, match=f"{name} inside it does not match"):
+        datasets.path(ds.name, timeout=5)
+    assert not (tmp_path / "cache" / ds.folder_name).exists()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [ds.file_name]
+
+
+def test_paths_inside_an_archive_never_choose_where_files_are_written(
+    server: _Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    archive = _tar({f"../../{n}": body for n, body in _RANKS.items()} | {"../../evil.json": b"x"})
+    server.files["/job.tar.gz"] = archive
+    ds = _job(monkeypatch, archive, server.url("/job.tar.gz"))
+    got = datasets.path(ds.name, timeout=5)
+    assert sorted(p.name for p in got.iterdir()) == sorted(_RANKS)
+    assert not list(tmp_path.rglob("evil.json"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def test_a_job_in_the_corpus_is_a_folder_of_gzipped_prefixed_rank_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ds = _job(monkeypatch, b"never fetched", "http://127.0.0.1:9/none")
+    folder = tmp_path / "corpus" / ds.folder_name
+    folder.mkdir(parents=True)
+    monkeypatch.setenv(datasets.CORPUS_ENV, str(tmp_path / "corpus"))
+    names = list(_RANKS)
+    (folder / f"src__{names[0]}.gz").write_bytes(gzip.compress(_RANKS[names[0]]))
+    with pytest.raises(DatasetError, match=f"lacks {re.escape(names[1])}"):
+        datasets.path(ds.name, download=False)
+    (folder / names[1]).write_bytes(_RANKS[names[1]] + b" ")
+    with pytest.raises(DatasetError, match="SHA-256 does not match"):
+        datasets.path(ds.name, download=False)
+    (folder / names[1]).write_bytes(_RANKS[names[1]])
+    assert datasets.path(ds.name, download=False) == folder
+    assert datasets.source(ds.name) == "corpus"
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_bundled_job_is_a_folder_in_the_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ds = _job(monkeypatch, b"never fetched", "http://127.0.0.1:9/none")
+    monkeypatch.setitem(datasets._BY_NAME, ds.name, dataclasses.replace(ds, bundled=True))
+    monkeypatch.setattr(datasets, "_DATA_DIR", tmp_path / "data")
+    with pytest.raises(DatasetError, match="should ship with nbprof"):
+        datasets.path(ds.name)
+    (tmp_path / "data" / ds.folder_name).mkdir(parents=True)
+    for n, body in _RANKS.items():
+        (tmp_path / "data" / ds.folder_name / n).write_bytes(body)
+    assert datasets.path(ds.name) == tmp_path / "data" / ds.folder_name
+    assert datasets.source(ds.name) == "bundled"
+
+
+# -- python -m nbprof.datasets: what Binder's postBuild runs ---------------------------------
+
+
+def test_download_command_fetches_into_the_cache_and_says_where(
+    server: _Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _tiny_trace()
+    server.files["/tiny.json.gz"] = data
+    ds = _register(monkeypatch, data, server.url("/tiny.json.gz"))
+    assert datasets.main(["download", ds.name]) == 0
+    assert capsys.readouterr().out == f"{ds.name}: {datasets.cache_dir() / ds.file_name}\n"
+    assert datasets.main(["list"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(ds.name))
+    assert " cache " in line
+
+
+def test_download_command_without_network_fails_with_one_line_per_dataset(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ds = _register(monkeypatch, _tiny_trace(), f"http://127.0.0.1:{port}/tiny.json.gz")
+    assert datasets.main(["download", ds.name]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{ds.name}: not fetched: cannot get dataset")
+    assert datasets.main(["fetch"]) == 2
