@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from lab_harness import Lab, artifact, missing_requirements, plot_named, wait_for
+from lab_harness import (
+    Lab,
+    artifact,
+    bokeh_plots,
+    missing_requirements,
+    plot_named,
+    wait_for,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -113,7 +120,7 @@ def test_job_dashboard_folds_ranks_and_hovers_after_zooms(lab: Lab, corpus: Path
             == expected.diagnosis.verdict.summary)  # fmt: skip
     assert dash.locator("table.nbp-ranks tr").count() == 1 + len(expected.diagnosis.ranks) == 9
     wait_for(
-        lambda: any(p["name"] == "nbprof-job-heatmap" for p in _plots(page, out)),
+        lambda: any(p["name"] == "nbprof-job-heatmap" for p in bokeh_plots(page, out)),
         RENDER_TIMEOUT_S,
         "the rank x step heatmap",
     )
@@ -160,9 +167,3 @@ def test_job_dashboard_folds_ranks_and_hovers_after_zooms(lab: Lab, corpus: Path
     assert len(tips) >= 3, "tooltips stopped after a box zoom"
     tl.screenshot(path=str(artifact("job-8ranks-zoomed.png")))
     lab.errors.assert_none()
-
-
-def _plots(page: Page, out: Locator) -> list[dict[str, Any]]:
-    from lab_harness import bokeh_plots
-
-    return bokeh_plots(page, out)
