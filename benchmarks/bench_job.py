@@ -14,6 +14,10 @@ Time is the wall clock of the load; memory is the client process's peak RSS (its
 memory is not the client's: that is the point of sending back only summaries).
 
     python benchmarks/bench_job.py [--sizes 8,64,256] [--no-hta] [--no-write]
+    python benchmarks/bench_job.py --profile 64   # cProfile of one in-process load
+
+``--profile N`` loads an N-rank job in-process under cProfile and prints where its time
+went (cumulative, nbprof's own functions), instead of timing every mode.
 """
 
 from __future__ import annotations
@@ -125,15 +129,38 @@ def measure(mode: str, folder: Path) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def profile(n: int, top: int = 40) -> None:
+    """Where an in-process load of an ``n``-rank job spends its time (cProfile)."""
+    import cProfile
+    import logging
+    import pstats
+
+    import nbprof
+
+    logging.disable(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="nbprof-bench-job-") as tmp:
+        folder = make_job(n, Path(tmp))
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.runcall(nbprof.load, folder)
+        print(f"{n} ranks in-process under cProfile: {time.perf_counter() - t0:.1f} s")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("cumulative").print_stats(r"nbprof/", top)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="8,64,256")
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--profile", type=int, metavar="RANKS", help="cProfile one in-process load")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         _one(*a.one)
+        return
+    if a.profile:
+        profile(a.profile)
         return
     sizes = [int(s) for s in a.sizes.split(",")]
     modes = [m for m in MODES if not (a.no_hta and m.startswith("HTA"))]
