@@ -96,6 +96,7 @@ def _one(mode: str, folder: str) -> None:
         )
         client = Client(cluster)
         client.wait_for_workers(2)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     if mode == "HTA TraceAnalysis":
         ta = TraceAnalysis(trace_dir=folder)
@@ -110,6 +111,9 @@ def _one(mode: str, folder: str) -> None:
         extra["ranks"] = len(job.diagnosis.ranks)
         extra["stragglers"] = job.stragglers[:3]
     seconds = time.perf_counter() - t0
+    # The client's own CPU time: on a shared machine it moves less with the others' load
+    # than the wall clock (workers' CPU is theirs, not the client's).
+    extra["client_cpu_s"] = time.process_time() - cpu0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if client is not None:
         client.close()
@@ -152,6 +156,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="8,64,256")
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--modes", help="comma-separated subset of: " + ", ".join(MODES))
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--profile", type=int, metavar="RANKS", help="cProfile one in-process load")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
@@ -164,6 +169,11 @@ def main() -> None:
         return
     sizes = [int(s) for s in a.sizes.split(",")]
     modes = [m for m in MODES if not (a.no_hta and m.startswith("HTA"))]
+    if a.modes:
+        wanted = [m.strip() for m in a.modes.split(",")]
+        if unknown := [m for m in wanted if m not in MODES]:
+            sys.exit(f"unknown mode(s) {unknown}; choose from {list(MODES)}")
+        modes = [m for m in modes if m in wanted]
     results: dict[int, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="nbprof-bench-job-") as tmp:
         for n in sizes:
