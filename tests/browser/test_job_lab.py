@@ -128,16 +128,19 @@ def test_job_dashboard_folds_ranks_and_hovers_after_zooms(lab: Lab, corpus: Path
     tl.wait_for(timeout=RENDER_TIMEOUT_S * 1000)
     plot_named(page, "nbprof-timeline", out)
 
-    # Fold and unfold every rank with the buttons above the timeline: the timeline's rows
-    # change from one a rank (plus the time axis rows) to every lane of every rank.
-    dash.locator('[data-nbp-ranks="unfold"]').click()
-    wait_for(lambda: tl.get_attribute("data-nbp-collapsed") == "", 10, "the ranks to unfold")
-    unfolded = _frame(page, tl)["rows"]
+    # Fold, then unfold, every rank with the buttons above the timeline: folded, each rank
+    # is one row (plus the time axis rows); unfolded, every lane of every rank has its own.
+    # The 8 ranks open unfolded, so folding first is what shows the buttons work.
+    assert tl.get_attribute("data-nbp-collapsed") == ""
+    shown = _frame(page, tl)["rows"]
     dash.locator('[data-nbp-ranks="fold"]').click()
     wait_for(lambda: tl.get_attribute("data-nbp-collapsed") == "0,1,2,3,4,5,6,7", 10,
              "all 8 ranks to fold")  # fmt: skip
-    folded = _frame(page, tl)
-    assert folded["rows"] < unfolded, (folded["rows"], unfolded)
+    folded = _frame(page, tl)["rows"]
+    dash.locator('[data-nbp-ranks="unfold"]').click()
+    wait_for(lambda: tl.get_attribute("data-nbp-collapsed") == "", 10, "the ranks to unfold")
+    unfolded = _frame(page, tl)["rows"]
+    assert folded < unfolded == shown, (folded, unfolded, shown)
 
     # Tooltips answer on several rows before any zoom ...
     assert len(_rows_answering(page, tl)) >= 3, "no tooltips on the job timeline"
