@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_views_data import HOSTILE, metrics, small_profile
+from views_data import HOSTILE, metrics, small_profile
 
 from nbprof.analysis.model import Basis, Diagnosis, Verdict
 from nbprof.views import panel, text
