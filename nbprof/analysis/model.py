@@ -21,7 +21,18 @@ Bottleneck = Literal[
 ]  # fmt: skip
 Severity = Literal["high", "medium", "low", "info"]
 Confidence = Literal["high", "low"]
+#: Which evidence decided ``tensor_core_pct`` (DESIGN.md's metric contract).
+TensorCoreBasis = Literal["measured", "kernel_names", "ops", "unknown"]
+#: What decided a verdict (see :class:`Verdict`); "" and "none" when nothing did.
+VerdictBasis = Literal[
+    "no_gpu_events", "little_gpu_work", "graph_capture", "exposed_communication",
+    "dataloader_gaps", "sync_gaps", "copy_time", "host_gaps", "launch_gaps", "kernel_gaps",
+    "one_time_setup", "queued_idle", "kernel_busy", "hardware_counters", "roofline",
+    "kernel_classes", "none", "",
+]  # fmt: skip
 BOTTLENECKS: tuple[str, ...] = get_args(Bottleneck)
+TENSOR_CORE_BASES: tuple[str, ...] = get_args(TensorCoreBasis)
+VERDICT_BASES: tuple[str, ...] = get_args(VerdictBasis)
 
 
 def utilization_tool(vendor: str) -> str:
@@ -93,7 +104,7 @@ class DeviceMetrics:
     sm_efficiency_pct: float | None
     occupancy_pct: float | None
     tensor_core_pct: float | None
-    tensor_core_basis: str  # "measured" | "kernel_names" | "ops" | "unknown"
+    tensor_core_basis: TensorCoreBasis
     #: Bytes the copies moved; None when no copy carries a byte count.
     memcpy_bytes: int | None
     pageable_memcpy_count: int
@@ -176,7 +187,7 @@ class Verdict:
     bottleneck: Bottleneck
     summary: str
     confidence: Confidence = "high"
-    basis: str = ""
+    basis: VerdictBasis = ""
 
 
 @dataclass

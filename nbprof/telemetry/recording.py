@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 import numpy as np
 import orjson
@@ -196,7 +196,7 @@ _I64 = range(-(2**63), 2**63)
 _GPU_INDEX = range(0, 2**31)
 
 
-def _is_int(v: object, valid: range) -> bool:
+def _is_int(v: object, valid: range) -> TypeGuard[int]:
     # bool is an int to Python, but `"t": true` is no time.
     return isinstance(v, int) and not isinstance(v, bool) and v in valid
 
