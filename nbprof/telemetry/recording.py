@@ -22,7 +22,7 @@ File format ``nbprof-nvml-samples`` version 1 (UTF-8, one JSON object per line):
 
      {"t": 1764460000250000000, "gpu": 0, "util_gpu": 100.0, "sm_util": 31.5, ...}
 
-   ``t`` is ``time.time_ns()`` (see :mod:`nbprof.telemetry` for the clock), ``gpu`` the NVML
+   ``t`` is ``time.time_ns()`` (see docs/clocks.md for the clock), ``gpu`` the NVML
    index; a metric that was not available at that time is simply absent.
 
 3. Optionally, when the state changes mid-run (a GPU is lost, a metric starts failing)::

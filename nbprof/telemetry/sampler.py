@@ -113,7 +113,7 @@ class Sampler:
     """A reference-counted background sampler over an :class:`NvmlBackend`.
 
     ``nvml`` is the pynvml-like module to use (default: ``pynvml``); ``clock_ns`` stamps
-    samples (wall clock, see :mod:`nbprof.telemetry`); ``monotonic_ns`` times GPM windows at
+    samples (wall clock, see docs/clocks.md); ``monotonic_ns`` times GPM windows at
     each GPM call. Both are injectable so tests are deterministic.
     """
 
