@@ -59,7 +59,7 @@ _ZOOMED = f"""() => {{
 
 def run(sizes: list[int], keep: Path | None) -> list[dict[str, float | int]]:
     from playwright.sync_api import sync_playwright
-    from test_views_data import synthetic_profile
+    from views_data import synthetic_profile
 
     from nbprof.views import dashboard, report
 

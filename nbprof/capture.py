@@ -106,7 +106,7 @@ class _NestedGuard:
         self._own = own
 
     def install(self) -> None:
-        if self._orig is None:  # another torch layout: the check at the end still holds
+        if self._orig is None or self._cls is None:  # another torch layout: the end check holds
             return
         orig, own = self._orig, self._own
 
@@ -118,7 +118,7 @@ class _NestedGuard:
         self._cls._prepare_trace = _prepare_trace
 
     def remove(self) -> None:
-        if self._orig is not None:
+        if self._orig is not None and self._cls is not None:
             self._cls._prepare_trace = self._orig
 
 
@@ -473,7 +473,8 @@ def _add_flops(prof: Any, raw: Path) -> None:
         args = ev.get("args")
         if ev.get("cat") != "cpu_op" or not isinstance(args, dict) or "flops" in args:
             continue
-        n = flops.get((ev.get("name"), args.get("External id")))
+        op: Any = (ev.get("name"), args.get("External id"))  # any JSON: most match no op
+        n = flops.get(op)
         if n:
             args["flops"] = n
             added += 1

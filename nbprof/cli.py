@@ -243,7 +243,7 @@ def _analyze(
         _write(_dumps(diag.to_json()))
         return EXIT_OK
     # The text view renders profile.diagnosis; give it the selected one.
-    profile.diagnosis = diag  # type: ignore[misc]  # cached_property: instance value wins
+    profile.diagnosis = diag  # cached_property: the instance value wins
     from nbprof.views.text import render
 
     _write(render(profile))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import logging
 import os
 import shutil
@@ -29,7 +30,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from nbprof.errors import NbprofError
 
@@ -337,6 +338,7 @@ def table() -> Any:
 
     rows = []
     for d in _BY_NAME.values():
+        here: str
         try:
             here = source(d.name) or "download on first use"
         except DatasetError:
@@ -376,7 +378,7 @@ def corpus_dir() -> Path | None:
 # -- verifying copies ----------------------------------------------------------------------
 
 
-def _sha256_stream(f: IO[bytes]) -> str:
+def _sha256_stream(f: io.BufferedIOBase) -> str:
     h = hashlib.sha256()
     for block in iter(lambda: f.read(1 << 20), b""):
         h.update(block)
@@ -682,6 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] == "list":
         for d in _BY_NAME.values():
+            here: str
             try:
                 here = source(d.name) or "not here"
             except DatasetError:

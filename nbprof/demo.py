@@ -23,7 +23,7 @@ import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, cast
 
 from nbprof import datasets
 from nbprof.errors import NbprofError
@@ -230,7 +230,7 @@ def run(
     if mode == "gpu":
         if not _cuda_available():
             raise NbprofError("--gpu: torch.cuda.is_available() is False on this machine")
-        prof = _profile_live("cuda", steps)
+        prof: Profile | Job = _profile_live("cuda", steps)
         import torch
 
         kind: Literal["gpu", "dataset", "cpu"] = "gpu"
@@ -285,7 +285,7 @@ def run(
     print(report.rstrip(), file=out)
     if kind == "cpu":
         print(rule, file=out)
-        print(_cpu_summary(prof), file=out)
+        print(_cpu_summary(cast("Profile", prof)), file=out)  # a CPU run is one Profile
     print(rule, file=out)
     print(f"Dashboard written to {html_path}", file=out)
     print("  (a standalone HTML file: open it in a browser; it works offline)", file=out)

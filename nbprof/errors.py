@@ -10,12 +10,9 @@ class NbprofError(Exception):
 
 
 class TraceError(NbprofError, ValueError):
-    """A trace file could not be read: names the file and the plain reason.
-
-    Raised for anything wrong with the input (not JSON, truncated, corrupt gzip, no
-    ``traceEvents``, wrong types, negative or non-numeric times, empty), never a
-    traceback from deep inside a parser.
-    """
+    """A trace file could not be read: names the file and the plain reason, never a
+    traceback from deep inside a parser. What is an error and what is skipped with a
+    note is written once, in :mod:`nbprof.trace.reader`."""
 
     def __init__(self, path: str | None, reason: str) -> None:
         self.path = path

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nbprof.errors import TraceError
 
@@ -195,7 +195,7 @@ def list_files(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         if not source:
             raise TraceError(None, "no trace files given")
         return [os.fspath(p) for p in source]
-    text = os.fspath(source)
+    text = os.fspath(cast("str | os.PathLike[str]", source))
     if is_url(text):
         return _list_url(text)
     p = Path(text.removeprefix("file://"))
@@ -291,7 +291,11 @@ def load_job(
     from nbprof.analysis.rank import RankFailure
     from nbprof.result import Profile
 
-    label = os.fspath(source) if not isinstance(source, (list, tuple)) else f"{len(source)} files"
+    label = (
+        f"{len(source)} files"
+        if isinstance(source, (list, tuple))
+        else os.fspath(cast("str | os.PathLike[str]", source))
+    )
     files = list_files(source)
     if job is False:
         if len(files) == 1 or (not is_url(label) and Path(label).is_dir()):

@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
@@ -26,20 +26,23 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_loca
 from nbprof._files import check_writable
 from nbprof.errors import NbprofError, NestedProfilerError, OutputError, plain_text
 
+# The fallbacks' signature is IPython's own, so either definition types the same.
+_F = TypeVar("_F", bound=Callable[..., Any])
+
 try:  # IPython >= 8.12: lets a trailing ';' in the body silence the displayed value
     from IPython.core.magic import output_can_be_silenced
 except ImportError:  # pragma: no cover - older IPython just displays it
 
-    def output_can_be_silenced(f: Any) -> Any:
-        return f
+    def output_can_be_silenced(magic_func: _F) -> _F:
+        return magic_func
 
 
 try:
     from IPython.core.magic import no_var_expand
 except ImportError:  # pragma: no cover
 
-    def no_var_expand(f: Any) -> Any:
-        return f
+    def no_var_expand(magic_func: _F) -> _F:
+        return magic_func
 
 
 if TYPE_CHECKING:
@@ -217,9 +220,11 @@ class GpuprofMagics(Magics):
         tree = shell.transform_ast(tree)
         last: ast.expr | None = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = tree.body.pop().value  # type: ignore[attr-defined]
+            last = tree.body.pop().value
         body = shell.compile(tree, filename, "exec")
-        value = shell.compile(ast.Expression(last), filename, "eval") if last else None
+        # compile() takes an AST as well as text; typeshed's codeop.Compile says text only.
+        expr = ast.Expression(last) if last else None
+        value = shell.compile(expr, filename, "eval") if expr else None
         glob = shell.user_ns
         loc = local_ns if (local_ns is not None and cell_line is None) else glob
 

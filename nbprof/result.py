@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -139,17 +139,18 @@ def load(
     Raises :class:`nbprof.TraceError` with the file and the plain reason on bad input.
     ``progress``: show a progress bar (``None``: only when the load takes over ~1 s).
     """
+    one = cast("str | os.PathLike[str]", path)  # read only once a list or tuple is ruled out
     if (
         job is not None
         or workers is not None
         or scheduler is not None
         or isinstance(path, (list, tuple))
-        or "://" in os.fspath(path)
-        or os.path.isdir(path)
+        or "://" in os.fspath(one)
+        or os.path.isdir(one)
     ):
         from nbprof.job import load_job
 
         return load_job(path, job=job, workers=workers, scheduler=scheduler, progress=progress)
     from nbprof.trace import read
 
-    return Profile(read(path, progress=progress))
+    return Profile(read(one, progress=progress))

@@ -14,13 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-import nbprof  # noqa: E402
-from nbprof.capture import NO_GPU_NOTE, Capture, profile  # noqa: E402
-from nbprof.errors import NbprofError  # noqa: E402
-from nbprof.result import Profile  # noqa: E402
+import nbprof
+from nbprof.capture import NO_GPU_NOTE, Capture, profile
+from nbprof.errors import NbprofError
+from nbprof.result import Profile
 
 CUDA = torch.cuda.is_available()
 

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+from test_magic import final_bundle, run
+from traitlets.config import Config
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("IPython")
-
-from collections.abc import Iterator  # noqa: E402
-
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
-from test_magic import final_bundle, run  # noqa: E402
-from traitlets.config import Config  # noqa: E402
-
-import nbprof  # noqa: E402
+import nbprof
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
+from IPython.utils.capture import CapturedIO, capture_output
+from traitlets.config import Config
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("IPython")
-
-from IPython.core.interactiveshell import ExecutionResult, InteractiveShell  # noqa: E402
-from IPython.utils.capture import CapturedIO, capture_output  # noqa: E402
-from traitlets.config import Config  # noqa: E402
-
-import nbprof  # noqa: E402
-from nbprof.result import Profile  # noqa: E402
+import nbprof
+from nbprof.result import Profile
 
 
 @pytest.fixture

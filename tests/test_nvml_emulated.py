@@ -446,7 +446,6 @@ class _TorchCuda:
 
 
 def test_the_capture_records_the_cuda_uuids(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("torch")
     from nbprof.capture import Capture
 
     gpus = sampled_gpus()
@@ -472,7 +471,6 @@ def test_the_capture_records_the_cuda_uuids(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_the_magic_asks_pynvml_whether_nvml_loads() -> None:
-    pytest.importorskip("IPython")
     from nbprof.magic import _no_nvml_reason
 
     telemetry.configure()  # a fresh process-wide sampler: nothing learned yet
@@ -596,7 +594,8 @@ def test_emulated_return_codes_are_pynvmls() -> None:
 
 @pytest.mark.gpu
 def test_on_a_real_gpu_every_cuda_device_matches_an_nvml_gpu() -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     from nbprof.telemetry.devices import cuda_devices_of

@@ -77,8 +77,8 @@ def test_missing_url_is_one_line(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    distributed = pytest.importorskip("distributed")
     import dask
+    import distributed
 
     # Two deaths per task (Dask's default is 3) are enough to see it give up on an item
     # that always kills its worker; a worker's death also counts against the tasks queued

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_views_data import HOSTILE, small_profile, synthetic_profile
+from views_data import HOSTILE, small_profile, synthetic_profile
 
 from nbprof.views import dashboard, report, timeline
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_views_data import HOSTILE, metrics, small_profile
+from views_data import HOSTILE, metrics, small_profile
 
 from nbprof.analysis.model import Basis, Diagnosis, Verdict
 from nbprof.views import panel, text
@@ -313,13 +313,16 @@ def test_new_numbers_are_shown_with_their_basis_in_both_views() -> None:
 
 def test_every_verdict_basis_and_bottleneck_has_words() -> None:
     from nbprof.analysis import verdict
-    from nbprof.analysis.model import BOTTLENECKS
+    from nbprof.analysis.model import BOTTLENECKS, TENSOR_CORE_BASES, VERDICT_BASES
     from nbprof.views._style import BOTTLENECK_LABELS
 
     codes = {basis for _, basis, _ in verdict.STALLS.values()}
     codes |= {"no_gpu_events", "little_gpu_work", "graph_capture", "kernel_busy"}
     codes |= {"hardware_counters", "roofline", "kernel_classes", "launch_gaps"}
-    assert codes <= set(panel.VERDICT_BASIS_WORDS)
+    assert codes <= set(VERDICT_BASES)
+    # Every code the type admits has words; "" and "none" (nothing decided) show none.
+    assert set(VERDICT_BASES) - {"", "none"} <= set(panel.VERDICT_BASIS_WORDS)
+    assert set(TENSOR_CORE_BASES) <= set(panel.TENSOR_CORE_BASIS_WORDS)
     assert set(BOTTLENECKS) <= set(BOTTLENECK_LABELS) and set(BOTTLENECKS) <= set(
         panel._VERDICT_COLOURS
     )

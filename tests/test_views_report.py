@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_views_data import HOSTILE, small_profile
+from views_data import HOSTILE, small_profile
 
 from nbprof.views import assets, dashboard, report, text, timeline
 

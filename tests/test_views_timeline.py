@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from js_draw import detail, draw, source
-from test_views_data import small_profile, synthetic_profile
+from views_data import small_profile, synthetic_profile
 
 from nbprof.views import timeline
 from nbprof.views._style import CLASSES, GAP_CAUSES

@@ -123,6 +123,8 @@ def test_the_wheel_carries_the_package_data(installed: Installed) -> None:
         names = set(z.namelist())
     # nbprof/data is where bundled traces and their licence texts go: it must ship.
     assert "nbprof/data/README.md" in names
+    # PEP 561: type checkers read nbprof's own annotations only when the marker ships.
+    assert "nbprof/py.typed" in names
     assert "nbprof/datasets.py" in names and "nbprof/demo.py" in names
     assert not [n for n in names if n.startswith(("tests/", "notebooks/", "benchmarks/"))]
 

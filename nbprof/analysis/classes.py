@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis._text import has_bigram, matches, token_matches
+from nbprof.analysis.model import TOP_KERNELS_TABLE
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +298,7 @@ def class_shares(durations: np.ndarray, cls: np.ndarray) -> dict[str, float]:
 
 def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd.DataFrame:
     """The kernels that took the most GPU time, by name."""
-    cols = ["name", "count", "total_us", "mean_us", "pct", "cls", "tensor_core"]
+    cols = list(TOP_KERNELS_TABLE.names)
     if kernels.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
     df = pd.DataFrame(

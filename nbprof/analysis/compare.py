@@ -722,11 +722,11 @@ def _driver_clause(d: Diff) -> str:
             return template.format(
                 b=_fmt(m.unit, m.before), how=f"before and {_fmt(m.unit, m.after)} after"
             )
-        known.append((m, template))
+        known.append((m.unit, m.after, template))
     if not known:
         return ""
-    m, template = known[0]
-    return template.format(b=_fmt(m.unit, m.after), how="in both")
+    unit, after, template = known[0]
+    return template.format(b=_fmt(unit, after), how="in both")
 
 
 def _step_clause(d: Diff, hardware: bool) -> str:
@@ -809,6 +809,7 @@ def _side_json(s: Side) -> dict[str, Any]:
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    r: Any  # a row of df (pandas-stubs types its fields as any scalar)
     for r in df.itertuples(index=False):
         out.append(
             {

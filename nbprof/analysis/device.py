@@ -37,6 +37,7 @@ from nbprof.analysis._text import matches
 from nbprof.analysis.classes import class_shares, is_collective, kernel_classes, roofline_bounds
 from nbprof.analysis.model import (
     Basis,
+    BasisKind,
     DeviceMetrics,
     IdleBreakdown,
     compute_units,
@@ -108,7 +109,7 @@ class Device:
         return _rank_rows(self.trace.steps, self.rank)
 
     @cached_property
-    def props(self) -> dict[str, object]:
+    def props(self) -> dict[str, Any]:  # one row of the devices table
         d = self.trace.devices
         if d.empty:
             return {}
@@ -394,13 +395,14 @@ def _tensor_core_pct(d: Device) -> Measure:
         value = None
     else:
         value = float(d.kdur[flags].sum() / d.ktime * 100.0) if d.ktime > 0 else None
-    if tc.basis in ("measured", "unknown"):
+    kind: BasisKind
+    if tc.basis == "measured" or tc.basis == "unknown":
         kind = tc.basis
     elif "compute capability" in how:
         kind = "trace"  # the device properties rule Tensor Cores out
     else:
         kind = "estimated"  # names and ops are evidence, not counters
-    return value, Basis(kind, f"{tc.basis}: {how}")  # type: ignore[arg-type]
+    return value, Basis(kind, f"{tc.basis}: {how}")
 
 
 def _tensor_core_basis(d: Device) -> Measure:
@@ -530,7 +532,7 @@ def _step(d: Device) -> Measure:
 
 def _pre_gpu_step(d: Device) -> Measure:
     st = _step_frame(d)
-    frac = (st["pre_gpu_us"] / st["dur"]).dropna() if len(st) else st
+    frac = (st["pre_gpu_us"] / st["dur"]).dropna() if len(st) else pd.Series(dtype="float64")
     if not len(frac):
         return None, Basis("unknown", "no ProfilerStep with GPU work on this device")
     how = (

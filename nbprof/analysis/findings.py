@@ -270,16 +270,16 @@ def pageable_copies(s: Signals) -> Finding | None:
     if m.pageable_memcpy_count == 0:
         return None
     rows = [c for c in m.copies if str(c["kind"]).endswith("pageable")]
-    us = sum(float(c["us"]) for c in rows)  # type: ignore[arg-type]
+    us = sum(float(c["us"]) for c in rows)
     share = us / m.gpu_span_us * 100.0 if m.gpu_span_us > 0 else 0.0
     rates = "; ".join(
-        f"{c['kind']}: {c['count']} copies, {_size(c['bytes'])}"  # type: ignore[arg-type]
-        + (f" at {float(c['gbps']):.1f} GB/s" if c["gbps"] is not None else "")  # type: ignore[arg-type]
+        f"{c['kind']}: {c['count']} copies, {_size(c['bytes'])}"
+        + (f" at {float(c['gbps']):.1f} GB/s" if c["gbps"] is not None else "")
         for c in rows
     )
     pinned = [c for c in m.copies if str(c["kind"]).endswith("pinned") and c["gbps"] is not None]
     vs = (
-        f" (pinned copies here ran at {max(float(c['gbps']) for c in pinned):.1f} GB/s)"  # type: ignore[arg-type]
+        f" (pinned copies here ran at {max(float(c['gbps']) for c in pinned):.1f} GB/s)"
         if pinned
         else ""
     )
@@ -296,7 +296,7 @@ def pageable_copies(s: Signals) -> Finding | None:
             "pageable_memcpy_count": m.pageable_memcpy_count,
             "pageable_bytes": s.pageable_bytes,
             "pageable_copy_time_pct": _r(share),
-            "pageable_gbps": {str(c["kind"]): _r(c["gbps"], 2) for c in rows},  # type: ignore[arg-type]
+            "pageable_gbps": {str(c["kind"]): _r(c["gbps"], 2) for c in rows},
         },
         fix="Pin host tensors (pin_memory=True in the DataLoader) and copy with non_blocking=True.",
         code="x = x.pin_memory().to('cuda', non_blocking=True)",

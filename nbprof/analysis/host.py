@@ -94,7 +94,7 @@ def host_us_per_kernel(launches: Launches) -> float | None:
     if len(c) < 2:
         return None
     steps = [np.diff(g["ts"].to_numpy(dtype="float64")) for _, g in c.groupby("tid", sort=False)]
-    d = np.concatenate([s for s in steps if len(s)]) if any(len(s) for s in steps) else []
+    d = np.concatenate([s for s in steps if len(s)]) if any(len(s) for s in steps) else np.empty(0)
     return float(np.median(d)) if len(d) else None
 
 

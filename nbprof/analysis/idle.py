@@ -21,11 +21,12 @@ import logging
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis.model import IDLE_GAPS_TABLE
 from nbprof.analysis.stalls import KERNEL_WAIT_US, NAMED_GAPS, HostActivity
 
 logger = logging.getLogger(__name__)
 
-IDLE_COLUMNS = ("rank", "device", "stream", "start", "end", "dur", "cause", "cpu_work")
+IDLE_COLUMNS: tuple[str, ...] = IDLE_GAPS_TABLE.names
 
 
 def gpu_events(kernels: pd.DataFrame, memcpy: pd.DataFrame, memset: pd.DataFrame) -> pd.DataFrame:

@@ -46,14 +46,21 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from nbprof.analysis import intervals as iv
 from nbprof.analysis.collectives import P2P_KINDS, bus_factor, link_peak
-from nbprof.analysis.model import Basis, Bottleneck, Confidence, DeviceMetrics, Finding
+from nbprof.analysis.model import (
+    Basis,
+    Bottleneck,
+    Confidence,
+    DeviceMetrics,
+    Finding,
+    VerdictBasis,
+)
 from nbprof.analysis.rank import RankFailure, RankSummary
 from nbprof.analysis.verdict import FINDING_STALL_PCT, STALL_PCT, STALLS
 from nbprof.errors import TraceError
@@ -251,7 +258,8 @@ class JobVerdict:
     summary: str
     fixes: list[str]
     confidence: Confidence = "high"
-    basis: str = ""
+    #: A rank verdict's basis, or "skew_wait": ranks waiting on the slowest one decided.
+    basis: VerdictBasis | Literal["skew_wait"] = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -454,7 +462,9 @@ def _match(
     out: list[CollectiveRow] = []
     for key, calls in groups.items():
         out.append(_collective(key, calls, summaries, shifts, everyone))
-    out.sort(key=lambda c: (min(v for v in c.arrival_us.values()) if _clocked(c) else 0.0,
+    # _clocked: every arrival is known, so the filter drops nothing.
+    out.sort(key=lambda c: (min(v for v in c.arrival_us.values() if v is not None)
+                            if _clocked(c) else 0.0,
                             c.pg, c.kind, c.order))  # fmt: skip
     for n, c in enumerate(out):
         c.index = n
@@ -726,6 +736,7 @@ def _skew(
     """Per ProfilerStep: each rank's duration, the spread, who was slowest; and how far
     apart the ranks started."""
     rows = []
+    r: Any  # a row of the steps table (pandas-stubs types its fields as any scalar)
     for i, s in enumerate(summaries):
         for r in s.steps.itertuples(index=False):
             sh = shifts[i]
@@ -766,12 +777,11 @@ def _skew(
                     "end_spread_us": float(end.max() - end.min()) if clocked else None,
                 }
             )
-    starts = [shifts[i] + s.window[0] for i, s in enumerate(summaries) if shifts[i] is not None]
+    starts = [sh + s.window[0] for i, s in enumerate(summaries) if (sh := shifts[i]) is not None]
     start_spread = float(max(starts) - min(starts)) if len(starts) == len(summaries) > 1 else None
     first = last = None
-    if start_spread is not None:
-        vals = [shifts[i] + s.window[0] for i, s in enumerate(summaries)]  # type: ignore[operator]
-        first, last = ranks[int(np.argmin(vals))], ranks[int(np.argmax(vals))]
+    if start_spread is not None:  # every rank's shift is known: starts holds them all, in order
+        first, last = ranks[int(np.argmin(starts))], ranks[int(np.argmax(starts))]
     return {
         "steps": steps,
         "start_spread_us": start_spread,

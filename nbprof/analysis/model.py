@@ -6,10 +6,12 @@ its provenance is how nvidia-smi's "100%" misleads in the first place.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
 
 import pandas as pd
+
+from nbprof.trace.model import NAN, Column, Table
 
 SCHEMA = "nbprof.analysis/1"
 
@@ -21,7 +23,18 @@ Bottleneck = Literal[
 ]  # fmt: skip
 Severity = Literal["high", "medium", "low", "info"]
 Confidence = Literal["high", "low"]
+#: Which evidence decided ``tensor_core_pct`` (DESIGN.md's metric contract).
+TensorCoreBasis = Literal["measured", "kernel_names", "ops", "unknown"]
+#: What decided a verdict (see :class:`Verdict`); "" and "none" when nothing did.
+VerdictBasis = Literal[
+    "no_gpu_events", "little_gpu_work", "graph_capture", "exposed_communication",
+    "dataloader_gaps", "sync_gaps", "copy_time", "host_gaps", "launch_gaps", "kernel_gaps",
+    "one_time_setup", "queued_idle", "kernel_busy", "hardware_counters", "roofline",
+    "kernel_classes", "none", "",
+]  # fmt: skip
 BOTTLENECKS: tuple[str, ...] = get_args(Bottleneck)
+TENSOR_CORE_BASES: tuple[str, ...] = get_args(TensorCoreBasis)
+VERDICT_BASES: tuple[str, ...] = get_args(VerdictBasis)
 
 
 def utilization_tool(vendor: str) -> str:
@@ -93,7 +106,7 @@ class DeviceMetrics:
     sm_efficiency_pct: float | None
     occupancy_pct: float | None
     tensor_core_pct: float | None
-    tensor_core_basis: str  # "measured" | "kernel_names" | "ops" | "unknown"
+    tensor_core_basis: TensorCoreBasis
     #: Bytes the copies moved; None when no copy carries a byte count.
     memcpy_bytes: int | None
     pageable_memcpy_count: int
@@ -176,7 +189,126 @@ class Verdict:
     bottleneck: Bottleneck
     summary: str
     confidence: Confidence = "high"
-    basis: str = ""
+    basis: VerdictBasis = ""
+
+
+# -- the diagnosis tables, each declared once ------------------------------------------
+# Views read these; they never compute metrics themselves. Extra columns are allowed.
+# docs/tables.md is written from these declarations (tables_markdown).
+
+_CLS = Column(
+    "cls", "object", 'kernel class: "tensor_core", "compute", "memory", "communication" or '
+    '"other" (memory needs evidence: a memory-bound kernel family\'s name, or the roofline '
+    "placing the launching op below the ridge point; other: a kernel nbprof cannot classify)",
+)  # fmt: skip
+_TENSOR_CORE = Column("tensor_core", "bool", "the kernel uses Tensor Cores")
+_IDLE_CAUSE = Column(
+    "cause", "object", 'why the stream was idle: "host_wait" (nothing was queued), '
+    '"kernel_wait" (queued, shorter than the back-to-back launch delay) or "other"',
+)  # fmt: skip
+_CPU_WORK = Column("cpu_work", "object", "what the CPU did during the gap", "")
+_GAP = (
+    Column("start", "float64", "gap start", unit="µs"),
+    Column("end", "float64", "gap end", unit="µs"),
+    Column("dur", "float64", "gap length", unit="µs"),
+)
+_COUNT = Column("count", "int64", "how many")
+_TOTAL_US = Column("total_us", "float64", "their total time", unit="µs")
+
+KERNEL_CLASS_TABLE = Table(
+    "kernel_class",
+    "Each kernel's class; the index is aligned with `trace.kernels`.",
+    (_CLS, _TENSOR_CORE),
+)
+TOP_KERNELS_TABLE = Table(
+    "top_kernels",
+    "The kernels that took the most GPU time, by name, most first.",
+    (
+        Column("name", "object", "kernel name"),
+        replace(_COUNT, doc="launches"),
+        _TOTAL_US,
+        Column("mean_us", "float64", "mean duration", unit="µs"),
+        Column("pct", "float64", "share of kernel time", NAN, "%"),
+        replace(_CLS, doc="kernel class (of its first launch)"),
+        replace(_TENSOR_CORE, doc="any launch used Tensor Cores"),
+    ),
+)
+IDLE_GAPS_TABLE = Table(
+    "idle_gaps",
+    "The idle gaps of each GPU stream, as the timeline shades them, largest first.",
+    (
+        Column("rank", "int32", "rank"),
+        Column("device", "object", "GPU"),
+        Column("stream", "int64", "GPU stream"),
+        *_GAP,
+        _IDLE_CAUSE,
+        _CPU_WORK,
+    ),
+)
+STALLS_TABLE = Table(
+    "stalls",
+    "The idle gaps of each whole device (no stream busy), largest first: what decides the verdict.",
+    (
+        Column("rank", "int32", "rank"),
+        Column("device", "object", "GPU"),
+        *_GAP,
+        Column("queued", "bool", "work was queued (launched, not yet started)"),
+        replace(
+            _IDLE_CAUSE,
+            doc='the idle cause covering most of the gap: "sync", "dependency", '
+            '"kernel_wait", "capture", "input", "setup", "host" or "unknown"',
+        ),
+        _CPU_WORK,
+    ),
+)
+ROOFLINE_TABLE = Table(
+    "ops_roofline",
+    "The FLOP-counted ops per name and dtype, placed on the roofline.",
+    (
+        Column("op", "object", "op name"),
+        replace(_COUNT, doc="calls"),
+        Column("flops", "float64", "FLOPs of all calls", unit="FLOP"),
+        Column("bytes", "float64", "bytes their inputs and outputs hold", unit="bytes"),
+        replace(_TOTAL_US, doc="GPU time of the kernels they launched"),
+        Column("tflops", "float64", "achieved rate", NAN, "TFLOP/s"),
+        Column("gbps", "float64", "achieved bandwidth", NAN, "GB/s"),
+        Column("intensity", "float64", "arithmetic intensity", NAN, "FLOP/byte"),
+        Column("bound", "object", '"compute", "memory" or "unknown" (against the ridge point)'),
+        Column("basis", "object", "where the bound came from"),
+        Column("dtype", "object", "the ops' dtype (fp32, bf16, ...)"),
+    ),
+)
+COPIES_TABLE = Table(
+    "copies",
+    "Memory copies per device, direction and host-memory kind.",
+    (
+        Column("rank", "int32", "rank"),
+        Column("device", "object", "GPU"),
+        Column("kind", "object", 'direction: "HtoD", "DtoH", "DtoD", "HtoH" or "PtoP"'),
+        Column("src", "object", "source memory"),
+        Column("dst", "object", "destination memory"),
+        replace(_COUNT, doc="copies"),
+        Column("bytes", "int64", "bytes moved", unit="bytes"),
+        _TOTAL_US,
+        Column("gbps", "float64", "achieved rate", NAN, "GB/s"),
+        Column("pageable", "bool", "a side is pageable host memory"),
+    ),
+)
+SYNCS_TABLE = Table(
+    "syncs",
+    "Host calls that block on the GPU, per name, most time first.",
+    (
+        Column("name", "object", "call name"),
+        replace(_COUNT, doc="calls"),
+        _TOTAL_US,
+        Column("pct", "float64", "share of the GPU span", NAN, "%"),
+    ),
+)
+#: Every table of a Diagnosis, in the order ``Diagnosis.tables`` holds them.
+DIAGNOSIS_TABLES: tuple[Table, ...] = (
+    KERNEL_CLASS_TABLE, TOP_KERNELS_TABLE, IDLE_GAPS_TABLE, STALLS_TABLE, ROOFLINE_TABLE,
+    COPIES_TABLE, SYNCS_TABLE,
+)  # fmt: skip
 
 
 @dataclass
@@ -187,28 +319,9 @@ class Diagnosis:
     devices: list[DeviceMetrics]
     verdict: Verdict
     findings: list[Finding]
-    #: Supporting tables, each a DataFrame (may be empty). Views read these; they never
-    #: compute metrics themselves. Contract (extra columns allowed):
-    #:
-    #: ``kernel_class``  index aligned with ``trace.kernels``; ``cls`` ("tensor_core",
-    #:     "compute", "memory", "communication", "other"), ``tensor_core`` (bool).
-    #:     "memory" needs evidence (a memory-bound kernel family's name, or the roofline
-    #:     placing the launching op below the ridge point); "other" is a kernel nbprof
-    #:     cannot classify (custom extensions, unfamiliar names)
-    #: ``top_kernels``   name, count, total_us, mean_us, pct (of kernel time), cls,
-    #:     tensor_core
-    #: ``idle_gaps``     rank, device, stream, start, end, dur, cause ("host_wait",
-    #:     "kernel_wait", "other"), cpu_work (what the CPU did meanwhile, "" unknown):
-    #:     gaps of each stream, as the timeline shades them
-    #: ``stalls``        rank, device, start, end, dur, queued (bool), cause (the idle
-    #:     cause covering most of the gap: "sync", "dependency", "kernel_wait", "input",
-    #:     "setup", "host", "unknown"), cpu_work: idle gaps of the whole device, largest
-    #:     first; what decides the verdict
-    #: ``ops_roofline``  op, count, flops, bytes, total_us, tflops, gbps, intensity,
-    #:     bound ("compute", "memory", "unknown"), basis
-    #: ``copies``        rank, device, kind, src, dst, count, bytes, total_us, gbps,
-    #:     pageable (bool)
-    #: ``syncs``         name, count, total_us, pct (of the GPU span)
+    #: The supporting tables by name, each declared once in :data:`DIAGNOSIS_TABLES`
+    #: (column reference: docs/tables.md) and also read as attributes
+    #: (``diagnosis.idle_gaps``). Views read these; they never compute metrics themselves.
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     #: Why utilization (nvidia-smi) differs from real activity, in this run's numbers.
     explanation: str = ""
@@ -227,3 +340,44 @@ class Diagnosis:
             "findings": [f.to_json() for f in self.findings],
             "explanation": self.explanation,
         }
+
+    def _table(self, table: Table) -> pd.DataFrame:
+        # A Diagnosis built without a table (by hand, or by an older analysis) reads as
+        # that table, empty.
+        found = self.tables.get(table.name)
+        return found if found is not None else table.empty()
+
+    @property
+    def kernel_class(self) -> pd.DataFrame:
+        """``tables["kernel_class"]``: see :data:`KERNEL_CLASS_TABLE`."""
+        return self._table(KERNEL_CLASS_TABLE)
+
+    @property
+    def top_kernels(self) -> pd.DataFrame:
+        """``tables["top_kernels"]``: see :data:`TOP_KERNELS_TABLE`."""
+        return self._table(TOP_KERNELS_TABLE)
+
+    @property
+    def idle_gaps(self) -> pd.DataFrame:
+        """``tables["idle_gaps"]``: see :data:`IDLE_GAPS_TABLE`."""
+        return self._table(IDLE_GAPS_TABLE)
+
+    @property
+    def stalls(self) -> pd.DataFrame:
+        """``tables["stalls"]``: see :data:`STALLS_TABLE`."""
+        return self._table(STALLS_TABLE)
+
+    @property
+    def ops_roofline(self) -> pd.DataFrame:
+        """``tables["ops_roofline"]``: see :data:`ROOFLINE_TABLE`."""
+        return self._table(ROOFLINE_TABLE)
+
+    @property
+    def copies(self) -> pd.DataFrame:
+        """``tables["copies"]``: see :data:`COPIES_TABLE`."""
+        return self._table(COPIES_TABLE)
+
+    @property
+    def syncs(self) -> pd.DataFrame:
+        """``tables["syncs"]``: see :data:`SYNCS_TABLE`."""
+        return self._table(SYNCS_TABLE)

@@ -169,6 +169,7 @@ def _steps(s: Signals, compute: iv.Set, comm: iv.Set) -> pd.DataFrame:
     st = s.view.steps
     exposed = iv.subtract(comm, compute)
     rows = []
+    r: Any  # a row of the steps table (pandas-stubs types its fields as any scalar)
     for r in st.itertuples(index=False):
         w = (np.array([float(r.ts)]), np.array([float(r.ts + r.dur)]))
         rows.append(

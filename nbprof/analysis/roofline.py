@@ -20,14 +20,12 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis._text import matches
+from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
 
 logger = logging.getLogger(__name__)
 
-ROOFLINE_COLUMNS = (
-    "op", "count", "flops", "bytes", "total_us", "tflops", "gbps", "intensity", "bound",
-    "basis", "dtype",
-)  # fmt: skip
+ROOFLINE_COLUMNS: tuple[str, ...] = ROOFLINE_TABLE.names
 
 _SIZES = {
     "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "int": 4,

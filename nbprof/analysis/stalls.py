@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import intervals as iv
+from nbprof.analysis.model import STALLS_TABLE
 from nbprof.analysis.syncs import SYNC_OPS
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ OP_COVER = 0.25
 CAUSES: tuple[str, ...] = (
     "sync", "dependency", "kernel_wait", "capture", "input", "setup", "host", "unknown",
 )  # fmt: skip
-GAP_COLUMNS = ("rank", "device", "start", "end", "dur", "queued", "cause", "cpu_work")
+GAP_COLUMNS: tuple[str, ...] = STALLS_TABLE.names
 
 
 @dataclass(frozen=True)

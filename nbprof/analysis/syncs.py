@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis._text import matches
+from nbprof.analysis.model import SYNCS_TABLE
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ SYNC_RUNTIME = (
 )  # fmt: skip
 #: CPU ops that force a device-to-host sync (``.item()``, ``.tolist()``, printing a tensor).
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
-SYNC_COLUMNS = ("name", "count", "total_us", "pct")
+SYNC_COLUMNS: tuple[str, ...] = SYNCS_TABLE.names
 _COPY_CALL = re.compile(r"^(?:cuda|hip|cu)Memcpy")
 _CALL_COLUMNS = ("rank", "pid", "tid", "name", "ts", "dur", "kind", "bytes")
 

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis._text import matches
+from nbprof.analysis.model import TensorCoreBasis
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class TensorCoreResult:
     """Per-kernel flags (aligned with the kernels frame) and the basis actually used."""
 
     flags: np.ndarray  # bool, one per kernel
-    basis: str  # "measured" | "kernel_names" | "ops" | "unknown"
+    basis: TensorCoreBasis
     how: str
 
 

@@ -14,12 +14,11 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis._text import matches
+from nbprof.analysis.model import COPIES_TABLE
 
 logger = logging.getLogger(__name__)
 
-COPY_COLUMNS = (
-    "rank", "device", "kind", "src", "dst", "count", "bytes", "total_us", "gbps", "pageable",
-)  # fmt: skip
+COPY_COLUMNS: tuple[str, ...] = COPIES_TABLE.names
 
 
 def is_pageable(memcpy: pd.DataFrame) -> pd.Series:

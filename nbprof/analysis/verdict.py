@@ -47,7 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nbprof.analysis.device import Signals
-from nbprof.analysis.model import Bottleneck, Confidence, Verdict
+from nbprof.analysis.model import Bottleneck, Confidence, Verdict, VerdictBasis
 from nbprof.analysis.stalls import KERNEL_WAIT_US
 from nbprof.trace.model import Trace
 
@@ -115,7 +115,7 @@ PRE_GPU_STEP_PCT = 50.0
 
 _KNOWN = ("tensor_core", "compute", "memory", "communication")
 #: Stall (span_breakdown key) -> (verdict, basis, what it means in a sentence).
-STALLS: dict[str, tuple[Bottleneck, str, str]] = {
+STALLS: dict[str, tuple[Bottleneck, VerdictBasis, str]] = {
     "exposed_comm": (
         "communication_bound", "exposed_communication",
         "collectives ran with no compute kernel beside them",
@@ -151,7 +151,7 @@ class Decision(NamedTuple):
     kind: Bottleneck
     why: str
     confidence: Confidence
-    basis: str
+    basis: VerdictBasis
 
 
 def kernel_busy_us(s: Signals) -> float:
@@ -284,7 +284,7 @@ def setup_after_first_step(s: Signals) -> float | None:
     return float(after.sum()) / total
 
 
-def _host_why(s: Signals, share: float) -> tuple[Bottleneck, str, str]:
+def _host_why(s: Signals, share: float) -> tuple[Bottleneck, VerdictBasis, str]:
     m = s.metrics
     pace = ""
     if m.host_us_per_kernel is not None and m.launch_us_per_kernel is not None:
@@ -316,7 +316,7 @@ def _host_why(s: Signals, share: float) -> tuple[Bottleneck, str, str]:
     )
 
 
-def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, str, str]:
+def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, VerdictBasis, str]:
     m = s.metrics
     if key == "host":
         return _host_why(s, share)
@@ -426,7 +426,7 @@ def compute_vs_memory(s: Signals) -> Decision:
         else f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
         f"unfamiliar names), so this call rests on the rest: "
     )
-    basis = "roofline" if roof_comp + roof_mem >= max(comp, mem) else "kernel_classes"
+    basis: VerdictBasis = "roofline" if roof_comp + roof_mem >= max(comp, mem) else "kernel_classes"
     tc = s.class_pct.get("tensor_core", 0.0)
     parts = []
     if roof_comp + roof_mem > 0:
@@ -526,7 +526,7 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     span = f"{_us(m.gpu_span_us)} GPU span"
     little = too_little_work(s)
     if little is not None:
-        basis = "graph_capture" if "stream capture" in little else "little_gpu_work"
+        basis: VerdictBasis = "graph_capture" if "stream capture" in little else "little_gpu_work"
         return Verdict(
             "insufficient_gpu_work",
             f"{where}: {little} (kernels busy {busy:.1f}% of the {span}).",

@@ -35,39 +35,9 @@ exception in the user's code.
 :mod:`nbprof.telemetry.devices` for the match a capture records in
 ``Samples.cuda_devices``.
 
-Clocks: how samples line up with a profiler trace
--------------------------------------------------
-Every sample is stamped with ``time.time_ns()`` on the sampler thread just before that
-pass's NVML calls: the system wall clock, in nanoseconds since the Unix epoch. Kineto
-stamps trace events from the same clock: a trace's events sit at
-``Trace.origin_ns + ts * 1000`` (``ts`` in µs relative to ``origin_ns``, see
-:mod:`nbprof.trace.model`). So, for a sample row ``r``::
-
-    ts_us_on_trace = (r.time_ns - trace.origin_ns) / 1000   # on_trace_clock() does this
-
-Error bound. A row stands for NVML's view at its stamp, within:
-
-- the time the pass takes to reach that GPU after the stamp: nbprof's share is the "CPU per
-  pass" in ``benchmarks/RESULTS.md`` (1.6-2.5 ms for 8 GPUs, on the fake backend and on
-  the real pynvml over an emulated driver);
-  the driver's own time per call comes on top and is not measured there;
-- the averaging window of each number, which precedes the stamp: ``utilization.gpu`` and
-  ``utilization.memory`` cover the driver's last sample period ("between 1 second and 1/6
-  second, depending on the product", NVML's ``nvmlUtilization_t`` documentation); GPM
-  metrics cover the window since the previous GPM sample (at least 110 ms; one sampling
-  period at 4 Hz); driver-buffered utilization rows carry the driver's own timestamps
-  (``nvmlSample_t.timeStamp``, "CPU timestamp in microseconds") and cover the driver's
-  period before them;
-- changes of the wall clock itself between a trace event and a sample: NTP slewing changes
-  its rate by at most 500 ppm (``MAX_TICKADJ`` in Linux's kernel/time/ntp.c), i.e. 0.5 ms
-  per second elapsed between the two; a clock *step* during a run shifts one against the
-  other by the step.
-
-So align a sample to the *window ending* at its time, and expect ±(one averaging window)
-resolution, not ±1 µs: enough to see which phase of a step nvidia-smi calls busy while the
-SMs idle, not to attribute a sample to a single kernel. Driver timestamps more than 60 s
-away from ``time.time_ns()`` are taken as not wall-clock and ignored (util_gpu then comes
-from ``nvmlDeviceGetUtilizationRates``).
+Clocks: each sample is stamped with the system wall clock (``time.time_ns()``), the clock
+Kineto stamps trace events with, so :func:`on_trace_clock` puts samples on a trace's time
+axis; docs/clocks.md says how, and within what error (one averaging window, not 1 µs).
 
 Ring buffer: the sampler keeps the last ``capacity`` passes (default 14 400: one hour at
 4 Hz) in memory; older passes are dropped. Record to a file to keep more.

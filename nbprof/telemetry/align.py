@@ -1,4 +1,4 @@
-"""Put samples on a profiler trace's time axis (see :mod:`nbprof.telemetry` for the clocks)."""
+"""Put samples on a profiler trace's time axis (the clocks: docs/clocks.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ def on_trace_clock(samples: Samples, origin_ns: int) -> pd.DataFrame:
     """``samples.frame`` with a ``ts`` column: µs relative to ``Trace.origin_ns``.
 
     A sample row at ``ts`` summarises the averaging window that *ends* at ``ts`` (see the
-    error bound in :mod:`nbprof.telemetry`). The subtraction is done in int64 nanoseconds
+    error bound in docs/clocks.md). The subtraction is done in int64 nanoseconds
     before converting, so no precision is lost to float64 epoch times.
     """
     frame = samples.frame.copy()

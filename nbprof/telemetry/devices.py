@@ -152,7 +152,7 @@ def _pci_order(gpus: Mapping[int, Mapping[str, Any]]) -> list[int] | None:
     keyed = [(_pci_key(str(info.get("pci_bus_id") or "")), k) for k, info in gpus.items()]
     if not keyed or any(key is None for key, _ in keyed):
         return None
-    return [k for _, k in sorted(keyed)]  # type: ignore[type-var]
+    return [k for _, k in sorted(keyed)]
 
 
 def _by_visible_entry(

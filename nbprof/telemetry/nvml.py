@@ -183,7 +183,7 @@ class NvmlBackend:
                 if n.startswith("NVML_ERROR_")
             }
         try:
-            return self._codes.get(ret, "")  # type: ignore[arg-type]
+            return self._codes.get(ret, "")
         except TypeError:
             return ""
 
@@ -741,9 +741,10 @@ def library_reason(nvml: Any = None) -> str:
     """
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml
         except ImportError:
             return "nvidia-ml-py (pynvml) is not installed"
+        nvml = pynvml
     # The old `pynvml` package defines these in pynvml.nvml; nvmlInit's globals are there.
     where = getattr(getattr(nvml, "nvmlInit", None), "__globals__", None) or vars(nvml)
     if where.get("nvmlLib") is not None:

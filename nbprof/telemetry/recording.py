@@ -22,7 +22,7 @@ File format ``nbprof-nvml-samples`` version 1 (UTF-8, one JSON object per line):
 
      {"t": 1764460000250000000, "gpu": 0, "util_gpu": 100.0, "sm_util": 31.5, ...}
 
-   ``t`` is ``time.time_ns()`` (see :mod:`nbprof.telemetry` for the clock), ``gpu`` the NVML
+   ``t`` is ``time.time_ns()`` (see docs/clocks.md for the clock), ``gpu`` the NVML
    index; a metric that was not available at that time is simply absent.
 
 3. Optionally, when the state changes mid-run (a GPU is lost, a metric starts failing)::
@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeGuard
 
 import numpy as np
 import orjson
@@ -196,7 +196,7 @@ _I64 = range(-(2**63), 2**63)
 _GPU_INDEX = range(0, 2**31)
 
 
-def _is_int(v: object, valid: range) -> bool:
+def _is_int(v: object, valid: range) -> TypeGuard[int]:
     # bool is an int to Python, but `"t": true` is no time.
     return isinstance(v, int) and not isinstance(v, bool) and v in valid
 

@@ -90,8 +90,8 @@ class Subscription:
             frame = self._final.frame
             newest = int(frame["time_ns"].max()) if len(frame) else 0
             return latest_of(_since(self._final, newest - LATEST_LOOKBACK_NS))
-        newest = self._sampler.newest_ns()
-        since = None if newest is None else newest - LATEST_LOOKBACK_NS
+        newest_ns = self._sampler.newest_ns()
+        since = None if newest_ns is None else newest_ns - LATEST_LOOKBACK_NS
         return latest_of(self._sampler.samples(since))
 
     def close(self) -> None:
@@ -113,7 +113,7 @@ class Sampler:
     """A reference-counted background sampler over an :class:`NvmlBackend`.
 
     ``nvml`` is the pynvml-like module to use (default: ``pynvml``); ``clock_ns`` stamps
-    samples (wall clock, see :mod:`nbprof.telemetry`); ``monotonic_ns`` times GPM windows at
+    samples (wall clock, see docs/clocks.md); ``monotonic_ns`` times GPM windows at
     each GPM call. Both are injectable so tests are deterministic.
     """
 

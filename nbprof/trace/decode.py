@@ -21,12 +21,13 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 import numpy as np
 
-from nbprof.errors import TraceError, plain_text
+from nbprof.errors import TraceError as TraceError  # tables raises it as dec.TraceError
+from nbprof.errors import plain_text
 from nbprof.trace.io import encoding_problem
 
 logger = logging.getLogger(__name__)
@@ -489,7 +490,8 @@ def decode_chunk(
     except RecursionError:
         last = offset + len(raws) - 1
         raise TraceError(path, f"events {offset}-{last}: {too_deep()}") from None
-    return events, parse_ts_ns([e.ts for e in events], path, offset)
+    # list is invariant: a list of one event type is read here as a list of either type.
+    return cast("list[AnyEvent]", events), parse_ts_ns([e.ts for e in events], path, offset)
 
 
 def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
@@ -517,7 +519,7 @@ def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
     ts = ts * 1000
     if missing is not None:
         ts[missing] = NO_TS
-    return events, ts
+    return cast("list[AnyEvent]", events), ts
 
 
 def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps] | None:

@@ -5,115 +5,271 @@ microseconds (float64) *relative to* :attr:`Trace.origin_ns`, so nanosecond prec
 survives even when the file holds epoch timestamps (1.7e15 µs loses sub-µs digits in a
 float64).
 
-Column contract (every frame has at least these, in this order; extra columns are allowed):
-
-``kernels``  rank:int32, device:str, stream:int64, name:str, ts:float64, dur:float64,
-             correlation:int64 (-1 unknown), grid:int64 (total blocks, -1 unknown),
-             block:int64 (threads per block, -1 unknown), registers:int64 (-1),
-             shared_mem:int64 (bytes, -1), occupancy:float64 (Kineto's
-             "est. achieved occupancy %", NaN unknown), blocks_per_sm:float64 (NaN),
-             launch_ts:float64 (start of the runtime/driver call that launched it, NaN),
-             launch_name:str ("" unknown), op:str (innermost CPU op enclosing the
-             launch, "" unknown), op_index:int64 (row in ``cpu_ops``, -1 unknown)
-``memcpy``   rank, device, stream, name, ts, dur, correlation, bytes:int64 (-1),
-             kind:str ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "" unknown),
-             src:str / dst:str ("Pageable", "Pinned", "Device", "" unknown),
-             launch_ts, launch_name, op, op_index
-``memset``   rank, device, stream, name, ts, dur, correlation, bytes, launch_ts,
-             launch_name, op, op_index
-``runtime``  rank, pid:int64, tid:int64, name, ts, dur, correlation, cat:str
-             ("cuda_runtime", "cuda_driver", "cuda_sync", ...)
-``cpu_ops``  rank, pid, tid, name, ts, dur, external_id:int64 (-1), flops:float64 (NaN),
-             input_dims:str (raw JSON text, "" none), input_types:str (raw JSON, ""),
-             depth:int32 (nesting depth on its thread, 0 = top level)
-``annotations`` rank, pid, tid, name, ts, dur, on_gpu:bool (gpu_user_annotation); also
-             the DataLoader's ``python_function`` frame (``dataloader.py(N): __next__``)
-``steps``    rank, step:int64, name, ts, dur (from ProfilerStep#N; none → empty frame)
-``devices``  rank, device:str, name:str, vendor:str ("nvidia", "amd", "unknown"),
-             sm_count:int64 (-1), compute_capability:str ("" unknown),
-             total_memory:int64 (bytes, -1), max_threads_per_sm:int64 (-1)
-``counters`` rank, device, name, ts, metric:str, value:float64 (per-kernel hardware
-             counters, e.g. CUPTI range-profiler args; empty when absent)
-``comms``    rank, pid, tid, name, ts, dur, source:str ("kernel", "op", "annotation"),
-             device:str ("" for host records), correlation:int64 (-1), collective:str
-             (PyTorch's "Collective name", "" unknown), pg:str ("Process Group Name" or
-             "Process Group ID", "" unknown), pg_ranks:str (raw JSON text, ""),
-             group_size:int64 (-1), seq:int64 (-1), in_nelems:int64 (-1),
-             out_nelems:int64 (-1), dtype:str (""), input_dims:str, input_types:str (raw
-             JSON, ""): what the trace says about each collective call, from the host
-             records of it (``record_param_comms`` ops, ``nccl:all_reduce``-style
-             annotations) and from the metadata newer PyTorch writes on collective kernels
+Each table is declared once, below, as a :class:`Table` of :class:`Column` s (name, dtype,
+the value that means "unknown", unit, meaning); the column tuples (``KERNEL_COLUMNS``...),
+``TABLES``, the dtypes, :func:`empty_table` and the column reference in
+``docs/tables.md`` (:func:`tables_markdown`) are all derived from it. Every frame has at
+least its table's columns, in that order; extra columns are allowed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
 
-KERNEL_COLUMNS: tuple[str, ...] = (
-    "rank", "device", "stream", "name", "ts", "dur", "correlation", "grid", "block",
-    "registers", "shared_mem", "occupancy", "blocks_per_sm", "launch_ts", "launch_name",
-    "op", "op_index",
-)  # fmt: skip
-MEMCPY_COLUMNS: tuple[str, ...] = (
-    "rank", "device", "stream", "name", "ts", "dur", "correlation", "bytes", "kind", "src",
-    "dst", "launch_ts", "launch_name", "op", "op_index",
-)  # fmt: skip
-MEMSET_COLUMNS: tuple[str, ...] = (
-    "rank", "device", "stream", "name", "ts", "dur", "correlation", "bytes", "launch_ts",
-    "launch_name", "op", "op_index",
-)  # fmt: skip
-RUNTIME_COLUMNS: tuple[str, ...] = (
-    "rank", "pid", "tid", "name", "ts", "dur", "correlation", "cat",
-)  # fmt: skip
-CPU_OP_COLUMNS: tuple[str, ...] = (
-    "rank", "pid", "tid", "name", "ts", "dur", "external_id", "flops", "input_dims",
-    "input_types", "depth",
-)  # fmt: skip
-ANNOTATION_COLUMNS: tuple[str, ...] = ("rank", "pid", "tid", "name", "ts", "dur", "on_gpu")
-STEP_COLUMNS: tuple[str, ...] = ("rank", "step", "name", "ts", "dur")
-DEVICE_COLUMNS: tuple[str, ...] = (
-    "rank", "device", "name", "vendor", "sm_count", "compute_capability", "total_memory",
-    "max_threads_per_sm",
-)  # fmt: skip
-COUNTER_COLUMNS: tuple[str, ...] = ("rank", "device", "name", "ts", "metric", "value")
-COMM_COLUMNS: tuple[str, ...] = (
-    "rank", "pid", "tid", "name", "ts", "dur", "source", "device", "correlation", "collective",
-    "pg", "pg_ranks", "group_size", "seq", "in_nelems", "out_nelems", "dtype", "input_dims",
-    "input_types",
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table's contract.
+
+    ``missing`` is the value the column holds where the trace does not say (``-1``,
+    ``NaN``, ``""``), or ``None`` when every row has a real value.
+    """
+
+    name: str
+    dtype: str
+    doc: str
+    missing: Any = None
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table's contract: its columns, in order, and what one row is."""
+
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def dtypes(self) -> dict[str, str]:
+        return {c.name: c.dtype for c in self.columns}
+
+    def empty(self) -> pd.DataFrame:
+        """An empty frame with this table's columns and dtypes."""
+        return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in self.columns})
+
+    def markdown(self) -> str:
+        """This table's reference: one row per column."""
+        rows = [
+            f"### `{self.name}`",
+            "",
+            self.doc,
+            "",
+            "| column | dtype | unknown | unit | meaning |",
+            "|---|---|---|---|---|",
+        ]
+        rows += [
+            f"| `{c.name}` | {_dtype_word(c.dtype)} | {_missing_word(c.missing)} | "
+            f"{c.unit or ''} | {c.doc} |"
+            for c in self.columns
+        ]
+        return "\n".join(rows)
+
+
+def _dtype_word(dtype: str) -> str:
+    return "str" if dtype == "object" else dtype
+
+
+def _missing_word(missing: Any) -> str:
+    if missing is None:
+        return "never"
+    if isinstance(missing, float) and math.isnan(missing):
+        return "NaN"
+    return f'`"{missing}"`' if isinstance(missing, str) else f"`{missing}`"
+
+
+NAN = math.nan
+
+# -- columns several tables share ------------------------------------------------------
+
+RANK = Column("rank", "int32", "rank of the process that wrote the event (0 for one file)")
+DEVICE = Column("device", "object", "GPU: `args.device` when present, else the event's pid")
+STREAM = Column("stream", "int64", "GPU stream (the event's tid)")
+NAME = Column("name", "object", "event name")
+TS = Column("ts", "float64", "start, relative to `Trace.origin_ns`", unit="µs")
+DUR = Column("dur", "float64", "duration", unit="µs")
+CORRELATION = Column(
+    "correlation", "int64", "links a GPU event to the runtime call that launched it", -1
+)
+PID = Column("pid", "int64", "process id")
+TID = Column("tid", "int64", "thread id")
+BYTES = Column("bytes", "int64", "bytes moved or set", -1, "bytes")
+LAUNCH_TS = Column(
+    "launch_ts", "float64", "start of the runtime/driver call that launched it", NAN, "µs"
+)
+LAUNCH_NAME = Column("launch_name", "object", "that launch call's name", "")
+OP = Column("op", "object", "innermost CPU op enclosing the launch", "")
+OP_INDEX = Column("op_index", "int64", "that op's row in `cpu_ops`", -1)
+INPUT_DIMS = Column("input_dims", "object", "the op's input shapes (raw JSON text)", "")
+INPUT_TYPES = Column("input_types", "object", "the op's input dtypes (raw JSON text)", "")
+_LAUNCH = (LAUNCH_TS, LAUNCH_NAME, OP, OP_INDEX)
+_GPU_EVENT = (RANK, DEVICE, STREAM, NAME, TS, DUR, CORRELATION)
+_HOST_EVENT = (RANK, PID, TID, NAME, TS, DUR)
+
+# -- the tables ------------------------------------------------------------------------
+
+KERNELS = Table(
+    "kernels",
+    "One row per GPU kernel.",
+    (
+        *_GPU_EVENT,
+        Column("grid", "int64", "total blocks in the grid", -1, "blocks"),
+        Column("block", "int64", "threads per block", -1, "threads"),
+        Column("registers", "int64", "registers per thread", -1),
+        Column("shared_mem", "int64", "shared memory per block", -1, "bytes"),
+        Column("occupancy", "float64", 'Kineto\'s "est. achieved occupancy %"', NAN, "%"),
+        Column("blocks_per_sm", "float64", "blocks per SM, as Kineto reports it", NAN),
+        *_LAUNCH,
+    ),
+)
+MEMCPY = Table(
+    "memcpy",
+    "One row per GPU memory copy.",
+    (
+        *_GPU_EVENT,
+        BYTES,
+        Column("kind", "object", 'direction: "HtoD", "DtoH", "DtoD", "HtoH" or "PtoP"', ""),
+        Column("src", "object", 'source memory: "Pageable", "Pinned" or "Device"', ""),
+        Column("dst", "object", 'destination memory: "Pageable", "Pinned" or "Device"', ""),
+        *_LAUNCH,
+    ),
+)
+MEMSET = Table("memset", "One row per GPU memset.", (*_GPU_EVENT, BYTES, *_LAUNCH))
+RUNTIME = Table(
+    "runtime",
+    "One row per CUDA/HIP runtime or driver call on the host.",
+    (
+        *_HOST_EVENT,
+        replace(CORRELATION, doc="links the call to the GPU event it launched"),
+        Column("cat", "object", 'category: "cuda_runtime", "cuda_driver", "cuda_sync", ...'),
+    ),
+)
+CPU_OPS = Table(
+    "cpu_ops",
+    "One row per CPU op (`cpu_op` events: aten ops, the user's own).",
+    (
+        *_HOST_EVENT,
+        Column("external_id", "int64", "links the op to the launches inside it", -1),
+        Column("flops", "float64", "FLOPs torch computed for the op", NAN, "FLOP"),
+        INPUT_DIMS,
+        INPUT_TYPES,
+        Column("depth", "int32", "nesting depth on its thread (0 = top level)"),
+    ),
+)
+ANNOTATIONS = Table(
+    "annotations",
+    "One row per user annotation (`record_function`, NVTX-style ranges), and the "
+    "DataLoader's `python_function` frame (`dataloader.py(N): __next__`).",
+    (*_HOST_EVENT, Column("on_gpu", "bool", "a `gpu_user_annotation` (on the GPU's timeline)")),
+)
+STEPS = Table(
+    "steps",
+    "One row per `ProfilerStep#N` (none: an empty table).",
+    (RANK, Column("step", "int64", "N of ProfilerStep#N"), NAME, TS, DUR),
+)
+DEVICES = Table(
+    "devices",
+    "One row per GPU the trace describes (`deviceProperties`).",
+    (
+        RANK,
+        replace(DEVICE, doc="GPU index, as GPU events name it"),
+        replace(NAME, doc="GPU name"),
+        Column("vendor", "object", '"nvidia", "amd" or "unknown"'),
+        Column("sm_count", "int64", "streaming multiprocessors (CUs on AMD)", -1),
+        Column("compute_capability", "object", 'e.g. "9.0"', ""),
+        Column("total_memory", "int64", "device memory", -1, "bytes"),
+        Column("max_threads_per_sm", "int64", "threads one SM can hold", -1),
+    ),
+)
+COUNTERS = Table(
+    "counters",
+    "Per-kernel hardware counters (e.g. CUPTI range-profiler args; empty when absent).",
+    (
+        RANK,
+        DEVICE,
+        replace(NAME, doc="the kernel's name"),
+        TS,
+        Column("metric", "object", "counter name"),
+        Column("value", "float64", "counter value"),
+    ),
+)
+COMMS = Table(
+    "comms",
+    "What the trace says about each collective call: its host records "
+    "(`record_param_comms` ops, `nccl:all_reduce`-style annotations) and the metadata "
+    "newer PyTorch writes on collective kernels.",
+    (
+        *_HOST_EVENT,
+        Column("source", "object", 'record kind: "kernel", "op" or "annotation"'),
+        replace(DEVICE, doc="GPU of a kernel record", missing=""),
+        CORRELATION,
+        Column("collective", "object", 'PyTorch\'s "Collective name"', ""),
+        Column("pg", "object", '"Process Group Name" or "Process Group ID"', ""),
+        Column("pg_ranks", "object", "the group's ranks (raw JSON text)", ""),
+        Column("group_size", "int64", "ranks in the group", -1),
+        Column("seq", "int64", "the call's sequence number in its group", -1),
+        Column("in_nelems", "int64", "input elements", -1),
+        Column("out_nelems", "int64", "output elements", -1),
+        Column("dtype", "object", "element type", ""),
+        INPUT_DIMS,
+        INPUT_TYPES,
+    ),
+)
+
+#: Every trace table, in the order a Trace holds them.
+SCHEMA: tuple[Table, ...] = (
+    KERNELS, MEMCPY, MEMSET, RUNTIME, CPU_OPS, ANNOTATIONS, STEPS, DEVICES, COUNTERS, COMMS,
 )  # fmt: skip
 
-TABLES: dict[str, tuple[str, ...]] = {
-    "kernels": KERNEL_COLUMNS,
-    "memcpy": MEMCPY_COLUMNS,
-    "memset": MEMSET_COLUMNS,
-    "runtime": RUNTIME_COLUMNS,
-    "cpu_ops": CPU_OP_COLUMNS,
-    "annotations": ANNOTATION_COLUMNS,
-    "steps": STEP_COLUMNS,
-    "devices": DEVICE_COLUMNS,
-    "counters": COUNTER_COLUMNS,
-    "comms": COMM_COLUMNS,
-}
+KERNEL_COLUMNS: tuple[str, ...] = KERNELS.names
+MEMCPY_COLUMNS: tuple[str, ...] = MEMCPY.names
+MEMSET_COLUMNS: tuple[str, ...] = MEMSET.names
+RUNTIME_COLUMNS: tuple[str, ...] = RUNTIME.names
+CPU_OP_COLUMNS: tuple[str, ...] = CPU_OPS.names
+ANNOTATION_COLUMNS: tuple[str, ...] = ANNOTATIONS.names
+STEP_COLUMNS: tuple[str, ...] = STEPS.names
+DEVICE_COLUMNS: tuple[str, ...] = DEVICES.names
+COUNTER_COLUMNS: tuple[str, ...] = COUNTERS.names
+COMM_COLUMNS: tuple[str, ...] = COMMS.names
+
+TABLES: dict[str, tuple[str, ...]] = {t.name: t.names for t in SCHEMA}
+
+
+def _shared_dtypes(tables: Iterable[Table]) -> dict[str, str]:
+    """Column name -> dtype for every column that is not text; a name means one dtype in
+    every table that has it (so a frame's dtypes can be set by column name alone)."""
+    out: dict[str, str] = {}
+    for t in tables:
+        for c in t.columns:
+            if out.get(c.name, c.dtype) != c.dtype:
+                raise TypeError(f"column {c.name!r} has two dtypes: {out[c.name]}, {c.dtype}")
+            if c.dtype != "object":
+                out.setdefault(c.name, c.dtype)
+    return out
+
+
+_DTYPES: dict[str, str] = _shared_dtypes(SCHEMA)
+_BY_NAME: dict[str, Table] = {t.name: t for t in SCHEMA}
 
 
 def empty_table(name: str) -> pd.DataFrame:
     """An empty frame with the contract's columns for table ``name``."""
-    return pd.DataFrame({c: pd.Series(dtype=_DTYPES.get(c, "object")) for c in TABLES[name]})
+    return _BY_NAME[name].empty()
 
 
-_DTYPES: dict[str, str] = {
-    "rank": "int32", "stream": "int64", "ts": "float64", "dur": "float64",
-    "correlation": "int64", "grid": "int64", "block": "int64", "registers": "int64",
-    "shared_mem": "int64", "occupancy": "float64", "blocks_per_sm": "float64",
-    "launch_ts": "float64", "op_index": "int64", "bytes": "int64", "pid": "int64",
-    "tid": "int64", "external_id": "int64", "flops": "float64", "depth": "int32",
-    "on_gpu": "bool", "step": "int64", "sm_count": "int64", "total_memory": "int64",
-    "max_threads_per_sm": "int64", "value": "float64", "group_size": "int64", "seq": "int64",
-    "in_nelems": "int64", "out_nelems": "int64",
-}  # fmt: skip
+def tables_markdown(tables: Iterable[Table] = SCHEMA) -> str:
+    """The column reference of ``tables``, as docs/tables.md holds it."""
+    return "\n\n".join(t.markdown() for t in tables) + "\n"
 
 
 @dataclass
@@ -121,22 +277,23 @@ class Trace:
     """A loaded profiler trace (one file, or a folder of per-rank files).
 
     ``origin_ns`` is the wall-clock time (ns since the Unix epoch, the clock Kineto writes)
-    of ``ts == 0``; ``None`` when the file gives no way to know it.
+    of ``ts == 0``; ``None`` when the file gives no way to know it. Each table is a
+    DataFrame whose columns :data:`SCHEMA` declares (see docs/tables.md).
     """
 
     source: str
     event_count: int
     origin_ns: int | None
-    kernels: pd.DataFrame = field(default_factory=lambda: empty_table("kernels"))
-    memcpy: pd.DataFrame = field(default_factory=lambda: empty_table("memcpy"))
-    memset: pd.DataFrame = field(default_factory=lambda: empty_table("memset"))
-    runtime: pd.DataFrame = field(default_factory=lambda: empty_table("runtime"))
-    cpu_ops: pd.DataFrame = field(default_factory=lambda: empty_table("cpu_ops"))
-    annotations: pd.DataFrame = field(default_factory=lambda: empty_table("annotations"))
-    steps: pd.DataFrame = field(default_factory=lambda: empty_table("steps"))
-    devices: pd.DataFrame = field(default_factory=lambda: empty_table("devices"))
-    counters: pd.DataFrame = field(default_factory=lambda: empty_table("counters"))
-    comms: pd.DataFrame = field(default_factory=lambda: empty_table("comms"))
+    kernels: pd.DataFrame = field(default_factory=KERNELS.empty)
+    memcpy: pd.DataFrame = field(default_factory=MEMCPY.empty)
+    memset: pd.DataFrame = field(default_factory=MEMSET.empty)
+    runtime: pd.DataFrame = field(default_factory=RUNTIME.empty)
+    cpu_ops: pd.DataFrame = field(default_factory=CPU_OPS.empty)
+    annotations: pd.DataFrame = field(default_factory=ANNOTATIONS.empty)
+    steps: pd.DataFrame = field(default_factory=STEPS.empty)
+    devices: pd.DataFrame = field(default_factory=DEVICES.empty)
+    counters: pd.DataFrame = field(default_factory=COUNTERS.empty)
+    comms: pd.DataFrame = field(default_factory=COMMS.empty)
     #: Top-level keys of the file other than ``traceEvents`` (per rank for a folder).
     metadata: dict[str, Any] = field(default_factory=dict)
     #: Plain-language notes the reader made (e.g. "no kernel events: CPU-only trace").

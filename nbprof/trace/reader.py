@@ -212,7 +212,7 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
             built[table] = tb.typed(table, frames[0])
         else:
             built[table] = tb.typed(table, pd.concat(frames, ignore_index=True))
-    metadata: dict[str, Any] = (
+    metadata: dict[Any, Any] = (  # by rank for a folder
         {r.rank: r.metadata for r in ranks} if folder else dict(ranks[0].metadata)
     )
     if built["kernels"].empty:
@@ -330,7 +330,7 @@ def _chunk(
     on_gpu = np.zeros(len(ann_idx), bool)
     n_cpu = len(k[tb.ANNOTATION])
     on_gpu[n_cpu : n_cpu + len(k[tb.GPU_ANNOTATION])] = True
-    acc.add("annotations", tb.annotations(com(ann_idx), on_gpu))
+    acc.add("annotations", tb.annotation_columns(com(ann_idx), on_gpu))
     acc.add("counters", tb.counters(com(k[tb.RANGE]), offset + k[tb.RANGE], path))
     _comms(acc, events, k, ops, com, offset, path)
 

@@ -426,7 +426,7 @@ def cpu_ops(c: Common, idx: np.ndarray, path: str) -> Columns:
     }
 
 
-def annotations(c: Common, on_gpu: np.ndarray) -> Columns:
+def annotation_columns(c: Common, on_gpu: np.ndarray) -> Columns:
     return {
         "pid": c.pid,
         "tid": c.tid,
@@ -569,7 +569,7 @@ def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
 
 @functools.cache
 def _contract_dtypes(table: str) -> dict[str, Any]:
-    return empty_table(table).dtypes.to_dict()
+    return {str(c): t for c, t in empty_table(table).dtypes.items()}
 
 
 # -- collectives: what the trace says about each collective call -------------------------

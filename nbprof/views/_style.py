@@ -118,7 +118,9 @@ _NAMESPACE = re.compile(r"\b(?:[A-Za-z_]\w*::)+")
 
 def _split_top(s: str, sep: str) -> list[str]:
     """``s`` split at each ``sep`` outside <>, () and [] (template argument lists)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s:
         if ch in "<([":
             depth += 1

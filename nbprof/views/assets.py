@@ -12,7 +12,7 @@ SCRIPTS = ("lod.js", "timeline.js", "embed.js")
 @cache
 def asset(name: str) -> str:
     """The text of ``nbprof/views/js/<name>``."""
-    return resources.files("nbprof.views").joinpath("js", name).read_text(encoding="utf-8")
+    return resources.files("nbprof.views").joinpath("js").joinpath(name).read_text(encoding="utf-8")
 
 
 def scripts() -> str:

@@ -424,14 +424,16 @@ def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
     notes: list[str] = []
     built: list[tuple[str, Side, Timeline | None]] = []
     for which, prof, side in (("before", cmp.before, d.before), ("after", cmp.after, d.after)):
+        tl: Timeline | None
         try:
-            tl = timeline.build(prof)
+            built_tl = timeline.build(prof)
         except Exception as e:  # the numbers above are still worth showing
             logger.exception("timeline failed")
             notes.append(f"The {which} timeline could not be drawn: {type(e).__name__}: {e}")
             tl = None
         else:
-            notes += [f"{which}: {n}" for n in tl.notes]
+            notes += [f"{which}: {n}" for n in built_tl.notes]
+            tl = built_tl
         built.append((which, side, tl))
     drawn = [tl for _, _, tl in built if tl is not None]
     if not drawn:

@@ -169,7 +169,9 @@ def embed_payload(tl: Any) -> tuple[str, str]:
     names = {f.id: f.name for f in tl.figures}
     divs = []
     for r in item.roots:
-        part = {"nbprof-timeline": "main", "nbprof-samples": "samples"}.get(names.get(r.id), "ov")
+        part = {"nbprof-timeline": "main", "nbprof-samples": "samples"}.get(
+            names.get(r.id) or "", "ov"
+        )
         divs.append(
             f'<div id="{esc(r.elementid)}" data-root-id="{esc(r.id)}" '
             f'class="nbp-root nbp-root-{part}"></div>'

@@ -50,7 +50,7 @@ _MIN_SPAN_NS = 2_000_000_000
 @functools.cache
 def stylesheet() -> str:
     """The gauge's CSS (package data beside the other front-end files)."""
-    return resources.files("nbprof.views").joinpath("js", "gauge.css").read_text("utf-8")
+    return resources.files("nbprof.views").joinpath("js").joinpath("gauge.css").read_text("utf-8")
 
 
 def gauge(

@@ -154,7 +154,7 @@ def collect(profile: Profile) -> TimelineData:
             frames.append(_frame(st, ("steps", rank), lane_index, CLASS_IDS["step"]))
         an = trace.annotations[trace.annotations["rank"] == rank]
         for on_gpu, grp in an.groupby("on_gpu", sort=True):
-            key = ("annotations", rank, bool(on_gpu))
+            key: tuple[Any, ...] = ("annotations", rank, bool(on_gpu))
             add_lanes(
                 [key],
                 "annotations",

@@ -35,7 +35,7 @@ DASHBOARDS = 5
 SETUP = f"""\
 import sys
 sys.path.insert(0, {str(REPO / "tests")!r})
-from test_views_data import synthetic_profile
+from views_data import synthetic_profile
 prof = synthetic_profile(10_000)
 """
 
@@ -179,7 +179,7 @@ def test_dark_theme_keeps_panel_timeline_and_samples_readable(lab: Lab) -> None:
         cells = [
             "import sys\n"
             f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
-            "from test_views_data import small_profile\n"
+            "from views_data import small_profile\n"
             "small_profile(samples=True).show()"
         ]
         nb = lab.notebook("dark.ipynb", cells)

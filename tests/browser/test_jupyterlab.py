@@ -372,11 +372,11 @@ TEACHING = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
 @pytest.mark.corpus
-@pytest.mark.skipif(not TEACHING, reason="no teaching notebook in notebooks/ yet")
 def test_first_teaching_notebook_runs_in_jupyterlab(lab: Lab, corpus: Path) -> None:
     # Without a GPU the lesson reads recorded traces: from the corpus (no network in CI).
     import nbformat
 
+    assert TEACHING, "no teaching notebook in notebooks/"
     src = TEACHING[0]
     nb_doc = nbformat.read(src, as_version=4)
     for cell in nb_doc.cells:  # run from a clean slate, whatever was saved
