@@ -41,6 +41,7 @@ import pandas as pd
 
 from nbprof import _memory
 from nbprof.errors import TraceError, plain_text
+from nbprof.trace import cache as table_cache
 from nbprof.trace import decode as dec
 from nbprof.trace import links
 from nbprof.trace import tables as tb
@@ -121,13 +122,19 @@ class _Rank:
     event_count: int
     metadata: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    #: The rank the file itself names (``distributedInfo``), None when it names none.
+    file_rank: int | None = None
 
 
-def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace:
+def read(
+    path: str | os.PathLike[str], *, progress: bool | None = None, cache: bool = False
+) -> Trace:
     """Read a Kineto / Chrome trace: ``.json``, ``.json.gz``, or a folder of per-rank files.
 
     ``progress``: ``None`` shows a bar only when the load takes more than about a second;
-    ``True``/``False`` force it on or off. Raises :class:`nbprof.TraceError` on bad input.
+    ``True``/``False`` force it on or off. ``cache``: reuse the tables of a file read
+    before, and keep those of a file read now (see :mod:`nbprof.trace.cache`); the tables
+    are the same either way. Raises :class:`nbprof.TraceError` on bad input.
     """
     # The load allocates millions of objects and frees almost none until it ends, so the
     # cyclic collector would run again and again over a growing heap for nothing (about a
@@ -137,7 +144,7 @@ def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace
     sizes: dict[str, int] = {}
     free = _memory.free_bytes()
     try:
-        return _read(Path(path), progress, sizes)
+        return _read(Path(path), progress, sizes, cache)
     except MemoryError:
         # Out of memory under a process or container limit (beyond one, Linux's OOM killer
         # ends the process instead; read_bytes refuses what clearly cannot fit beforehand).
@@ -148,12 +155,24 @@ def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace
             gc.enable()
 
 
-def _read(p: Path, progress: bool | None, sizes: dict[str, int]) -> Trace:
+def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) -> Trace:
     folder = p.is_dir()
     files = trace_files(p) if folder else [p]
     ranks: list[_Rank] = []
     with _Progress(len(files) * _STAGES_PER_FILE, progress, f"loading {p.name}") as bar:
         for order, f in enumerate(files):
+            key = table_cache.Key.of(f) if cache else None
+            cached = _cached_rank(key) if key is not None else None
+            if cached is not None:
+                rank = (
+                    cached.file_rank if cached.file_rank is not None else (order if folder else 0)
+                )
+                if rank != cached.rank:
+                    _set_rank(cached, rank)
+                ranks.append(cached)
+                for _ in range(_STAGES_PER_FILE):
+                    bar.step("cached")
+                continue
             data = read_bytes(f)
             sizes[str(f)] = len(data)
             bar.step("read")
@@ -162,8 +181,13 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int]) -> Trace:
             bar.step("skimmed")
             rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
             bar.grow(-(-len(decoded.raw_events) // CHUNK))
-            ranks.append(_build_rank(decoded, rank, str(f), bar.step))
+            built = _build_rank(decoded, rank, str(f), bar.step)
+            built.file_rank = decoded.rank
             del decoded
+            if key is not None:
+                # Before _assemble, which shifts times and renumbers ranks of these frames.
+                _store_rank(key, built)
+            ranks.append(built)
     notes: list[str] = []
     if folder:
         seen = [r.rank for r in ranks]
@@ -175,6 +199,40 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int]) -> Trace:
             for i, r in enumerate(ranks):
                 _set_rank(r, i)
     return _assemble(str(p), ranks, folder, notes)
+
+
+def _cached_rank(key: table_cache.Key) -> _Rank | None:
+    got = table_cache.load(key)
+    if got is None:
+        return None
+    frames, info = got
+    try:
+        return _Rank(
+            rank=int(info["rank"]),
+            first_ns=int(info["first_ns"]),
+            wall_clock=bool(info["wall_clock"]),
+            frames=frames,
+            event_count=int(info["event_count"]),
+            metadata=dict(info["metadata"]),
+            notes=[str(n) for n in info["notes"]],
+            file_rank=None if info["file_rank"] is None else int(info["file_rank"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        logger.warning("ignoring a table cache with unreadable facts (%s); reading the trace", e)
+        return None
+
+
+def _store_rank(key: table_cache.Key, r: _Rank) -> None:
+    info = {
+        "rank": r.rank,
+        "first_ns": r.first_ns,
+        "wall_clock": r.wall_clock,
+        "event_count": r.event_count,
+        "metadata": r.metadata,
+        "notes": r.notes,
+        "file_rank": r.file_rank,
+    }
+    table_cache.store(key, r.frames, info)
 
 
 def _set_rank(r: _Rank, rank: int) -> None:
