@@ -47,6 +47,17 @@ def _profiler_enabled() -> bool:
 
 
 @pytest.fixture(autouse=True)
+def private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A cache folder of the test's own: loads never touch the user's cache, and no test
+    sees tables another test cached (subprocesses inherit it through the environment)."""
+    d = tmp_path_factory.mktemp("nbprof-cache")
+    monkeypatch.setenv("NBPROF_CACHE_DIR", str(d))
+    return d
+
+
+@pytest.fixture(autouse=True)
 def nothing_left_running() -> Iterator[None]:
     """Every test must leave no torch profiler active and no nbprof thread alive."""
     yield

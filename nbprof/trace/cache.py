@@ -82,6 +82,10 @@ class Key:
             return None
         return cls(str(resolved), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
+    def stat(self) -> tuple[int, int, int, int]:
+        """The part of the key that the file system gives."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.inode)
+
     def entry(self) -> Path:
         digest = hashlib.blake2b(self.path.encode("utf-8", "surrogatepass"), digest_size=16)
         return cache_dir() / f"{digest.hexdigest()}.npz"
@@ -206,7 +210,8 @@ def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
     if racy(key):
         logger.debug("not caching %s: it was modified just now", plain_text(key.path))
         return
-    if Key.of(key.path) != key:
+    now = Key.of(key.path)
+    if now is None or now.stat() != key.stat():
         logger.info("not caching %s: it changed while it was read", plain_text(key.path))
         return
     try:
