@@ -85,6 +85,15 @@ def test_both_timelines_draw_and_zoom_together(lab: Lab, corpus: Path) -> None:
         assert plot["x_end"] > plot["x_start"]
         box = view.locator(f".nbp-cmp-{side} .nbp-timeline canvas").first.bounding_box()
         assert box is not None and box["width"] > 0 and box["height"] > 0
+    # The same left and right edges: the same instant at the same x in both plots.
+    wait_for(lambda: view.get_attribute("data-nbp-aligned") == "1", RENDER_TIMEOUT_S,
+             "the plot areas to align")  # fmt: skip
+    edges = []
+    for side in ("before", "after"):
+        plot = _main_plot(lab, side)
+        left = plot["canvas"]["x"] + plot["frame"]["x"]
+        edges.append((left, left + plot["frame"]["width"]))
+    assert edges[0] == pytest.approx(edges[1], abs=2), edges
     first = _window(lab)
     offset = first[2] - first[0]  # the after run's origin, relative to the before run's
     _assert_linked(first, offset)

@@ -7,7 +7,9 @@
  * is copied to the other. Each timeline keeps its own coordinates (µs since its first
  * event); its section's data-nbp-shift is its origin (first step or first GPU event) in
  * them, so a time t of the shared scale is t + shift in each. A range already where it
- * should be is left alone, so the two directions never bounce.
+ * should be is left alone, so the two directions never bounce. Their plot areas are also
+ * brought to the same left and right edges (the lane names differ in width between the
+ * runs), so the same instant sits at the same x on screen in both.
  */
 (function (root, factory) {
   const api = factory();
@@ -53,6 +55,26 @@
     return fig ? fig.x_range : null;
   }
 
+  /** Align the plot areas of both timelines' plots, as each timeline aligns its own. */
+  function alignBoth(cmp, containers) {
+    const tl = globalThis.nbprof && globalThis.nbprof.timeline;
+    if (!tl || typeof requestAnimationFrame !== "function") return;
+    let frames = 0;
+    const step = () => {
+      const views = containers.flatMap((c) => tl.viewsOf(c._nbprof.doc))
+        .filter((v) => v.frame && v.model.x_range !== undefined);
+      const ready = views.length > 0 && views.every((v) => v.frame.bbox.width > 0);
+      // alignFrames only widens borders to the widest, so it settles and never fights the
+      // timelines' own alignment; a few frames let Bokeh lay out after each change.
+      if (ready && !tl.alignFrames(views)) {
+        cmp.setAttribute("data-nbp-aligned", "1");
+        return;
+      }
+      if (++frames < 600) requestAnimationFrame(step);
+    };
+    requestAnimationFrame(step);
+  }
+
   function linkOne(cmp) {
     const sections = ["before", "after"].map((w) =>
       cmp.querySelector(".nbp-cmp-timeline.nbp-cmp-" + w));
@@ -67,6 +89,7 @@
         clearInterval(poll);
         link(rb, ra, shift);
         cmp.setAttribute("data-nbp-linked", "1");
+        alignBoth(cmp, [tb, ta]);
       } else if (Date.now() - started > WAIT_MS) {
         clearInterval(poll);
       }
@@ -83,5 +106,5 @@
     }
   }
 
-  return { follow, link, linkAll };
+  return { follow, link, linkAll, alignBoth };
 });
