@@ -298,6 +298,60 @@ def interleaved(
     return out
 
 
+def gunzip_backends(files: list[Path], repeat: int = 3) -> list[str]:
+    """Markdown rows: the reader's own gunzip (nbprof.trace.io._gunzip, piece by piece, as
+    a load runs it) through zlib, ISA-L (``isal``) and zlib-ng, best of ``repeat``, in this
+    process, one file after the other, the backends taking turns."""
+    import importlib
+    import zlib
+
+    import nbprof.trace.io as tio
+
+    backends: dict[str, Any] = {"zlib": zlib}
+    for name, mod in (("isal", "isal.isal_zlib"), ("zlib-ng", "zlib_ng.zlib_ng")):
+        try:
+            backends[name] = importlib.import_module(mod)
+        except ImportError:
+            pass
+    saved = tio._inflate, tio._INFLATE_ERRORS
+    rows = []
+    try:
+        for f in files:
+            raw = f.read_bytes()
+            best: dict[str, float] = {}
+            size = 0
+            for _ in range(repeat):
+                for name, mod in backends.items():
+                    tio._inflate, tio._INFLATE_ERRORS = mod, (zlib.error, mod.error)
+                    t = time.perf_counter()
+                    size = len(tio._gunzip(raw, str(f)))
+                    best[name] = min(best.get(name, 1e9), time.perf_counter() - t)
+            cells = " | ".join(
+                f"{best[n] * 1e3:.0f} ms, {size / 1e6 / best[n]:.0f} MB/s"
+                if n in best
+                else "absent"
+                for n in ("zlib", "isal", "zlib-ng")
+            )
+            rows.append(f"| {f.name.split('.')[0][:48]} | {size / 1e6:.1f} | {cells} |")
+    finally:
+        tio._inflate, tio._INFLATE_ERRORS = saved
+    return rows
+
+
+def render_gunzip(rows: list[str]) -> list[str]:
+    return [
+        "",
+        "Gunzip backends: the reader's own piecewise gunzip (`nbprof.trace.io._gunzip`) of each",
+        "gzip trace of the corpus above 5 MB of JSON and of the largest benchmark trace, through",
+        "zlib, ISA-L (`isal`, used when installed: `nbprof[fast]`) and zlib-ng; best of 3, the",
+        "backends taking turns:",
+        "",
+        "| trace | JSON MB | zlib | isal | zlib-ng |",
+        "|---|---:|---|---|---|",
+        *rows,
+    ]
+
+
 def median(xs: list[float]) -> float:
     ys = sorted(xs)
     n = len(ys)
@@ -371,7 +425,8 @@ def _verdict(ok: bool) -> str:
 
 
 def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: bool,
-           load_avg: str, repeat: int, big_repeat: int) -> str:  # fmt: skip
+           load_avg: str, repeat: int, big_repeat: int,
+           gunzip: list[str] | None = None) -> str:  # fmt: skip
     today = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     end_avg = " ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
@@ -509,7 +564,20 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
                 f"{tot / g['events'] * 1e6:.2f} | {g['json_bytes'] / 1e6 / tot:.0f} | "
                 f"{t[0]:.2f}-{t[-1]:.2f} ({len(t)} runs) |"
             )
+    if gunzip:
+        lines += render_gunzip(gunzip)
     return "\n".join(lines) + "\n"
+
+
+def gz_files(corpus: Path, biggest: Path | None) -> list[Path]:
+    import gzip as gz
+
+    files = []
+    for f in sorted(corpus.rglob("*.gz")):
+        with gz.open(f) as g:
+            if len(g.read()) > 5_000_000:
+                files.append(f)
+    return files + ([biggest] if biggest is not None else [])
 
 
 def write_section(text: str) -> None:
@@ -542,6 +610,9 @@ def main() -> int:
     )
     ap.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument(
+        "--gunzip-only", action="store_true", help="only print the gunzip backends' table"
+    )
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(*a.child)))
@@ -559,6 +630,11 @@ def main() -> int:
         print("nbprof.analysis not importable: timing the load alone")
     load_avg = " ".join(f"{x:.1f}" for x in os.getloadavg())
     src = corpus / TRACE_NAME
+    if a.gunzip_only:
+        big = sorted(OUT.glob(f"{src.name.split('.')[0]}_x*.json.gz"))
+        big.sort(key=lambda f: f.stat().st_size)
+        print("\n".join(render_gunzip(gunzip_backends(gz_files(corpus, big[-1] if big else None)))))
+        return 0
     sizes = sorted({int(s) for s in a.sizes.split(",")})
     paths: dict[int, tuple[Path, int, int]] = {}
     for k in sizes:
@@ -591,7 +667,9 @@ def main() -> int:
         name = "df_index_resolver" if k == 1 else f"df_index_resolver x{k}"
         n = next((g["events"] for g in got.values() if "events" in g), n)
         rows.append({"name": name, "events": n, "json_bytes": size, "got": got, "rounds": rep})
-    text = render(rows, growth, analysis, load_avg, a.repeat, a.big_repeat)
+    print("gunzip backends ...", flush=True)
+    gunzip = gunzip_backends(gz_files(corpus, paths[sizes[-1]][0]))
+    text = render(rows, growth, analysis, load_avg, a.repeat, a.big_repeat, gunzip)
     print()
     print(text)
     if not a.no_write:
