@@ -43,7 +43,7 @@ from nbprof import _memory
 from nbprof.errors import TraceError, plain_text
 from nbprof.trace import cache as table_cache
 from nbprof.trace import decode as dec
-from nbprof.trace import links
+from nbprof.trace import forked, links
 from nbprof.trace import tables as tb
 from nbprof.trace.io import read_bytes, trace_files
 from nbprof.trace.model import TABLES, Trace, empty_table
@@ -418,16 +418,69 @@ def _comms(
         acc.add("comms", tb.comms(com(hit), offset + hit, source, path))
 
 
-def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
+#: Files with fewer events are decoded in this process alone: below this, starting and
+#: feeding other processes costs more than it saves.
+PARALLEL_MIN_EVENTS = 500_000
+
+
+def _decode_range(
+    d: dec.Decoded, start: int, stop: int, path: str, step: Callable[[str], None] | None = None
+) -> tuple[_Acc, tb.Ids]:
+    """Decode and tabulate the chunks of events ``start .. stop`` (multiples of CHUNK)."""
     acc = _Acc()
     ids = tb.Ids()
-    n_events = len(d.raw_events)
     mode = dec.TsMode()
-    for offset in range(0, n_events, CHUNK):
+    for offset in range(start, stop, CHUNK):
         events, ts = dec.decode_chunk(d.raw_events[offset : offset + CHUNK], offset, path, mode)
         _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, path)
         del events
-        step("decoding")
+        if step is not None:
+            step("decoding")
+    return acc, ids
+
+
+def _decode_parallel(d: dec.Decoded, path: str) -> tuple[_Acc, tb.Ids] | None:
+    """The same as ``_decode_range`` over the whole file, its chunks shared out among
+    processes; None when that does not apply or cannot give exactly the same result."""
+    n_events = len(d.raw_events)
+    n_chunks = -(-n_events // CHUNK)
+    workers = min(forked.workers_wanted(), n_chunks)
+    if n_events < PARALLEL_MIN_EVENTS or workers < 2 or not forked.can_fork():
+        return None
+    # Contiguous runs of whole chunks: each chunk is cut where the one-process path cuts it,
+    # so every row lands where it would there.
+    bounds = [n_chunks * k // workers * CHUNK for k in range(workers)] + [n_events]
+    parts = [(bounds[k], bounds[k + 1]) for k in range(workers)]
+    got = forked.map_forked(lambda r: _decode_range(d, r[0], r[1], path), parts)
+    if got is None:
+        return None  # a part failed: the one-process path raises the same error, exactly
+    if any(ids.codes for _, ids in got):
+        # Text thread ids get codes in order of first appearance across the file; a part
+        # cannot know the codes given out before it. Rare (old traces): decode in one go.
+        logger.debug("%s: text thread ids; decoding in one process", plain_text(path))
+        return None
+    acc = _Acc()
+    for a, _ in got:
+        for table, cols in a.parts.items():
+            acc.parts.setdefault(table, []).extend(cols)
+        if a.first_ns is not None:
+            acc.first_ns = a.first_ns if acc.first_ns is None else min(acc.first_ns, a.first_ns)
+        for ph, n in a.skipped.items():
+            acc.skipped[ph] = acc.skipped.get(ph, 0) + n
+        acc.flows.extend(a.flows)
+    logger.debug("%s: decoded in %d processes", plain_text(path), workers)
+    return acc, tb.Ids()
+
+
+def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
+    n_events = len(d.raw_events)
+    done = _decode_parallel(d, path)
+    if done is not None:
+        acc, ids = done
+        for _ in range(0, n_events, CHUNK):
+            step("decoding")
+    else:
+        acc, ids = _decode_range(d, 0, n_events, path, step)
     flow_start: tb.Columns = {}
     flow_end: tb.Columns = {}
     if acc.any_missing_correlation():
