@@ -57,7 +57,9 @@ TRACEINSIGHT = Path(os.environ.get("NBPROF_BENCH_TRACEINSIGHT", OUT / "traceinsi
 #: The cache folder of the cached-load runs (emptied before each first load).
 CACHE = OUT / "cache"
 #: Every contender, in the order they take turns.
-MODES = ("nbprof", "cold", "warm", "orjson", "hta", "traceinsight")
+MODES = ("nbprof", "parallel", "cold", "warm", "orjson", "hta", "traceinsight")
+#: Processes decoding one file in the "parallel" runs (NBPROF_PARSE_WORKERS).
+PARALLEL = 2
 
 
 def corpus_dir() -> Path | None:
@@ -195,7 +197,7 @@ def _hta_load(path: str, out: dict[str, Any]) -> None:
 
 def child(mode: str, path: str) -> dict[str, Any]:
     out: dict[str, Any] = {"mode": mode}
-    if mode in ("nbprof", "cold", "warm"):
+    if mode in ("nbprof", "parallel", "cold", "warm"):
         import inspect
 
         import pandas  # noqa: F401 (a dependency: counted in the size after imports)
@@ -208,8 +210,8 @@ def child(mode: str, path: str) -> dict[str, Any]:
             analyze = None  # type: ignore[assignment]
         kw: dict[str, Any] = {"progress": False}
         if "cache" in inspect.signature(load).parameters:
-            kw["cache"] = mode != "nbprof"
-        elif mode != "nbprof":
+            kw["cache"] = mode in ("cold", "warm")
+        elif mode in ("cold", "warm"):
             raise SystemExit("this nbprof has no table cache")
         stages = _Stages()
         out["base_mb"] = _rss_mb()
@@ -249,7 +251,9 @@ def child(mode: str, path: str) -> dict[str, Any]:
 
 def measure(mode: str, path: Path, timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", mode, str(path)]
-    env = dict(os.environ, NBPROF_CACHE_DIR=str(CACHE))
+    env = dict(os.environ, NBPROF_CACHE_DIR=str(CACHE), NBPROF_PARSE_WORKERS="1")
+    if mode == "parallel":
+        env["NBPROF_PARSE_WORKERS"] = str(PARALLEL)
     if mode == "cold":
         import shutil
 
@@ -437,13 +441,15 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         f"Machine: {machine()}.",
         "",
         f"Load average (1/5/15 min) at the start: {load_avg}; at the end: {end_avg}. The",
-        "machine has 2 cores shared with other engineers' builds and tests, which were",
-        "running, so single timings are noisy and every contender was slowed alike, not",
-        "equally from run to run. Every run is a fresh subprocess; the contenders take turns",
+        "machine has 2 cores shared with other engineers' builds and tests, which ran all",
+        "along: single timings are noisy, and a second process competes for a core that is",
+        "rarely idle. Every run is a fresh subprocess; the contenders take turns",
         f"(one run of each per round, so a busy spell hits all of them), {repeat} rounds per",
         f"size, {big_repeat} on the largest. Each cell shows the **best** run, then the median",
         "and the range of all runs. The same file and bytes for every contender, each through",
-        "its normal public API: `nbprof.load(..., cache=False)` + `nbprof.analysis.analyze`;",
+        "its normal public API: `nbprof.load(..., cache=False)` + `nbprof.analysis.analyze`,",
+        f"in one process and with NBPROF_PARSE_WORKERS={PARALLEL} (one file's chunks decoded",
+        "in that many processes; it applies from 500k events);",
         "the same through the table cache, first load (cache written) and second (cache",
         "read), both + analyze; gzip.decompress + `orjson.loads`; HolisticTraceAnalysis's and",
         "traceinsight's `TraceAnalysis(trace_dir=...)` on a folder holding that file.",
@@ -454,9 +460,10 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
     lines += [
         "Seconds (nbprof: load + analyze):",
         "",
-        "| trace | events | JSON MiB | nbprof | nbprof, 1st load (writes cache) | "
+        "| trace | events | JSON MiB | nbprof (1 process) | nbprof, "
+        f"{PARALLEL} processes | nbprof, 1st load (writes cache) | "
         "nbprof, 2nd load (cache) | gunzip + orjson.loads | HTA 0.5.0 | traceinsight 0.6.1 |",
-        "|---|---:|---:|---|---|---|---|---|---|",
+        "|---|---:|---:|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         g = r["got"]
@@ -466,8 +473,9 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         "",
         "Throughput, MB/s of JSON (10^6 bytes) per second of the best run:",
         "",
-        "| trace | nbprof | 1st load | 2nd load | orjson | HTA | traceinsight |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| trace | nbprof | {PARALLEL} processes | 1st load | 2nd load | orjson | HTA | "
+        "traceinsight |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         g = r["got"]
@@ -485,7 +493,11 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        for m, label in (("nbprof", "uncached"), ("warm", "2nd load (cache)")):
+        for m, label in (
+            ("nbprof", "1 process"),
+            ("parallel", f"{PARALLEL} processes (decode: this process's part)"),
+            ("warm", "2nd load (cache)"),
+        ):
             x = r["got"].get(m, {})
             if "times" not in x:
                 continue
@@ -504,8 +516,9 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         "Peak memory of the best run, MiB: the process's peak RSS (`VmHWM`); in brackets, its",
         "growth above the size of the process after its imports.",
         "",
-        "| trace | nbprof | 1st load | 2nd load | orjson | HTA | traceinsight |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"| trace | nbprof | {PARALLEL} processes | 1st load | 2nd load | orjson | HTA | "
+        "traceinsight |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         cells = " | ".join(mem(r["got"].get(m, {})) for m in MODES)
@@ -525,6 +538,16 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
                 parts.append(f"{x:.1f}x faster than {who} ({xm:.1f}x) ({_verdict(x >= 10)}: 10x);")
         rate = r["json_bytes"] / 1e6 / best_nb
         parts.append(f"{rate:.0f} MB/s end to end on one core ({_verdict(rate >= 200)}: 200 MB/s);")
+        par = g.get("parallel", {})
+        if "times" in par:
+            x = best_nb / par["times"][0]
+            xm = med_nb / median(par["times"])
+            ran = "" if r["events"] >= 500_000 else ", below the size where it applies"
+            parts.append(
+                f"{PARALLEL} processes {x:.2f}x the speed of one ({xm:.2f}x){ran} "
+                f"({_verdict(x >= 1.7)}: 1.7x), peak memory "
+                f"{par['peak_mb'] * MB / r['json_bytes']:.2f}x the JSON size;"
+            )
         ratio = nb["peak_mb"] * MB / r["json_bytes"]
         grow = (nb["peak_mb"] - nb["base_mb"]) * MB / r["json_bytes"]
         parts.append(

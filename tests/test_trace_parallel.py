@@ -128,7 +128,11 @@ def test_fork_only_without_other_threads(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_workers_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(forked.WORKERS_ENV, "1")
-    assert forked.workers_wanted() == 1
+    monkeypatch.delenv(forked.WORKERS_ENV, raising=False)
+    assert forked.workers_wanted() == 1  # off unless asked for
+    monkeypatch.setenv(forked.WORKERS_ENV, "2")
+    assert forked.workers_wanted() == 2
+    monkeypatch.setenv(forked.WORKERS_ENV, "1000")
+    assert forked.workers_wanted() == forked.MAX_WORKERS
     monkeypatch.setenv(forked.WORKERS_ENV, "many")
-    assert forked.workers_wanted() == min(forked.usable_cores(), forked.MAX_WORKERS)
+    assert forked.workers_wanted() == 1

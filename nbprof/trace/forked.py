@@ -33,23 +33,19 @@ WORKERS_ENV = "NBPROF_PARSE_WORKERS"
 MAX_WORKERS = 8
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def workers_wanted() -> int:
-    """``$NBPROF_PARSE_WORKERS`` when set (1 turns the parallel path off), else the cores
-    this process may use, at most :data:`MAX_WORKERS`."""
+    """``$NBPROF_PARSE_WORKERS`` processes for one big file; 1 (this process alone) unless
+    it is set. Off by default: on the 2-core machine of benchmarks/RESULTS.md, busy with
+    other work, two processes were no faster than one (each ran at half speed, and sending
+    the columns back cost seconds); where idle cores are known to exist, set it to them."""
     env = os.environ.get(WORKERS_ENV, "").strip()
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            logger.warning("ignoring %s=%r: not a number", WORKERS_ENV, env)
-    return max(1, min(usable_cores(), MAX_WORKERS))
+    if not env:
+        return 1
+    try:
+        return max(1, min(int(env), MAX_WORKERS))
+    except ValueError:
+        logger.warning("ignoring %s=%r: not a number", WORKERS_ENV, env)
+        return 1
 
 
 def _threads_allow_fork() -> bool:
