@@ -6,6 +6,7 @@ here reads or writes the user's cache.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -204,7 +205,7 @@ def _older_format(entry: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     entry.unlink()
     with monkeypatch.context() as m:
         m.setattr(table_cache, "FORMAT", 0)
-        old = table_cache.Key(key.path, key.size, key.mtime_ns, key.ctime_ns, key.inode, format=0)
+        old = dataclasses.replace(key, format=0)
         table_cache.store(old, frames, {})
     assert entry.is_file()
 

@@ -11,7 +11,7 @@ file's size, mtime and ctime (ns) and inode, nbprof's version and the cache form
 must pass zip's CRC check and fit together (lengths, codes, offsets). Anything else (another
 file's entry, a stale one, a truncated or damaged file, an older format) is ignored with a
 log line and the trace is read again, which replaces the entry. A file modified less than
-:data:`RACY_NS` before it was read is not cached: a clock tick can hide a same-size rewrite
+:data:`RACY_NS` before it was stat'ed is not cached: a clock tick can hide a same-size rewrite
 from its mtime (git's "racily clean" problem).
 
 Nothing here is allowed to fail a load: a cache that cannot be read or written is logged and
@@ -25,7 +25,7 @@ import itertools
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,8 @@ class Key:
     inode: int
     version: str = __version__
     format: int = FORMAT
+    #: When the file was stat'ed (not part of what must match).
+    seen_ns: int = field(default=0, compare=False)
 
     @classmethod
     def of(cls, path: str | os.PathLike[str]) -> Key | None:
@@ -80,7 +82,20 @@ class Key:
             st = os.stat(resolved)
         except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
             return None
-        return cls(str(resolved), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        return cls(
+            str(resolved),
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            st.st_ino,
+            seen_ns=time.time_ns(),
+        )
+
+    def facts(self) -> dict[str, Any]:
+        """What an entry records and must match."""
+        d = asdict(self)
+        del d["seen_ns"]
+        return d
 
     def stat(self) -> tuple[int, int, int, int]:
         """The part of the key that the file system gives."""
@@ -142,7 +157,7 @@ def _read_entry(f: Any, key: Key) -> tuple[dict[str, pd.DataFrame], Info]:
         if header.get("format") != FORMAT or header.get("key", {}).get("format") != FORMAT:
             raise _Bad(f"cache format {header.get('format')!r}, this nbprof writes {FORMAT}")
         stored = header.get("key")
-        if stored != asdict(key):
+        if stored != key.facts():
             raise _Bad(_why_stale(stored, key))
         frames = {t: _frame(z, header["tables"][t]) for t in TABLES}
         return frames, header["info"]
@@ -153,7 +168,7 @@ def _why_stale(stored: Any, key: Key) -> str:
         return "no key"
     if stored.get("path") != key.path:
         return f"it belongs to another file ({plain_text(str(stored.get('path')))})"
-    changed = [k for k, v in asdict(key).items() if stored.get(k) != v]
+    changed = [k for k, v in key.facts().items() if stored.get(k) != v]
     return "stale: the " + ", ".join(changed) + " changed"
 
 
@@ -201,8 +216,9 @@ def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> np.ndarra
 
 
 def racy(key: Key) -> bool:
-    """Whether the file changed too recently for its mtime to prove a later change."""
-    return time.time_ns() - key.mtime_ns < RACY_NS
+    """Whether the file had changed too recently, when it was stat'ed, for its mtime to
+    prove a later change (a rewrite within the same clock tick keeps the same mtime)."""
+    return key.seen_ns - key.mtime_ns < RACY_NS
 
 
 def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
@@ -219,7 +235,7 @@ def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
     except _Bad as e:
         logger.info("not caching the tables of %s: %s", plain_text(key.path), e)
         return
-    header["key"] = asdict(key)
+    header["key"] = key.facts()
     header["format"] = FORMAT
     arrays[_HEADER] = np.frombuffer(msgspec.json.encode(header), np.uint8)
     entry = key.entry()
