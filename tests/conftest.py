@@ -50,10 +50,12 @@ def _profiler_enabled() -> bool:
 def private_cache(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """A cache folder of the test's own: loads never touch the user's cache, and no test
-    sees tables another test cached (subprocesses inherit it through the environment)."""
+    """A table cache of the test's own (in ``d/tables``): loads never touch the user's
+    cache, and no test sees tables another test cached (subprocesses inherit it)."""
     d = tmp_path_factory.mktemp("nbprof-cache")
-    monkeypatch.setenv("NBPROF_CACHE_DIR", str(d))
+    # The tables' own variable, so tests that point NBPROF_CACHE_DIR at a download folder
+    # still find in it only what was downloaded.
+    monkeypatch.setenv("NBPROF_TABLE_CACHE", str(d / "tables"))
     return d
 
 

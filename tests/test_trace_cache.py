@@ -1,7 +1,7 @@
 """The table cache: a cached load is the uncached load, and a bad cache is never trusted.
 
-Every test runs with its own ``NBPROF_CACHE_DIR`` (conftest's ``private_cache``), so nothing
-here reads or writes the user's cache.
+Every test runs with its own ``NBPROF_TABLE_CACHE`` (conftest's ``private_cache``), so
+nothing here reads or writes the user's cache.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -291,12 +292,27 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_load(
 ) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
-    monkeypatch.setenv("NBPROF_CACHE_DIR", str(blocker))
+    monkeypatch.setenv(table_cache.TABLE_CACHE_ENV, str(blocker / "tables"))
     p = write_old(build(), tmp_path)
     with caplog.at_level(logging.WARNING, "nbprof.trace.cache"):
         got = read(p, progress=False, cache=True)
     assert_same(got, read(p, progress=False, cache=False))
     assert "could not write the table cache" in caplog.text
+
+
+def test_where_the_tables_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(table_cache.TABLE_CACHE_ENV, str(tmp_path / "own"))
+    monkeypatch.setenv(table_cache.CACHE_ENV, str(tmp_path / "all"))
+    assert table_cache.cache_dir() == tmp_path / "own"
+    monkeypatch.delenv(table_cache.TABLE_CACHE_ENV)
+    assert table_cache.cache_dir() == tmp_path / "all" / "tables"  # beside the downloads
+    p = write_old(build(), tmp_path)
+    nbprof.load(p)
+    assert [e.parent for e in (tmp_path / "all").rglob("*.npz")] == [tmp_path / "all" / "tables"]
+    if sys.platform == "linux":  # the user cache folder by the XDG rules
+        monkeypatch.delenv(table_cache.CACHE_ENV)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        assert table_cache.cache_dir() == tmp_path / "xdg" / "nbprof" / "tables"
 
 
 def test_text_of_any_kind_survives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,8 +3,9 @@
 Reading a big trace is almost all gunzip, JSON decoding and column building; what comes out
 is a few numeric arrays and many repeats of few strings. Once a file is read, its tables are
 kept as one NumPy ``.npz`` (uncompressed; no pickles: a text column is stored as codes into
-its distinct values, which are one UTF-8 blob and their offsets) in ``$NBPROF_CACHE_DIR/tables``,
-else in the user cache folder, one entry per trace file, named by a hash of its resolved path.
+its distinct values, which are one UTF-8 blob and their offsets) in ``$NBPROF_TABLE_CACHE``,
+else ``$NBPROF_CACHE_DIR/tables``, else in the user cache folder: one entry per trace file,
+named by a hash of its resolved path.
 
 An entry is used only when everything it was built from is unchanged: the resolved path, the
 file's size, mtime and ctime (ns) and inode, nbprof's version and the cache format; its arrays
@@ -43,6 +44,8 @@ logger = logging.getLogger(__name__)
 #: Bumped whenever what is stored, or how, changes: older entries are then rebuilt.
 FORMAT = 1
 CACHE_ENV = "NBPROF_CACHE_DIR"
+#: The tables' folder itself, when it should be elsewhere than the rest of nbprof's cache.
+TABLE_CACHE_ENV = "NBPROF_TABLE_CACHE"
 #: A file whose mtime is this close to the moment it was read is not cached (see above).
 RACY_NS = 2_000_000_000
 #: The cache folder is kept under this many bytes: least recently used entries go first.
@@ -51,7 +54,11 @@ _HEADER = "header"
 
 
 def cache_dir() -> Path:
-    """``$NBPROF_CACHE_DIR/tables``, else ``tables`` in the user cache folder for nbprof."""
+    """``$NBPROF_TABLE_CACHE``; else ``$NBPROF_CACHE_DIR/tables``; else ``tables`` in the
+    user cache folder for nbprof (beside the downloaded traces of :mod:`nbprof.datasets`)."""
+    own = os.environ.get(TABLE_CACHE_ENV)
+    if own:
+        return Path(own)
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env) / "tables"
