@@ -46,6 +46,16 @@ def _profiler_enabled() -> bool:
         return bool(torch._C._autograd._profiler_enabled())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_table_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Before any module- or session-wide fixture copies the environment (for kernels or
+    subprocesses that outlive one test), point the table cache away from the user's."""
+    d = tmp_path_factory.mktemp("nbprof-tables")
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("NBPROF_TABLE_CACHE", str(d))
+        yield d
+
+
 @pytest.fixture(autouse=True)
 def private_cache(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
