@@ -14,6 +14,10 @@ Time is the wall clock of the load; memory is the client process's peak RSS (its
 memory is not the client's: that is the point of sending back only summaries).
 
     python benchmarks/bench_job.py [--sizes 8,64,256] [--no-hta] [--no-write]
+    python benchmarks/bench_job.py --profile 64   # cProfile of one in-process load
+
+``--profile N`` loads an N-rank job in-process under cProfile and prints where its time
+went (cumulative, nbprof's own functions), instead of timing every mode.
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ def _one(mode: str, folder: str) -> None:
         )
         client = Client(cluster)
         client.wait_for_workers(2)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     if mode == "HTA TraceAnalysis":
         ta = TraceAnalysis(trace_dir=folder)
@@ -106,6 +111,9 @@ def _one(mode: str, folder: str) -> None:
         extra["ranks"] = len(job.diagnosis.ranks)
         extra["stragglers"] = job.stragglers[:3]
     seconds = time.perf_counter() - t0
+    # The client's own CPU time: on a shared machine it moves less with the others' load
+    # than the wall clock (workers' CPU is theirs, not the client's).
+    extra["client_cpu_s"] = time.process_time() - cpu0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if client is not None:
         client.close()
@@ -125,18 +133,47 @@ def measure(mode: str, folder: Path) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def profile(n: int, top: int = 40) -> None:
+    """Where an in-process load of an ``n``-rank job spends its time (cProfile)."""
+    import cProfile
+    import logging
+    import pstats
+
+    import nbprof
+
+    logging.disable(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="nbprof-bench-job-") as tmp:
+        folder = make_job(n, Path(tmp))
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.runcall(nbprof.load, folder)
+        print(f"{n} ranks in-process under cProfile: {time.perf_counter() - t0:.1f} s")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("cumulative").print_stats(r"nbprof/", top)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="8,64,256")
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--modes", help="comma-separated subset of: " + ", ".join(MODES))
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--profile", type=int, metavar="RANKS", help="cProfile one in-process load")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         _one(*a.one)
         return
+    if a.profile:
+        profile(a.profile)
+        return
     sizes = [int(s) for s in a.sizes.split(",")]
     modes = [m for m in MODES if not (a.no_hta and m.startswith("HTA"))]
+    if a.modes:
+        wanted = [m.strip() for m in a.modes.split(",")]
+        if unknown := [m for m in wanted if m not in MODES]:
+            sys.exit(f"unknown mode(s) {unknown}; choose from {list(MODES)}")
+        modes = [m for m in modes if m in wanted]
     results: dict[int, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="nbprof-bench-job-") as tmp:
         for n in sizes:

@@ -78,6 +78,18 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
     if gaps.empty:
         return gaps
     out = gaps.copy()
-    for i in out["dur"].nlargest(min(top, len(out))).index:
-        out.at[i, "cpu_work"] = host.describe(float(out.at[i, "start"]), float(out.at[i, "end"]))
+    chosen = out["dur"].nlargest(min(top, len(out))).index
+    if not out.index.is_unique:
+        for i in chosen:
+            out.at[i, "cpu_work"] = host.describe(
+                float(out.at[i, "start"]), float(out.at[i, "end"])
+            )
+        return out
+    # Read and written as arrays: a cell at a time through .at costs more than the describing.
+    start = out["start"].to_numpy(dtype="float64")
+    end = out["end"].to_numpy(dtype="float64")
+    work = list(out["cpu_work"].to_numpy(dtype=object))
+    for p in out.index.get_indexer(chosen):
+        work[p] = host.describe(float(start[p]), float(end[p]))
+    out["cpu_work"] = work
     return out

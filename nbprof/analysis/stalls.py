@@ -359,11 +359,16 @@ def account(
         }
     )
     gaps = gaps.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    # Read and written as arrays: a cell at a time through .at costs more than the describing.
+    cause_of, g0, g1 = (gaps[c].to_numpy() for c in ("cause", "start", "end"))
+    work = [""] * len(gaps)
     for i in range(min(NAMED_GAPS, len(gaps))):
-        if gaps.at[i, "cause"] in ("dependency", "kernel_wait"):
-            gaps.at[i, "cpu_work"] = "queued work waiting on another stream or device"
+        if cause_of[i] in ("dependency", "kernel_wait"):
+            work[i] = "queued work waiting on another stream or device"
         else:
-            gaps.at[i, "cpu_work"] = host.describe(gaps.at[i, "start"], gaps.at[i, "end"])
+            work[i] = host.describe(g0[i], g1[i])
+    if work:
+        gaps["cpu_work"] = work
     return Accounting(
         span_us=span_us,
         compute_us=iv.total(compute),
