@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         help="only this device (its id, or RANK:ID for multi-rank traces); repeatable",
     )
     _job_options(a)
+    _cache_option(a)
 
     r = sub.add_parser(
         "report",
@@ -75,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         help="where to write (default: beside TRACE, its name + .html); never over TRACE",
     )
     _job_options(r)
+    _cache_option(r)
 
     c = sub.add_parser(
         "compare",
@@ -122,6 +124,15 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _cache_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="read the trace file itself, not the tables cached from an earlier read "
+        "(and cache nothing)",
+    )
+
+
 def _positive(text: str) -> int:
     try:
         n = int(text)
@@ -150,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "compare":
             return _compare(args.before, args.after, as_json=args.json, output=args.output)
-        opts = _JobOptions(args.job or None, args.workers, args.scheduler)
+        opts = _JobOptions(args.job or None, args.workers, args.scheduler, not args.no_cache)
         if args.command == "analyze":
             return _analyze(args.trace, as_json=args.json, devices=args.device, opts=opts)
         if args.command == "report":
@@ -203,6 +214,7 @@ class _JobOptions:
     job: bool | None = None
     workers: int | None = None
     scheduler: str | None = None
+    cache: bool = True
 
 
 def _load(path: str, opts: _JobOptions = _JobOptions()) -> Profile | Job:
@@ -210,7 +222,9 @@ def _load(path: str, opts: _JobOptions = _JobOptions()) -> Profile | Job:
 
     # The reader words every way a path can be wrong (missing, a broken or looping link,
     # a FIFO, a device).
-    return load(path, job=opts.job, workers=opts.workers, scheduler=opts.scheduler)
+    return load(
+        path, job=opts.job, workers=opts.workers, scheduler=opts.scheduler, cache=opts.cache
+    )
 
 
 def _select(profile: Profile, path: str, wanted: list[str] | None) -> Diagnosis:

@@ -126,6 +126,7 @@ def load(
     job: bool | None = None,
     workers: int | None = None,
     scheduler: Any = None,
+    cache: bool = True,
 ) -> Profile | Job:
     """Read a saved trace (``.json``, ``.json.gz``), or a job's rank files.
 
@@ -138,6 +139,10 @@ def load(
 
     Raises :class:`nbprof.TraceError` with the file and the plain reason on bad input.
     ``progress``: show a progress bar (``None``: only when the load takes over ~1 s).
+    ``cache``: reopen a trace file read before from its cached tables, and cache those of a
+    file read now (in ``$NBPROF_TABLE_CACHE``, else ``$NBPROF_CACHE_DIR/tables``, else the user
+    cache folder); a stale or damaged cache is ignored and rebuilt. ``cache=False`` always
+    reads the file itself.
     """
     one = cast("str | os.PathLike[str]", path)  # read only once a list or tuple is ruled out
     if (
@@ -153,4 +158,4 @@ def load(
         return load_job(path, job=job, workers=workers, scheduler=scheduler, progress=progress)
     from nbprof.trace import read
 
-    return Profile(read(one, progress=progress))
+    return Profile(read(one, progress=progress, cache=cache))

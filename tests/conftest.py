@@ -46,6 +46,29 @@ def _profiler_enabled() -> bool:
         return bool(torch._C._autograd._profiler_enabled())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_table_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Before any module- or session-wide fixture copies the environment (for kernels or
+    subprocesses that outlive one test), point the table cache away from the user's."""
+    d = tmp_path_factory.mktemp("nbprof-tables")
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("NBPROF_TABLE_CACHE", str(d))
+        yield d
+
+
+@pytest.fixture(autouse=True)
+def private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A table cache of the test's own (in ``d/tables``): loads never touch the user's
+    cache, and no test sees tables another test cached (subprocesses inherit it)."""
+    d = tmp_path_factory.mktemp("nbprof-cache")
+    # The tables' own variable, so tests that point NBPROF_CACHE_DIR at a download folder
+    # still find in it only what was downloaded.
+    monkeypatch.setenv("NBPROF_TABLE_CACHE", str(d / "tables"))
+    return d
+
+
 @pytest.fixture(autouse=True)
 def nothing_left_running() -> Iterator[None]:
     """Every test must leave no torch profiler active and no nbprof thread alive."""

@@ -41,8 +41,9 @@ import pandas as pd
 
 from nbprof import _memory
 from nbprof.errors import TraceError, plain_text
+from nbprof.trace import cache as table_cache
 from nbprof.trace import decode as dec
-from nbprof.trace import links
+from nbprof.trace import forked, links
 from nbprof.trace import tables as tb
 from nbprof.trace.io import read_bytes, trace_files
 from nbprof.trace.model import TABLES, Trace, empty_table
@@ -121,13 +122,19 @@ class _Rank:
     event_count: int
     metadata: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    #: The rank the file itself names (``distributedInfo``), None when it names none.
+    file_rank: int | None = None
 
 
-def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace:
+def read(
+    path: str | os.PathLike[str], *, progress: bool | None = None, cache: bool = False
+) -> Trace:
     """Read a Kineto / Chrome trace: ``.json``, ``.json.gz``, or a folder of per-rank files.
 
     ``progress``: ``None`` shows a bar only when the load takes more than about a second;
-    ``True``/``False`` force it on or off. Raises :class:`nbprof.TraceError` on bad input.
+    ``True``/``False`` force it on or off. ``cache``: reuse the tables of a file read
+    before, and keep those of a file read now (see :mod:`nbprof.trace.cache`); the tables
+    are the same either way. Raises :class:`nbprof.TraceError` on bad input.
     """
     # The load allocates millions of objects and frees almost none until it ends, so the
     # cyclic collector would run again and again over a growing heap for nothing (about a
@@ -137,7 +144,7 @@ def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace
     sizes: dict[str, int] = {}
     free = _memory.free_bytes()
     try:
-        return _read(Path(path), progress, sizes)
+        return _read(Path(path), progress, sizes, cache)
     except MemoryError:
         # Out of memory under a process or container limit (beyond one, Linux's OOM killer
         # ends the process instead; read_bytes refuses what clearly cannot fit beforehand).
@@ -148,12 +155,24 @@ def read(path: str | os.PathLike[str], *, progress: bool | None = None) -> Trace
             gc.enable()
 
 
-def _read(p: Path, progress: bool | None, sizes: dict[str, int]) -> Trace:
+def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) -> Trace:
     folder = p.is_dir()
     files = trace_files(p) if folder else [p]
     ranks: list[_Rank] = []
     with _Progress(len(files) * _STAGES_PER_FILE, progress, f"loading {p.name}") as bar:
         for order, f in enumerate(files):
+            key = table_cache.Key.of(f) if cache else None
+            cached = _cached_rank(key) if key is not None else None
+            if cached is not None:
+                rank = (
+                    cached.file_rank if cached.file_rank is not None else (order if folder else 0)
+                )
+                if rank != cached.rank:
+                    _set_rank(cached, rank)
+                ranks.append(cached)
+                for _ in range(_STAGES_PER_FILE):
+                    bar.step("cached")
+                continue
             data = read_bytes(f)
             sizes[str(f)] = len(data)
             bar.step("read")
@@ -162,8 +181,13 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int]) -> Trace:
             bar.step("skimmed")
             rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
             bar.grow(-(-len(decoded.raw_events) // CHUNK))
-            ranks.append(_build_rank(decoded, rank, str(f), bar.step))
+            built = _build_rank(decoded, rank, str(f), bar.step)
+            built.file_rank = decoded.rank
             del decoded
+            if key is not None:
+                # Before _assemble, which shifts times and renumbers ranks of these frames.
+                _store_rank(key, built)
+            ranks.append(built)
     notes: list[str] = []
     if folder:
         seen = [r.rank for r in ranks]
@@ -175,6 +199,40 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int]) -> Trace:
             for i, r in enumerate(ranks):
                 _set_rank(r, i)
     return _assemble(str(p), ranks, folder, notes)
+
+
+def _cached_rank(key: table_cache.Key) -> _Rank | None:
+    got = table_cache.load(key)
+    if got is None:
+        return None
+    frames, info = got
+    try:
+        return _Rank(
+            rank=int(info["rank"]),
+            first_ns=int(info["first_ns"]),
+            wall_clock=bool(info["wall_clock"]),
+            frames=frames,
+            event_count=int(info["event_count"]),
+            metadata=dict(info["metadata"]),
+            notes=[str(n) for n in info["notes"]],
+            file_rank=None if info["file_rank"] is None else int(info["file_rank"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        logger.warning("ignoring a table cache with unreadable facts (%s); reading the trace", e)
+        return None
+
+
+def _store_rank(key: table_cache.Key, r: _Rank) -> None:
+    info = {
+        "rank": r.rank,
+        "first_ns": r.first_ns,
+        "wall_clock": r.wall_clock,
+        "event_count": r.event_count,
+        "metadata": r.metadata,
+        "notes": r.notes,
+        "file_rank": r.file_rank,
+    }
+    table_cache.store(key, r.frames, info)
 
 
 def _set_rank(r: _Rank, rank: int) -> None:
@@ -360,16 +418,69 @@ def _comms(
         acc.add("comms", tb.comms(com(hit), offset + hit, source, path))
 
 
-def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
+#: Files with fewer events are decoded in this process alone: below this, starting and
+#: feeding other processes costs more than it saves.
+PARALLEL_MIN_EVENTS = 500_000
+
+
+def _decode_range(
+    d: dec.Decoded, start: int, stop: int, path: str, step: Callable[[str], None] | None = None
+) -> tuple[_Acc, tb.Ids]:
+    """Decode and tabulate the chunks of events ``start .. stop`` (multiples of CHUNK)."""
     acc = _Acc()
     ids = tb.Ids()
-    n_events = len(d.raw_events)
     mode = dec.TsMode()
-    for offset in range(0, n_events, CHUNK):
+    for offset in range(start, stop, CHUNK):
         events, ts = dec.decode_chunk(d.raw_events[offset : offset + CHUNK], offset, path, mode)
         _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, path)
         del events
-        step("decoding")
+        if step is not None:
+            step("decoding")
+    return acc, ids
+
+
+def _decode_parallel(d: dec.Decoded, path: str) -> tuple[_Acc, tb.Ids] | None:
+    """The same as ``_decode_range`` over the whole file, its chunks shared out among
+    processes; None when that does not apply or cannot give exactly the same result."""
+    n_events = len(d.raw_events)
+    n_chunks = -(-n_events // CHUNK)
+    workers = min(forked.workers_wanted(), n_chunks)
+    if n_events < PARALLEL_MIN_EVENTS or workers < 2 or not forked.can_fork():
+        return None
+    # Contiguous runs of whole chunks: each chunk is cut where the one-process path cuts it,
+    # so every row lands where it would there.
+    bounds = [n_chunks * k // workers * CHUNK for k in range(workers)] + [n_events]
+    parts = [(bounds[k], bounds[k + 1]) for k in range(workers)]
+    got = forked.map_forked(lambda r: _decode_range(d, r[0], r[1], path), parts)
+    if got is None:
+        return None  # a part failed: the one-process path raises the same error, exactly
+    if any(ids.codes for _, ids in got):
+        # Text thread ids get codes in order of first appearance across the file; a part
+        # cannot know the codes given out before it. Rare (old traces): decode in one go.
+        logger.debug("%s: text thread ids; decoding in one process", plain_text(path))
+        return None
+    acc = _Acc()
+    for a, _ in got:
+        for table, cols in a.parts.items():
+            acc.parts.setdefault(table, []).extend(cols)
+        if a.first_ns is not None:
+            acc.first_ns = a.first_ns if acc.first_ns is None else min(acc.first_ns, a.first_ns)
+        for ph, n in a.skipped.items():
+            acc.skipped[ph] = acc.skipped.get(ph, 0) + n
+        acc.flows.extend(a.flows)
+    logger.debug("%s: decoded in %d processes", plain_text(path), workers)
+    return acc, tb.Ids()
+
+
+def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
+    n_events = len(d.raw_events)
+    done = _decode_parallel(d, path)
+    if done is not None:
+        acc, ids = done
+        for _ in range(0, n_events, CHUNK):
+            step("decoding")
+    else:
+        acc, ids = _decode_range(d, 0, n_events, path, step)
     flow_start: tb.Columns = {}
     flow_end: tb.Columns = {}
     if acc.any_missing_correlation():
