@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import textwrap
 from typing import Any
 
 #: Event class key -> (label, colour). The order fixes the class ids the timeline embeds.
@@ -114,6 +115,22 @@ def plain(value: object) -> str:
 
 _RETURN_TYPE = re.compile(r"^(?:(?:__global__|static|inline|void|auto)\s+)+")
 _NAMESPACE = re.compile(r"\b(?:[A-Za-z_]\w*::)+")
+
+
+def wrap(text: str, width: int, *, first: str = "", indent: str = "") -> list[str]:
+    """``text`` as plain lines of at most ``width`` characters (at least one line)."""
+    return textwrap.wrap(
+        plain(text),
+        width=width,
+        initial_indent=first,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+
+
+def clip(line: str, width: int) -> str:
+    """``line`` cut to ``width`` characters, an ellipsis marking the cut."""
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _split_top(s: str, sep: str) -> list[str]:

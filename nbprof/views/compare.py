@@ -10,11 +10,11 @@ Names from the traces are escaped in HTML and stripped of control characters in 
 from __future__ import annotations
 
 import logging
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
+    clip,
     esc,
     fmt_bytes,
     fmt_flops_rate,
@@ -23,6 +23,7 @@ from nbprof.views._style import (
     fmt_us,
     plain,
     short_name,
+    wrap,
 )
 from nbprof.views.assets import asset, scripts
 
@@ -178,27 +179,27 @@ def _change_word(change: str) -> str:
 def text(cmp: Comparison, *, width: int = WIDTH) -> str:
     """The plain-text comparison: what ``nbprof compare`` prints and the text/plain bundle."""
     lines = ["nbprof compare"]
-    lines += _wrap(f"before: {cmp.before.trace.source}", width, first="  ", indent="    ")
-    lines += _wrap(f"after:  {cmp.after.trace.source}", width, first="  ", indent="    ")
+    lines += wrap(f"before: {cmp.before.trace.source}", width, first="  ", indent="    ")
+    lines += wrap(f"after:  {cmp.after.trace.source}", width, first="  ", indent="    ")
     lines.append("=" * width)
     try:
         d = cmp.diff
     except Exception as e:  # a failed analysis still says which side and why
         logger.exception("comparison failed")
-        lines += _wrap(f"The comparison failed: {type(e).__name__}: {e}", width)
+        lines += wrap(f"The comparison failed: {type(e).__name__}: {e}", width)
         return "\n".join(lines) + "\n"
     for w in d.warnings:
-        lines += _wrap(f"WARNING: {w}", width, indent="  ")
+        lines += wrap(f"WARNING: {w}", width, indent="  ")
     if d.warnings:
         lines.append("")
-    lines += _wrap(f"What changed: {d.summary}", width, indent="  ")
+    lines += wrap(f"What changed: {d.summary}", width, indent="  ")
     lines.append("")
     for side, s in (("Before:", d.before), ("After: ", d.after)):
         head = f"{side} {_label(s.verdict.bottleneck)}. "
-        lines += _wrap(head + s.verdict.summary, width, indent="        ")
+        lines += wrap(head + s.verdict.summary, width, indent="        ")
     lines.append("")
-    lines += _wrap(_step_line(d), width)
-    lines += _wrap(f"basis: {_step_basis(d)}", width, first="  ", indent="    ")
+    lines += wrap(_step_line(d), width)
+    lines += wrap(f"basis: {_step_basis(d)}", width, first="  ", indent="    ")
     lines += ["", *_metrics_text(d, width)]
     lines += ["", *_names_text(d.kernels, "Kernels", d, TEXT_KERNELS, width)]
     lines += ["", *_names_text(d.ops, "Top-level CPU ops", d, TEXT_OPS, width)]
@@ -206,7 +207,7 @@ def text(cmp: Comparison, *, width: int = WIDTH) -> str:
 
 
 def _metrics_text(d: Diff, width: int) -> list[str]:
-    out = _wrap(f"Metrics ({_devices_words(d)}; amounts {_per_words(d)}):", width, indent="  ")
+    out = wrap(f"Metrics ({_devices_words(d)}; amounts {_per_words(d)}):", width, indent="  ")
     shown = [m for m in d.metrics if _shown(m)]
     if not shown:
         return [*out, "  none known: neither run recorded GPU activity."]
@@ -216,8 +217,8 @@ def _metrics_text(d: Diff, width: int) -> list[str]:
             f"  {m.label:<30} {fmt_value(m.unit, m.before):>11} {fmt_value(m.unit, m.after):>11}"
             f" {fmt_delta(m.unit, m.delta):>13}  {judgement(m):<6} {_kind(m)}"
         )
-        out.append(_clip(row, width))
-    out += _wrap(_KIND_LEGEND + ".", width, first="  ", indent="  ")
+        out.append(clip(row, width))
+    out += wrap(_KIND_LEGEND + ".", width, first="  ", indent="  ")
     return out
 
 
@@ -226,7 +227,7 @@ def _names_text(t: pd.DataFrame, what: str, d: Diff, n: int, width: int) -> list
         return [f"{what}: none in either run."]
     new = int((t["change"] == "new").sum())
     gone = int((t["change"] == "gone").sum())
-    out = _wrap(
+    out = wrap(
         f"{what} by normalized name ({_per_words(d)}; {len(t)} names, {new} new, {gone} gone), "
         f"biggest movers first:",
         width,
@@ -238,7 +239,7 @@ def _names_text(t: pd.DataFrame, what: str, d: Diff, n: int, width: int) -> list
         word = _change_word(str(r.change))
         name = plain(short_name(str(r.name), 200))
         out.append(
-            _clip(
+            clip(
                 f"  {_time(r.before_us, r.before_count):>10} {_time(r.after_us, r.after_count):>10}"
                 f" {fmt_delta('µs', r.delta_us):>10} {calls:>13}  {word + ': ' if word else ''}"
                 f"{name}",
@@ -261,20 +262,6 @@ def _attr(what: str) -> str:
 
 def _count(v: float) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
-
-
-def _wrap(text_: str, width: int, *, first: str = "", indent: str = "") -> list[str]:
-    return textwrap.wrap(
-        plain(text_),
-        width=width,
-        initial_indent=first,
-        subsequent_indent=indent,
-        break_on_hyphens=False,
-    ) or [first.rstrip()]
-
-
-def _clip(line: str, width: int) -> str:
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 # -- HTML -------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ characters, which would otherwise let a crafted kernel name drive the user's ter
 from __future__ import annotations
 
 import logging
-import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +14,7 @@ from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
 from nbprof.views._style import (
     BOTTLENECK_LABELS,
     SEVERITY_ORDER,
+    clip,
     fmt_breakdown,
     fmt_bytes,
     fmt_copy,
@@ -25,6 +25,7 @@ from nbprof.views._style import (
     fmt_tflops,
     fmt_us,
     plain,
+    wrap,
 )
 
 if TYPE_CHECKING:
@@ -42,25 +43,25 @@ TOP_KERNELS = 5
 
 def render(profile: Profile, *, width: int = WIDTH) -> str:
     """The compact report: verdict, key numbers with their basis, findings, top kernels."""
-    lines: list[str] = [_clip(f"nbprof · {plain(profile.trace.source)}", width), "=" * width]
+    lines: list[str] = [clip(f"nbprof · {plain(profile.trace.source)}", width), "=" * width]
     try:
         diag = profile.diagnosis
     except Exception as e:  # still say something useful about the trace
         logger.exception("analysis failed")
-        lines += _wrap(f"Analysis failed: {type(e).__name__}: {e}", width)
+        lines += wrap(f"Analysis failed: {type(e).__name__}: {e}", width)
         lines += _notes(profile, width)
         return "\n".join(lines) + "\n"
     label = BOTTLENECK_LABELS.get(diag.verdict.bottleneck, diag.verdict.bottleneck)
-    lines += _wrap(f"Verdict: {label}. {diag.verdict.summary}", width, indent="         ")
+    lines += wrap(f"Verdict: {label}. {diag.verdict.summary}", width, indent="         ")
     from nbprof.views.panel import confidence_text
 
     conf, basis = confidence_text(diag.verdict)
     said = [f"{conf} confidence" if conf else "", f"decided by: {basis}" if basis else ""]
     if any(said):
         pad = " " * len("Verdict: ")
-        lines += _wrap(" · ".join(x for x in said if x), width, first=pad, indent=pad)
+        lines += wrap(" · ".join(x for x in said if x), width, first=pad, indent=pad)
     if profile.error is not None:
-        lines += _wrap(
+        lines += wrap(
             f"The profiled code raised {type(profile.error).__name__}: {profile.error} "
             "(this profile is partial).",
             width,
@@ -70,7 +71,7 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
         lines += _device(dm, width, multi=len(diag.devices) > 1)
     if diag.explanation:
         lines += ["", "Why these numbers differ:"]
-        lines += _wrap(diag.explanation, width, indent="  ", first="  ")
+        lines += wrap(diag.explanation, width, indent="  ", first="  ")
     lines += _findings(diag, width)
     lines += _top_kernels(diag, width)
     lines += _notes(profile, width)
@@ -85,7 +86,7 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
     sms = f"{dm.sm_count} {units}" if dm.sm_count else f"{units[:-1]} count unknown"
     cc = f", cc {dm.compute_capability}" if dm.compute_capability else ""
     out = [
-        _clip(
+        clip(
             plain(
                 f"{where}GPU {dm.device}: {dm.name or 'unknown GPU'} ({sms}{cc}),"
                 f" span {fmt_us(dm.gpu_span_us)}"
@@ -166,16 +167,16 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
         *[(f"copies {c['kind']}", fmt_copy(c), basis_label(dm, "copies")) for c in dm.copies],
     ]
     for label, value, basis in rows:
-        out.append(_clip(plain(f"  {label:<27}{value:>24}"), width))
-        out += _wrap(f"basis: {basis}", width, first="      ", indent="        ")
+        out.append(clip(plain(f"  {label:<27}{value:>24}"), width))
+        out += wrap(f"basis: {basis}", width, first="      ", indent="        ")
     if dm.span_breakdown:
-        out += _wrap(
+        out += wrap(
             f"where the GPU span went: {fmt_breakdown(dm.span_breakdown)}",
             width,
             first="  ",
             indent="      ",
         )
-        out += _wrap(
+        out += wrap(
             f"basis: {basis_label(dm, 'span_breakdown')}", width, first="      ", indent="        "
         )
     return out
@@ -193,15 +194,15 @@ def _findings(diag: Diagnosis, width: int) -> list[str]:
     for f in fs[:TOP_FINDINGS]:
         head = f"  [{f.severity.upper()}] "
         where = f" (GPU {f.device})" if multi and f.device else ""
-        out += _wrap(f.title + where, width, first=head, indent=" " * len(head))
+        out += wrap(f.title + where, width, first=head, indent=" " * len(head))
         pad = " " * len(head)
-        out += _wrap(f.detail, width, first=pad, indent=pad)
+        out += wrap(f.detail, width, first=pad, indent=pad)
         if f.evidence:
             ev = ", ".join(f"{k}={fmt_evidence(v)}" for k, v in f.evidence.items())
-            out += _wrap(f"evidence: {ev}", width, first=pad, indent=pad)
-        out += _wrap(f"fix: {f.fix}", width, first=pad, indent=pad)
+            out += wrap(f"evidence: {ev}", width, first=pad, indent=pad)
+        out += wrap(f"fix: {f.fix}", width, first=pad, indent=pad)
         if f.code:
-            out += [_clip(pad + "    " + plain(line), width) for line in f.code.splitlines()]
+            out += [clip(pad + "    " + plain(line), width) for line in f.code.splitlines()]
     return out
 
 
@@ -216,7 +217,7 @@ def _top_kernels(diag: Diagnosis, width: int) -> list[str]:
     ]
     for r in t.head(TOP_KERNELS).itertuples(index=False):
         out.append(
-            _clip(
+            clip(
                 f"  {fmt_num(r.pct):>7} {fmt_us(r.total_us):>10} {int(r.count):>8,}"
                 f"  {plain(r.name)}",
                 width,
@@ -233,22 +234,8 @@ def _notes(profile: Profile, width: int) -> list[str]:
         return []
     out = ["", "Notes:"]
     for n in dict.fromkeys(notes):
-        out += _wrap(n, width, first="  - ", indent="    ")
+        out += wrap(n, width, first="  - ", indent="    ")
     return out
-
-
-def _wrap(text: str, width: int, *, first: str = "", indent: str = "") -> list[str]:
-    return textwrap.wrap(
-        plain(text),
-        width=width,
-        initial_indent=first,
-        subsequent_indent=indent,
-        break_on_hyphens=False,
-    ) or [first.rstrip()]
-
-
-def _clip(line: str, width: int) -> str:
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 # -- a multi-rank job ---------------------------------------------------------------------
@@ -270,8 +257,8 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
     world = f", world size {d.world_size}" if d.world_size else ""
     backend = f"{d.backend}" if d.backend else "backend unknown"
     lines = [
-        _clip(f"nbprof · {plain(d.source)}", width),
-        _clip(f"job of {n} rank{'s' if n != 1 else ''} ({backend}{world})", width),
+        clip(f"nbprof · {plain(d.source)}", width),
+        clip(f"job of {n} rank{'s' if n != 1 else ''} ({backend}{world})", width),
         "=" * width,
     ]
     v = d.verdict
@@ -280,19 +267,19 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
     if v.summary.lower().startswith(label.lower()) and ": " in v.summary:
         head, rest = v.summary.split(": ", 1)
         rest = rest[:1].upper() + rest[1:]
-    lines += _wrap(f"Verdict: {head}. {rest}", width, indent="         ")
+    lines += wrap(f"Verdict: {head}. {rest}", width, indent="         ")
     pad = " " * len("Verdict: ")
-    lines += _wrap(f"{v.confidence} confidence · decided by: {v.cause.replace('_', ' ')}", width,
+    lines += wrap(f"{v.confidence} confidence · decided by: {v.cause.replace('_', ' ')}", width,
                    first=pad, indent=pad)  # fmt: skip
     for i, fix in enumerate(v.fixes, 1):
-        lines += _wrap(f"Fix {i}: {fix}", width, first="  ", indent="         ")
+        lines += wrap(f"Fix {i}: {fix}", width, first="  ", indent="         ")
     lines += ["", *_job_ranks(job, width)]
     if d.stragglers:
         lines += ["", "Stragglers (the ranks the others wait for):"]
         for s in d.stragglers:
-            lines += _wrap(s.sentence[0].upper() + s.sentence[1:], width, first="  ", indent="    ")
+            lines += wrap(s.sentence[0].upper() + s.sentence[1:], width, first="  ", indent="    ")
             if s.fix:
-                lines += _wrap(f"fix: {s.fix}", width, first="    ", indent="      ")
+                lines += wrap(f"fix: {s.fix}", width, first="    ", indent="      ")
     lines += _job_skew(d, width)
     lines += _job_collectives(d, width)
     if d.missing:
@@ -300,28 +287,28 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
         for m in d.missing:
             who = f"rank {m['rank']}" if m["rank"] is not None else "rank ?"
             where = f" ({plain(Path(m['path']).name)})" if m.get("path") else ""
-            lines += _wrap(f"{who}{where}: {m['reason']}", width, first="  ", indent="    ")
+            lines += wrap(f"{who}{where}: {m['reason']}", width, first="  ", indent="    ")
     others = [f for f in d.findings if f.id not in ("straggler",)]
     if others:
         lines += ["", "Findings:"]
         for f in others:
             h = f"  [{f.severity.upper()}] "
-            lines += _wrap(f.title, width, first=h, indent=" " * len(h))
-            lines += _wrap(f.detail, width, first=" " * len(h), indent=" " * len(h))
+            lines += wrap(f.title, width, first=h, indent=" " * len(h))
+            lines += wrap(f.detail, width, first=" " * len(h), indent=" " * len(h))
     if d.stragglers:
         s = d.stragglers[0]
         rank_view = job.rank(s.rank)
         rd = rank_view.diagnosis
         lines += ["", f"Rank {s.rank}, the straggler, on its own:"]
         lab = BOTTLENECK_LABELS.get(rd.verdict.bottleneck, rd.verdict.bottleneck)
-        lines += _wrap(f"Verdict: {lab}. {rd.verdict.summary}", width, first="  ",
+        lines += wrap(f"Verdict: {lab}. {rd.verdict.summary}", width, first="  ",
                        indent="           ")  # fmt: skip
         lines += _findings(rd, width)[1:]
     notes = [*job.notes, *d.notes]
     if notes:
         lines += ["", "Notes:"]
         for note in dict.fromkeys(notes):
-            lines += _wrap(note, width, first="  - ", indent="    ")
+            lines += wrap(note, width, first="  - ", indent="    ")
     return "\n".join(lines) + "\n"
 
 
@@ -332,8 +319,8 @@ def _job_ranks(job: Job, width: int) -> list[str]:
     steps = sorted({k for r in d.ranks for k in r.steps})
     step_col = f"step {steps[0]}" if len(steps) == 1 else "step med"
     out = [
-        _clip(f"Ranks{gpus} (read from the trace; % of each rank's GPU span):", width),
-        _clip(
+        clip(f"Ranks{gpus} (read from the trace; % of each rank's GPU span):", width),
+        clip(
             f"  {'rank':>4} {'span':>9} {'kernels':>7} {'compute':>7} {'exposed':>7} "
             f"{'waiting':>7} {'host':>5} {'sync':>5} {'idle+':>5} {step_col:>9} verdict",
             width,
@@ -348,7 +335,7 @@ def _job_ranks(job: Job, width: int) -> list[str]:
         step = fmt_us(float(np.median(st))) if st else "n/a"
         mark = " *" if r.rank in job.stragglers else ""
         out.append(
-            _clip(
+            clip(
                 f"  {r.rank:>4} {fmt_us(r.gpu_span_us):>9} {_p(r.kernel_busy_pct):>7} "
                 f"{_p(r.compute_busy_pct):>7} {_p(r.exposed_comm_pct):>7} {_p(r.wait_pct):>7} "
                 f"{_p(idle.get('host')):>5} {_p(idle.get('sync')):>5} {_p(rest):>5} "
@@ -356,7 +343,7 @@ def _job_ranks(job: Job, width: int) -> list[str]:
                 width,
             )
         )
-    out += _wrap(
+    out += wrap(
         "kernels: a kernel ran (nvidia-smi's view); compute: a non-collective kernel ran; "
         "exposed: a collective ran with no compute beside it; waiting: the part of exposed "
         "spent waiting for a later rank at a collective; host/sync/idle+: idle time charged "
@@ -388,7 +375,7 @@ def _job_skew(d: JobDiagnosis, width: int) -> list[str]:
         out += ["", "Skew (ProfilerStep durations across ranks):"]
     for s in sk.get("steps", []):
         if not s["spread_us"]:
-            out += _wrap(f"step {s['step']}: {fmt_us(s['max_us'])} on every rank", width,
+            out += wrap(f"step {s['step']}: {fmt_us(s['max_us'])} on every rank", width,
                          first="  ", indent="    ")  # fmt: skip
             continue
         line = (
@@ -402,9 +389,9 @@ def _job_skew(d: JobDiagnosis, width: int) -> list[str]:
                 f"; the ranks started it {fmt_us(s['start_spread_us'])} apart and ended it "
                 f"{fmt_us(s['end_spread_us'])} apart"
             )
-        out += _wrap(line, width, first="  ", indent="    ")
+        out += wrap(line, width, first="  ", indent="    ")
     if sk.get("start_spread_us"):
-        out += _wrap(
+        out += wrap(
             f"first events: rank {sk['last_to_start']} started "
             f"{fmt_us(sk['start_spread_us'])} after rank {sk['first_to_start']}",
             width,
@@ -424,7 +411,7 @@ def _job_collectives(d: JobDiagnosis, width: int) -> list[str]:
     more = f", the {len(top)} with the longest waits" if len(top) < len(cs) else ""
     out = [
         "",
-        *_wrap(f"Collectives ({len(cs)}, matched across ranks {how}{more}):", width),
+        *wrap(f"Collectives ({len(cs)}, matched across ranks {how}{more}):", width),
         f"  {'#':>3} {'kind':<12} {'size':>9} {'n':>3} {'last':>4} {'time':>9} {'algbw':>7} "
         f"{'busbw':>7} {'peak':>7} {'max wait':>13}",
     ]
@@ -432,7 +419,7 @@ def _job_collectives(d: JobDiagnosis, width: int) -> list[str]:
         worst = max(c.wait_us, key=lambda r: c.wait_us[r]) if c.wait_us else None
         wait = f"{fmt_us(c.wait_us[worst])} ({worst})" if worst is not None else "n/a"
         out.append(
-            _clip(
+            clip(
                 f"  {c.index:>3} {_KIND_WORDS.get(c.kind, c.kind):<12} {fmt_bytes(c.bytes):>9} "
                 f"{c.group_size:>3} {c.last:>4} {fmt_us(c.duration_us):>9} "
                 f"{_gbps(c.algbw_gbps):>7} {_gbps(c.busbw_gbps):>7} "
@@ -444,8 +431,8 @@ def _job_collectives(d: JobDiagnosis, width: int) -> list[str]:
     for key, what in (("busbw_gbps", "busbw"), ("peak_gbps", "peak"), ("wait_us", "wait")):
         b = first.basis.get(key)
         if b is not None:
-            out += _wrap(f"{what}: {b.label()}", width, first="      ", indent="        ")
-    out += _wrap(
+            out += wrap(f"{what}: {b.label()}", width, first="      ", indent="        ")
+    out += wrap(
         "time: the last arrival's kernel time (the data moves once every rank is there); "
         "algbw = size ÷ time, busbw = algbw × NCCL's factor for the kind (all-reduce "
         "2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; others 1), in GB/s; "
