@@ -12,7 +12,7 @@ class NbprofError(Exception):
 class TraceError(NbprofError, ValueError):
     """A trace file could not be read: names the file and the plain reason, never a
     traceback from deep inside a parser. What is an error and what is skipped with a
-    note is written once, in :mod:`nbprof.trace.reader`."""
+    note is written once, in docs/errors.md."""
 
     def __init__(self, path: str | None, reason: str) -> None:
         self.path = path

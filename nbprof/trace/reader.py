@@ -1,27 +1,7 @@
 """``read(path)``: a trace file or a folder of per-rank files -> :class:`Trace`.
 
-What is an error and what is skipped
-------------------------------------
-Input that cannot be a profiler trace, or that is damaged, raises
-:class:`nbprof.TraceError` naming the file and the reason, never a parser's traceback:
-
-* the file is missing, unreadable, not JSON, truncated, or its gzip data is corrupt;
-* the top level is neither an object with ``traceEvents`` nor an array of events;
-* ``traceEvents`` is not an array, or holds no events (or only metadata events);
-* an event is not an object, or a field nbprof reads has the wrong type (``ts``/``dur``
-  not numbers, ``name`` not a string, ``args.grid`` not a list of integers, ...): the error
-  names the event's index in ``traceEvents`` and the field. ``args`` are checked only for
-  the kinds of event nbprof tabulates (kernels, copies, sets, runtime calls, CPU ops,
-  counter ranges), and only the keys it reads. One bad event among 200k still fails the
-  load: a trace damaged in one place may be damaged in others, and silently dropping rows
-  would skew every metric computed from it;
-* a negative timestamp or duration, or a duration event (``ph`` "X") without ``ts``.
-
-Things a valid trace may simply not have are not errors: unknown categories and phases are
-ignored (counted in ``event_count``), absent ``args`` keys become "unknown" (-1, NaN, ""),
-a malformed ``deviceProperties`` list or an unreadable top-level value (invalid UTF-8 in a
-string) is ignored with a note, ``B``/``E`` pairs are ignored with a note, and a trace with
-no kernel events loads with a note saying so.
+What is an error (:class:`nbprof.TraceError`, naming the file and the reason) and what
+is skipped with a note is written once, in docs/errors.md.
 """
 
 from __future__ import annotations
