@@ -17,7 +17,7 @@ import logging
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -195,3 +195,17 @@ def write_atomic(
     with atomic_output(path, not_over=not_over) as f:
         f.write(raw)
     return Path(path)
+
+
+def render_page(
+    path: str | os.PathLike[str] | None, render: Callable[[], str], *, inputs: list[Path]
+) -> str:
+    """``render()``'s page, also written to ``path`` when given: checked before rendering
+    (which can take a while on a big trace), replaced atomically, never over ``inputs``."""
+    if path is not None:
+        check_writable(path, not_over=inputs)
+    html = render()
+    if path is not None:
+        write_atomic(path, html, not_over=inputs)
+        logger.info("wrote %s", path)
+    return html

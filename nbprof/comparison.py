@@ -90,17 +90,10 @@ class Comparison:
         Written as a profile's page is: replaced atomically, and never over either run's
         trace (:class:`nbprof.errors.OutputError` names the path when it cannot be written).
         """
-        from nbprof._files import check_writable, write_atomic
+        from nbprof._files import render_page
         from nbprof.views.compare import page
 
-        inputs = self._inputs()
-        if path is not None:
-            check_writable(path, not_over=inputs)  # before rendering, which can take a while
-        html = page(self)
-        if path is not None:
-            write_atomic(path, html, not_over=inputs)
-            logger.info("wrote %s", path)
-        return html
+        return render_page(path, lambda: page(self), inputs=self._inputs())
 
     def _inputs(self) -> list[Path]:
         from nbprof._files import inputs_of

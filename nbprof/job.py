@@ -149,19 +149,11 @@ class Job:
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
         """The job's standalone dashboard (works offline). Writes it when given a path."""
-        from nbprof._files import check_writable, inputs_of, write_atomic
+        from nbprof._files import inputs_of, render_page
         from nbprof.views.job import page
 
-        # As Profile.to_html: checked before rendering, replaced atomically, never over a
-        # rank file of the job.
-        inputs = inputs_of(self.diagnosis.source)
-        if path is not None:
-            check_writable(path, not_over=inputs)
-        html = page(self)
-        if path is not None:
-            write_atomic(path, html, not_over=inputs)
-            logger.info("wrote %s", path)
-        return html
+        # As Profile.to_html: never over a rank file of the job.
+        return render_page(path, lambda: page(self), inputs=inputs_of(self.diagnosis.source))
 
     def show(self) -> None:
         from IPython.display import display

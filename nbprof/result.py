@@ -91,18 +91,10 @@ class Profile:
         over the trace it was read from; :class:`nbprof.errors.OutputError` names it when it cannot
         be written.
         """
-        from nbprof._files import check_writable, inputs_of, write_atomic
-
-        if path is not None:
-            # Before rendering, which can take a while on a big trace.
-            check_writable(path, not_over=inputs_of(self.trace.source))
+        from nbprof._files import inputs_of, render_page
         from nbprof.views.report import render
 
-        html = render(self)
-        if path is not None:
-            write_atomic(path, html, not_over=inputs_of(self.trace.source))
-            logger.info("wrote %s", path)
-        return html
+        return render_page(path, lambda: render(self), inputs=inputs_of(self.trace.source))
 
     def show(self) -> None:
         """Display the dashboard below the current cell (timeline + diagnosis panel)."""
