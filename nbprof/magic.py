@@ -26,23 +26,28 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_loca
 from nbprof._files import check_writable
 from nbprof.errors import NbprofError, NestedProfilerError, OutputError, plain_text
 
-# The fallbacks' signature is IPython's own, so either definition types the same.
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-try:  # IPython >= 8.12: lets a trailing ';' in the body silence the displayed value
-    from IPython.core.magic import output_can_be_silenced
-except ImportError:  # pragma: no cover - older IPython just displays it
+if TYPE_CHECKING:
+    # One signature for both decorators whichever IPython is installed: some releases (8.12)
+    # leave IPython's own untyped, and mypy rejects a typed fallback beside an untyped one.
+    def output_can_be_silenced(magic_func: _F) -> _F: ...
+    def no_var_expand(magic_func: _F) -> _F: ...
 
-    def output_can_be_silenced(magic_func: _F) -> _F:
-        return magic_func
+else:
+    try:  # IPython >= 8.12: a trailing ';' in the body silences the displayed value
+        from IPython.core.magic import output_can_be_silenced
+    except ImportError:  # pragma: no cover - older IPython just displays it
 
+        def output_can_be_silenced(magic_func):
+            return magic_func
 
-try:
-    from IPython.core.magic import no_var_expand
-except ImportError:  # pragma: no cover
+    try:
+        from IPython.core.magic import no_var_expand
+    except ImportError:  # pragma: no cover
 
-    def no_var_expand(magic_func: _F) -> _F:
-        return magic_func
+        def no_var_expand(magic_func):
+            return magic_func
 
 
 if TYPE_CHECKING:
@@ -437,6 +442,9 @@ def register(ipython: InteractiveShell) -> None:
 def unregister(ipython: InteractiveShell) -> None:
     """Remove the magics again (``%unload_ext nbprof``)."""
     # IPython has no public call to remove a magic; the registry is a plain dict.
-    magics = ipython.magics_manager.magics
+    manager = ipython.magics_manager
+    if manager is None:  # traitlets types it Optional; a shell without one has no magics
+        return
+    magics = manager.magics
     for kind in ("line", "cell"):
         magics[kind].pop(_MAGIC, None)
