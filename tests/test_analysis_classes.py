@@ -203,8 +203,8 @@ def busy_trace(parts: list[tuple[str, float]]) -> KinetoBuilder:
 def test_hostile_and_unknown_names_are_not_memory_bound_with_confidence(tmp_path: Path) -> None:
     b = busy_trace([("<img src=x>", 50.0), ("<script>alert(1)</script>", 30.0), (CUSTOM, 20.0)])
     d = diagnose(b, tmp_path)
-    assert set(d.tables["kernel_class"]["cls"]) == {"other"}
-    assert set(d.tables["top_kernels"]["cls"]) == {"other"}
+    assert set(d.kernel_class["cls"]) == {"other"}
+    assert set(d.top_kernels["cls"]) == {"other"}
     v = d.verdict
     assert not (v.bottleneck == "memory_bound" and v.confidence == "high")
     assert v.confidence == "low"
@@ -270,16 +270,14 @@ def test_roofline_evidence_marks_kernels_of_memory_bound_ops(tmp_path: Path) -> 
     b.kernel("my_kernel", 200, 10, launch_ts=160)  # launched outside any op
     trace = read_trace(b.write(tmp_path))
     d = analyze(trace)
-    roof = d.tables["ops_roofline"].set_index("op")["bound"].to_dict()
+    roof = d.ops_roofline.set_index("op")["bound"].to_dict()
     assert roof == {"aten::mm": "memory", "aten::addmm": "compute"}
-    ev = roofline_memory_evidence(
-        trace.kernels, trace.cpu_ops, trace.cpu_ops, d.tables["ops_roofline"]
-    )
+    ev = roofline_memory_evidence(trace.kernels, trace.cpu_ops, trace.cpu_ops, d.ops_roofline)
     assert ev.tolist() == [True, False, False]
     got = kernel_classes(trace.kernels["name"], np.zeros(3, dtype=bool), ev)["cls"].tolist()
     assert got == ["memory", "compute", "other"]  # the second one's name says matmul
     # And the diagnosis itself classes them so: the timeline colours by this table.
-    assert d.tables["kernel_class"]["cls"].tolist() == ["memory", "compute", "other"]
+    assert d.kernel_class["cls"].tolist() == ["memory", "compute", "other"]
     empty = roofline_memory_evidence(trace.kernels, trace.cpu_ops, trace.cpu_ops, roof_empty())
     assert not empty.any()
 

@@ -165,7 +165,7 @@ def test_every_trace_gives_a_sane_diagnosis(corpus: Path) -> None:
             if idle.idle_us > 0:
                 total = idle.host_wait_pct + idle.kernel_wait_pct + idle.other_pct
                 assert total == pytest.approx(100.0)
-        cls = d.tables["kernel_class"]
+        cls = d.kernel_class
         assert cls.index.equals(trace(str(f)).kernels.index)
 
 
@@ -191,9 +191,9 @@ def test_resnet50_dataloader_pair(corpus: Path) -> None:
     assert before.verdict.bottleneck == "input_bound"
     assert 25 < b.span_breakdown["input"] < 32
     assert b.dataloader_pct is not None and b.dataloader_pct > 35
-    gb, ga = before.tables["idle_gaps"], after.tables["idle_gaps"]
+    gb, ga = before.idle_gaps, after.idle_gaps
     assert gb["cpu_work"].iloc[0] == "DataLoader __next__"
-    assert before.tables["stalls"]["cause"].iloc[0] == "input"
+    assert before.stalls["cause"].iloc[0] == "input"
     # num_workers=4: the fetch gaps are gone (input 0.3%); the GPU runs kernels 74% of the
     # span. The host still falls behind in phases (21% of the span, in gaps of 10 µs-6 ms)
     # but the typical kernel starts 2.7 ms after its launch (about 53 kernels queued): the
@@ -227,7 +227,7 @@ def test_negative_queue_is_sync_bound_on_a_tiny_blocking_copy(corpus: Path) -> N
     assert "launch_overhead" not in _ids(d)
     assert m.tensor_core_pct is not None and m.tensor_core_pct > 10
     assert m.tensor_core_basis == "kernel_names"
-    top = d.tables["top_kernels"]
+    top = d.top_kernels
     assert top.loc[top["tensor_core"], "name"].str.contains("tensorop").any()
     # 16.6 GB of device-to-device copies run at ~626 GB/s; the 88 host copies at 0.1-12
     # GB/s: each rate is its own kind's, never one blended "copy rate".
@@ -256,7 +256,7 @@ def test_alexnet_idles_through_one_time_setup(corpus: Path) -> None:
     assert (d.verdict.bottleneck, d.verdict.basis) == ("idle", "one_time_setup")
     assert m.kernel_busy_pct < 1 and m.span_breakdown["setup"] > 90
     assert m.window_us is not None and m.window_us > 3 * m.gpu_span_us
-    assert d.tables["stalls"]["cpu_work"].iloc[0].startswith("set-up: ")
+    assert d.stalls["cpu_work"].iloc[0].startswith("set-up: ")
     assert {"one_time_setup", "gpu_span_vs_window"} <= _ids(d)
 
 
@@ -336,7 +336,7 @@ def test_h100_qwen_uses_tensor_cores_by_name(corpus: Path) -> None:
     assert m.tensor_core_basis == "kernel_names"
     assert m.tensor_core_pct is not None and m.tensor_core_pct > 20
     assert m.peak_gbps == 3350.0  # H100 SXM
-    roof = d.tables["ops_roofline"]
+    roof = d.ops_roofline
     assert (roof["dtype"] == "bf16").any()
 
 
@@ -438,7 +438,7 @@ def test_corpus_kernels_are_classified_and_verdicts_firm(corpus: Path) -> None:
         k = trace(str(f)).kernels
         if k.empty:
             continue
-        cls = d.tables["kernel_class"]["cls"].to_numpy()
+        cls = d.kernel_class["cls"].to_numpy()
         dur = k["dur"].to_numpy(dtype="float64")
         other = dur[cls == "other"].sum() / dur.sum() * 100.0
         assert other < 5.0, (f.name, other)

@@ -29,7 +29,7 @@ def diagnose(b: KinetoBuilder, tmp_path: Path, samples: Samples | None = None) -
     j = d.to_json()
     assert j["schema"] == "nbprof.analysis/1"
     assert j["verdict"]["bottleneck"] in BOTTLENECKS
-    assert list(d.tables["kernel_class"].index) == list(trace.kernels.index)
+    assert list(d.kernel_class.index) == list(trace.kernels.index)
     return d
 
 
@@ -103,7 +103,7 @@ def test_copies_bytes_pageable_bandwidth(tmp_path: Path) -> None:
     ((c),) = m.copies
     assert (c["kind"], c["count"], c["bytes"], c["us"]) == ("HtoD pageable", 1, 1_000_000, 10)
     assert c["gbps"] == pytest.approx(1_000_000 / 10 / 1e3)
-    copies = d.tables["copies"]
+    copies = d.copies
     assert list(copies[["kind", "src", "dst"]].iloc[0]) == ["HtoD", "Pageable", "Device"]
     assert bool(copies["pageable"].iloc[0])
     assert copies["gbps"].iloc[0] == pytest.approx(100.0)
@@ -137,7 +137,7 @@ def test_idle_breakdown_host_kernel_other(tmp_path: Path) -> None:
     assert idle.other_pct == pytest.approx(40 / total * 100)
     assert idle.host_wait_pct == pytest.approx(30 / total * 100)
     assert m.idle_queued_pct == pytest.approx((3 + 40) / total * 100)
-    gaps = d.tables["idle_gaps"]
+    gaps = d.idle_gaps
     assert list(gaps.columns[:8]) == [
         "rank", "device", "stream", "start", "end", "dur", "cause", "cpu_work",
     ]  # fmt: skip
@@ -151,7 +151,7 @@ def test_idle_is_per_stream(tmp_path: Path) -> None:
     b.kernel(SGEMM, 30, 10, stream=7, launch_ts=25)
     b.kernel(SGEMM, 0, 50, stream=9, launch_ts=-5)
     d = diagnose(b, tmp_path)
-    gaps = d.tables["idle_gaps"]
+    gaps = d.idle_gaps
     assert list(gaps["stream"]) == [7]
     assert gaps["dur"].iloc[0] == pytest.approx(20)
     # The device as a whole was never idle: stream 9 covered the gap.
@@ -205,8 +205,8 @@ def test_dataloader_share_and_input_bound_verdict(tmp_path: Path, recorded_as: s
     assert d.verdict.bottleneck == "input_bound"
     assert d.verdict.basis == "dataloader_gaps"
     assert f"{idle_share:.0f}% of the span" in d.verdict.summary
-    assert d.tables["idle_gaps"]["cpu_work"].iloc[0] == "DataLoader __next__"
-    stalls = d.tables["stalls"]
+    assert d.idle_gaps["cpu_work"].iloc[0] == "DataLoader __next__"
+    stalls = d.stalls
     assert (stalls["cause"].iloc[0], stalls["cpu_work"].iloc[0]) == (
         "input",
         "DataLoader __next__",
@@ -243,7 +243,7 @@ def test_syncs_table_and_sync_pct(tmp_path: Path) -> None:
         # After the sync returns at t+11 the host takes 40 µs before the next launch.
         t += 55
     d = diagnose(b, tmp_path)
-    syncs = d.tables["syncs"].set_index("name")
+    syncs = d.syncs.set_index("name")
     assert syncs.loc["cudaStreamSynchronize", "count"] == n
     assert syncs.loc["cudaStreamSynchronize", "total_us"] == pytest.approx(12 * n)
     assert syncs.loc["aten::item", "count"] == n
@@ -329,7 +329,7 @@ def test_a_blocking_device_to_host_copy_is_a_sync(tmp_path: Path) -> None:
     assert d.verdict.bottleneck == "sync_bound"
     assert "cudaMemcpyAsync (DtoH)" in d.verdict.summary
     assert "704 B device-to-host copy" in d.verdict.summary
-    syncs = d.tables["syncs"].set_index("name")
+    syncs = d.syncs.set_index("name")
     assert syncs.loc["cudaMemcpyAsync (DtoH)", "count"] == CYCLES
     assert syncs.loc["cudaMemcpyAsync (DtoH)", "total_us"] == pytest.approx(CYCLES * 1005)
 
@@ -340,7 +340,7 @@ def test_an_asynchronous_copy_that_returns_early_is_no_sync(tmp_path: Path) -> N
         b.kernel(SGEMM, 1000.0 * i + 5, 990, launch_ts=1000.0 * i)
         b.memcpy(1000.0 * i + 995, 4, 4096, src="Pinned", launch_ts=1000.0 * i + 1)
     d = diagnose(b, tmp_path)
-    assert d.tables["syncs"].empty
+    assert d.syncs.empty
     assert d.devices[0].sync_pct == 0.0
 
 
@@ -440,7 +440,7 @@ def test_exposed_collectives_are_communication_bound(tmp_path: Path) -> None:
     assert "for 50% of the span collectives ran with no compute kernel" in d.verdict.summary
     f = {x.id: x for x in d.findings}["communication"]
     assert f.evidence["exposed_comm_pct"] == pytest.approx(50.0)
-    assert d.tables["kernel_class"]["cls"].tolist()[:2] == ["compute", "communication"]
+    assert d.kernel_class["cls"].tolist()[:2] == ["compute", "communication"]
 
 
 def test_overlapped_collectives_are_not_communication_bound(tmp_path: Path) -> None:
@@ -522,8 +522,8 @@ def test_tensor_cores_by_name_and_class_table(tmp_path: Path) -> None:
     m = d.devices[0]
     assert m.tensor_core_pct == pytest.approx(40 / 100 * 100)
     assert m.tensor_core_basis == "kernel_names"
-    assert d.tables["kernel_class"]["tensor_core"].tolist() == [True, True, False]
-    top = d.tables["top_kernels"]
+    assert d.kernel_class["tensor_core"].tolist() == [True, True, False]
+    top = d.top_kernels
     assert top["name"].iloc[0] == ELEMENTWISE
     assert top["pct"].iloc[0] == pytest.approx(60.0)
     assert list(top.columns[:7]) == [
@@ -570,7 +570,7 @@ def test_roofline_from_flops_and_shapes(tmp_path: Path) -> None:
     b.kernel(SGEMM, 10, 40, launch_ts=5)
     b.kernel(SGEMM, 50, 10, launch_ts=8)
     d = diagnose(b, tmp_path)
-    roof = d.tables["ops_roofline"]
+    roof = d.ops_roofline
     row = roof[roof["op"] == "aten::mm"].iloc[0]
     nbytes = (m_ * k_ + k_ * n_ + m_ * n_) * 4
     assert row["flops"] == pytest.approx(flops)
@@ -594,7 +594,7 @@ def test_roofline_memory_bound_small_matmul(tmp_path: Path) -> None:
     dims = [[4096, 8], [8, 4096]]  # intensity = 2*4096*8*4096 / ((2*4096*8 + 4096²)*4) < 1
     b.cpu_op("aten::mm", 0, 30, flops=2.0 * 4096 * 8 * 4096, dims=dims, types=["float"] * 2)
     b.kernel(SGEMM, 10, 40, launch_ts=5)
-    roof = diagnose(b, tmp_path).tables["ops_roofline"]
+    roof = diagnose(b, tmp_path).ops_roofline
     assert roof["bound"].iloc[0] == "memory"
 
 
@@ -606,7 +606,7 @@ def test_unknown_device_has_unknown_peaks(tmp_path: Path) -> None:
     m = d.devices[0]
     assert m.peak_tflops is None and m.peak_gbps is None
     assert m.basis["peak_gbps"].kind == "unknown"
-    assert d.tables["ops_roofline"]["bound"].iloc[0] == "unknown"
+    assert d.ops_roofline["bound"].iloc[0] == "unknown"
 
 
 def test_known_device_without_flops_says_why_its_peak_tflops_is_unknown(tmp_path: Path) -> None:
@@ -818,7 +818,7 @@ def test_graph_capture_is_too_little_gpu_work_and_raises_no_launch_findings(
     ids = {f.id for f in d.findings}
     assert "graph_capture" in ids
     assert not ids & {"launch_overhead", "host_overhead", "sync_stalls", "gpu_idle"}
-    assert d.tables["syncs"].empty
+    assert d.syncs.empty
     # The GPU idled the whole capture window (BeginCapture at 0 to EndCapture's end).
     assert m.span_breakdown["capture"] == pytest.approx(1102 / 1352 * 100)
 
@@ -873,10 +873,10 @@ def test_idle_on_three_streams_is_the_union(tmp_path: Path) -> None:
     assert m.idle.idle_us == pytest.approx(60)
     # Each stream's own gaps (80 + 60 + 40 µs) add up to more than the span: no measure
     # of the device's idle time.
-    per_stream = d.tables["idle_gaps"].groupby("stream")["dur"].sum().to_dict()
+    per_stream = d.idle_gaps.groupby("stream")["dur"].sum().to_dict()
     assert per_stream == {7: pytest.approx(80), 9: pytest.approx(60), 11: pytest.approx(40)}
     assert sum(per_stream.values()) > m.gpu_span_us
-    assert d.tables["stalls"]["dur"].sum() == pytest.approx(60)
+    assert d.stalls["dur"].sum() == pytest.approx(60)
 
 
 def test_queued_work_waiting_is_a_dependency(tmp_path: Path) -> None:
@@ -923,7 +923,7 @@ def test_one_time_setup_is_blamed_on_the_runtime_calls(tmp_path: Path) -> None:
     span = 9000.0
     assert m.span_breakdown["setup"] == pytest.approx(5000 / span * 100)
     assert (d.verdict.bottleneck, d.verdict.basis) == ("idle", "one_time_setup")
-    assert d.tables["stalls"]["cpu_work"].iloc[0] == "set-up: cudaFree"  # not aten::conv2d
+    assert d.stalls["cpu_work"].iloc[0] == "set-up: cudaFree"  # not aten::conv2d
     assert "one_time_setup" in {f.id for f in d.findings}
 
 
@@ -936,7 +936,7 @@ def test_a_first_launch_loading_code_is_set_up(tmp_path: Path) -> None:
     d = diagnose(b, tmp_path)
     sb = d.devices[0].span_breakdown
     assert sb["setup"] == pytest.approx(3000 / 5100 * 100)
-    assert d.tables["stalls"]["cpu_work"].iloc[0] == "set-up: cudaLaunchKernel"
+    assert d.stalls["cpu_work"].iloc[0] == "set-up: cudaLaunchKernel"
 
 
 def test_window_beyond_the_gpu_span_and_work_before_the_first_gpu_event(tmp_path: Path) -> None:

@@ -259,7 +259,7 @@ def test_one_bounded_tooltip_per_point_with_a_short_name(browser: Browser, tmp_p
     long = "void ns::kernel<" + ", ".join(f"ns::Functor{i}<float>" for i in range(40)) + ">(int)"
     p.trace.kernels.loc[0, "name"] = long
     # A gap over the kernel at 400-405 µs and beyond: hovered where no event is drawn.
-    p.diagnosis.tables["idle_gaps"].loc[0, ["start", "end"]] = [395.0, 750.0]
+    p.diagnosis.idle_gaps.loc[0, ["start", "end"]] = [395.0, 750.0]
     page, errors = _open(browser, _write(tmp_path, "tips.html", p))
     tips = _hover(page, *_event_point(page, long, "GPU"))
     assert len(tips) == 1, tips

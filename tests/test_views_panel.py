@@ -145,7 +145,7 @@ def test_text_report_content_and_width() -> None:
 
 def test_text_report_neutralises_terminal_control_characters() -> None:
     p = small_profile()
-    p.diagnosis.tables["top_kernels"].loc[0, "name"] = "evil\x1b[2J\x07kernel"
+    p.diagnosis.top_kernels.loc[0, "name"] = "evil\x1b[2J\x07kernel"
     out = text.render(p)
     assert "\x1b" not in out and "\x07" not in out and "evil?[2J?kernel" in out
 

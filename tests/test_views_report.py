@@ -131,7 +131,7 @@ def test_corpus_trace_renders(corpus: Path, name: str) -> None:
     )
     assert gpu_events == n_gpu
     if len(trace.kernels):
-        kc = p.diagnosis.tables["kernel_class"]
+        kc = p.diagnosis.kernel_class
         assert tl.classes and set(kc["cls"]) >= {
             k for k in tl.classes if k in ("tensor_core", "compute", "memory", "communication")
         }

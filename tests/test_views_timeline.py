@@ -99,7 +99,7 @@ def test_the_document_carries_no_drawn_glyphs_only_the_store() -> None:
 
 def test_colours_follow_the_kernel_class_table_not_the_names() -> None:
     p = small_profile()
-    p.diagnosis.tables["kernel_class"].loc[0, "cls"] = "compute"
+    p.diagnosis.kernel_class.loc[0, "cls"] = "compute"
     d = detail(draw(timeline.build(p)))
     assert _colour_of(d, p.trace.kernels["name"][0]) == CLASSES["compute"][1]
 
@@ -185,7 +185,7 @@ def test_gap_and_event_tooltips_never_share_a_point(cap: int) -> None:
     """The gap's hover area avoids every drawn glyph on its lane, exact or aggregate."""
     p = small_profile()
     # A gap that runs over the last kernel on stream 7 (at 400-405), as a coarse view would.
-    p.diagnosis.tables["idle_gaps"].loc[0, ["start", "end"]] = [395.0, 750.0]
+    p.diagnosis.idle_gaps.loc[0, ["start", "end"]] = [395.0, 750.0]
     out = draw(timeline.build(p, cap=cap, agg_cap=40))
     hover = out["gapHover"]
     drawn = out["agg"] if cap == 0 else detail(out)
@@ -389,7 +389,7 @@ def test_sample_lines_skip_rows_where_their_metric_is_missing() -> None:
 
 def test_other_kernels_are_drawn_in_their_own_colour() -> None:
     p = small_profile()
-    p.diagnosis.tables["kernel_class"].loc[1, "cls"] = "other"
+    p.diagnosis.kernel_class.loc[1, "cls"] = "other"
     tl = timeline.build(p)
     d = detail(draw(tl))
     assert _colour_of(d, p.trace.kernels["name"][1]) == CLASSES["other"][1]

@@ -190,11 +190,11 @@ def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, in
     """At most ``cap`` GPU events: the collectives first (what a job's timeline is read
     for), then the longest of the rest, in time order."""
     parts = []
-    cls = diag.tables.get("kernel_class")
+    cls = diag.kernel_class
     for kind, t in (("kernel", trace.kernels), ("memcpy", trace.memcpy), ("memset", trace.memset)):
         if t.empty:
             continue
-        if kind == "kernel" and cls is not None and len(cls) == len(t):
+        if kind == "kernel" and len(cls) == len(t):
             c = cls["cls"].to_numpy(dtype=object)
         else:
             c = np.full(len(t), "copy" if kind != "kernel" else "other", dtype=object)

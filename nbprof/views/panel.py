@@ -367,8 +367,8 @@ def _findings_html(findings: list[Finding]) -> str:
 
 
 def _top_kernels_html(diag: Diagnosis, n: int, ranks: int = 1) -> str:
-    t = diag.tables.get("top_kernels")
-    if t is None or not len(t):
+    t = diag.top_kernels
+    if not len(t):
         return ""
     # Numbers sort by data-v (js/embed.js); a row zooms the timeline to that kernel.
     rows = "".join(

@@ -207,8 +207,8 @@ def _findings(diag: Diagnosis, width: int) -> list[str]:
 
 
 def _top_kernels(diag: Diagnosis, width: int) -> list[str]:
-    t = diag.tables.get("top_kernels")
-    if t is None or not len(t):
+    t = diag.top_kernels
+    if not len(t):
         return []
     out = [
         "",

@@ -271,8 +271,8 @@ def collect_job(job: Job) -> tuple[TimelineData, pd.DataFrame]:
                 }
             )
         )  # fmt: skip
-        g = s.diagnosis.tables.get("idle_gaps")
-        if g is not None and len(g):
+        g = s.diagnosis.idle_gaps
+        if len(g):
             g = g.assign(rank=rank, start=g["start"] + shift, end=g["end"] + shift)
             gap_parts.append(g)
     if shown < sampled:
@@ -337,11 +337,12 @@ def _kernel_classes(profile: Profile, notes: list[str]) -> pd.Series:
     if not len(kernels):
         return unknown
     try:
-        table = profile.diagnosis.tables.get("kernel_class")
+        table = profile.diagnosis.kernel_class
     except Exception as e:  # a broken analysis must not take the timeline down with it
         logger.warning("diagnosis unavailable for the timeline: %s", e)
         table = None
-    if table is None or "cls" not in getattr(table, "columns", ()):
+    # One row per kernel when the analysis classified them; empty when it did not.
+    if table is None or not len(table):
         notes.append("Kernel classes unavailable from the analysis: kernels drawn in grey.")
         return unknown
     cls = table["cls"].reindex(kernels.index).astype(object)
@@ -1165,7 +1166,7 @@ def _encode_gaps(gaps: pd.DataFrame, tick: float) -> dict[str, np.ndarray]:
 def _gap_table(profile: Profile, data: TimelineData, notes: list[str]) -> pd.DataFrame:
     """Idle gaps from analysis on their lanes (see :func:`_gaps_on_lanes`)."""
     try:
-        gaps = profile.diagnosis.tables.get("idle_gaps")
+        gaps = profile.diagnosis.idle_gaps
     except Exception as e:
         logger.warning("diagnosis unavailable for idle gaps: %s", e)
         gaps = None
