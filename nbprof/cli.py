@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="OUT.html",
         help="also write the comparison, both timelines included, as one HTML file",
     )
+    _cache_option(c)
 
     sub.add_parser(
         "demo",
@@ -160,7 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         return _exit_status(e)
     try:
         if args.command == "compare":
-            return _compare(args.before, args.after, as_json=args.json, output=args.output)
+            return _compare(
+                args.before, args.after, as_json=args.json, output=args.output,
+                cache=not args.no_cache,
+            )  # fmt: skip
         opts = _JobOptions(args.job or None, args.workers, args.scheduler, not args.no_cache)
         if args.command == "analyze":
             return _analyze(args.trace, as_json=args.json, devices=args.device, opts=opts)
@@ -310,7 +314,9 @@ def _report(path: str, output: str | None, *, opts: _JobOptions = _JobOptions())
     return EXIT_OK
 
 
-def _compare(before: str, after: str, *, as_json: bool, output: str | None) -> int:
+def _compare(
+    before: str, after: str, *, as_json: bool, output: str | None, cache: bool = True
+) -> int:
     from nbprof._files import check_writable, inputs_of
     from nbprof.comparison import compare
 
@@ -321,7 +327,7 @@ def _compare(before: str, after: str, *, as_json: bool, output: str | None) -> i
         if not os.path.lexists(path):  # broken links, loops, FIFOs: the reader words them
             raise _BadInput(f"{path}: no such file or folder")
 
-    cmp = compare(before, after)
+    cmp = compare(before, after, cache=cache)
     if out is not None:
         cmp.to_html(out)
     if as_json:

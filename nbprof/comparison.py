@@ -119,18 +119,22 @@ class Comparison:
 
 
 def compare(
-    before: Profile | str | os.PathLike[str], after: Profile | str | os.PathLike[str]
+    before: Profile | str | os.PathLike[str],
+    after: Profile | str | os.PathLike[str],
+    *,
+    cache: bool = True,
 ) -> Comparison:
     """Compare two runs: each a :class:`~nbprof.Profile` or the path of a saved trace.
 
     A folder of rank files is read as one flat trace (its primary device is compared).
+    ``cache``: as for :func:`nbprof.load`, for the runs given as paths.
     Raises :class:`nbprof.TraceError` for a path that cannot be read, ``TypeError`` for
     anything else (a :class:`~nbprof.Job` included: compare single runs).
     """
-    return Comparison(_profile(before, "before"), _profile(after, "after"))
+    return Comparison(_profile(before, "before", cache), _profile(after, "after", cache))
 
 
-def _profile(value: Any, which: str) -> Profile:
+def _profile(value: Any, which: str, cache: bool) -> Profile:
     from nbprof.result import Profile, load
 
     if isinstance(value, Profile):
@@ -138,7 +142,11 @@ def _profile(value: Any, which: str) -> Profile:
     if isinstance(value, (str, os.PathLike)):
         # A folder of rank files is read as one flat trace: a comparison follows the
         # primary device of each run, not a job's ranks.
-        got = load(value, job=False) if os.path.isdir(value) else load(value)
+        got = (
+            load(value, job=False, cache=cache)
+            if os.path.isdir(value)
+            else load(value, cache=cache)
+        )
         if isinstance(got, Profile):
             return got
         value = got

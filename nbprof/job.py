@@ -251,16 +251,18 @@ def _local(path: str) -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def summarize_file(task: tuple[str, int]) -> RankSummary | RankFailure:
+def summarize_file(task: tuple[str, int, bool]) -> RankSummary | RankFailure:
     """Read and summarise one rank file: what a worker runs. Bad input comes back as a
-    :class:`~nbprof.analysis.rank.RankFailure` naming the reason, never as an exception."""
+    :class:`~nbprof.analysis.rank.RankFailure` naming the reason, never as an exception.
+    ``task`` is (path, timeline cap, use the table cache)."""
     from nbprof.analysis.rank import RankFailure, summarize
     from nbprof.trace import read
 
-    path, cap = task
+    path, cap, cache = task
     try:
         with _local(path) as local:
-            trace = read(local, progress=False)
+            # A URL's local copy is new on every read, so it could never be found again.
+            trace = read(local, progress=False, cache=cache and not is_url(path))
         return summarize(trace, path, cap=cap)
     except TraceError as e:
         return RankFailure(path, e.reason)
@@ -275,9 +277,11 @@ def load_job(
     workers: int | None = None,
     scheduler: Any = None,
     progress: bool | None = None,
+    cache: bool = True,
 ) -> Job | Profile:
     """A job of rank files (see :func:`nbprof.load`); one file alone is a Profile unless
-    ``job=True``."""
+    ``job=True``. ``cache``: each local rank file's tables go through the table cache
+    (:mod:`nbprof.trace.cache`), in whichever process reads that rank."""
     from nbprof import parallel
     from nbprof.analysis.job import NotOneJob, analyze_job, check
     from nbprof.analysis.rank import RankFailure
@@ -293,17 +297,19 @@ def load_job(
         if len(files) == 1 or (not is_url(label) and Path(label).is_dir()):
             from nbprof.trace import read
 
-            return Profile(read(label if len(files) > 1 else files[0], progress=progress))
+            return Profile(
+                read(label if len(files) > 1 else files[0], progress=progress, cache=cache)
+            )
         raise TraceError(label, "job=False takes one trace file or a local folder")
     if len(files) == 1 and not job:
         from nbprof.trace import read
 
         with _local(files[0]) as local:
-            return Profile(read(local, progress=progress))
+            return Profile(read(local, progress=progress, cache=cache and not is_url(files[0])))
     cap = max(200, min(5000, TIMELINE_EVENTS // len(files)))
     try:
         outcomes = parallel.run(
-            summarize_file, [(f, cap) for f in files], workers=workers, scheduler=scheduler
+            summarize_file, [(f, cap, cache) for f in files], workers=workers, scheduler=scheduler
         )
     except parallel.NeedsDask as e:
         raise TraceError(None, str(e)) from None

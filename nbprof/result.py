@@ -147,7 +147,9 @@ def load(
     ):
         from nbprof.job import load_job
 
-        return load_job(path, job=job, workers=workers, scheduler=scheduler, progress=progress)
+        return load_job(
+            path, job=job, workers=workers, scheduler=scheduler, progress=progress, cache=cache
+        )
     from nbprof.trace import read
 
     return Profile(read(one, progress=progress, cache=cache))

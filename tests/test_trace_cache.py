@@ -326,3 +326,40 @@ def test_text_of_any_kind_survives(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     got = read(p, progress=False, cache=True)
     assert_same(got, truth)
     assert {"gemm_αβ_😀", ""} <= set(got.kernels["name"])
+
+
+def test_a_job_reads_its_rank_files_through_the_cache(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = corpus / "param__dlrm_kineto_8ranks"
+    ranks = files_of(folder)
+    assert len(ranks) == 8
+    plain = nbprof.load(folder, cache=False)
+    assert not table_cache.cache_dir().exists()  # cache=False writes nothing for a job either
+    first = nbprof.load(folder)
+    for f in ranks:
+        assert entry_of(f).is_file(), f
+
+    def refuse(p: object) -> bytes:
+        raise AssertionError(f"{p} was read: the cache was not used")
+
+    monkeypatch.setattr(reader_mod, "read_bytes", refuse)
+    again = nbprof.load(folder)
+    want = json.dumps(plain.to_json(), sort_keys=True)
+    assert json.dumps(first.to_json(), sort_keys=True) == want
+    assert json.dumps(again.to_json(), sort_keys=True) == want
+
+
+def test_compare_caches_unless_told_not_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = write_old(build(), tmp_path, "before.json")
+    b = write_old(build(extra_kernels=3), tmp_path, "after.json")
+    nbprof.compare(a, b, cache=False)  # the API's own switch
+    assert cli.main(["compare", "--json", "--no-cache", str(a), str(b)]) == 0
+    uncached = capsys.readouterr().out
+    assert not table_cache.cache_dir().exists()
+    assert cli.main(["compare", "--json", str(a), str(b)]) == 0
+    assert entry_of(a).is_file() and entry_of(b).is_file()
+    assert cli.main(["compare", "--json", str(a), str(b)]) == 0  # both from the cache
+    assert capsys.readouterr().out == uncached * 2
