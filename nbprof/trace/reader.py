@@ -341,7 +341,8 @@ def _chunk(
         return tb.common(events, idx, abs_ns, ids, path, offset)
 
     k = s.by_kind
-    acc.add("kernels", tb.kernels(com(k[tb.KERNEL]), offset + k[tb.KERNEL], ids, path))
+    kern = com(k[tb.KERNEL])
+    acc.add("kernels", tb.kernels(kern, offset + k[tb.KERNEL], ids, path))
     acc.add("memcpy", tb.copies(com(k[tb.MEMCPY]), offset + k[tb.MEMCPY], ids, path, memcpy=True))
     acc.add("memset", tb.copies(com(k[tb.MEMSET]), offset + k[tb.MEMSET], ids, path, memcpy=False))
     ir = k[tb.RUNTIME]
@@ -353,7 +354,8 @@ def _chunk(
         [events[i].name.startswith("ProfilerStep#") for i in op_idx.tolist()], bool
     )
     ops = op_idx[~step_like]
-    acc.add("cpu_ops", tb.cpu_ops(com(ops), offset + ops, path))
+    op_com = com(ops)
+    acc.add("cpu_ops", tb.cpu_ops(op_com, offset + ops, path))
     py = k[tb.PYTHON]
     # A substring test first: a stack trace's frames are many, its DataLoader frames few.
     fetches = py[
@@ -368,9 +370,12 @@ def _chunk(
     on_gpu = np.zeros(len(ann_idx), bool)
     n_cpu = len(k[tb.ANNOTATION])
     on_gpu[n_cpu : n_cpu + len(k[tb.GPU_ANNOTATION])] = True
-    acc.add("annotations", tb.annotation_columns(com(ann_idx), on_gpu))
+    ann = com(ann_idx)
+    acc.add("annotations", tb.annotation_columns(ann, on_gpu))
     acc.add("counters", tb.counters(com(k[tb.RANGE]), offset + k[tb.RANGE], path))
-    _comms(acc, events, k, ops, com, offset, path)
+    # The CPU annotations come first among the annotations' rows.
+    cpu_ann = ann.take(np.arange(n_cpu))
+    _comms(acc, (kern, k[tb.KERNEL]), (op_com, ops), (cpu_ann, k[tb.ANNOTATION]), offset, path)
 
     # Flow events matter only where correlation ids are missing, which is known once every
     # chunk is read: remember where they are; their columns are built then, if needed.
@@ -379,23 +384,25 @@ def _chunk(
 
 def _comms(
     acc: _Acc,
-    events: list[dec.AnyEvent],
-    k: dict[int, np.ndarray],
-    ops: np.ndarray,
-    com: Callable[[np.ndarray], tb.Common],
+    kernels: tuple[tb.Common, np.ndarray],
+    ops: tuple[tb.Common, np.ndarray],
+    annotations: tuple[tb.Common, np.ndarray],
     offset: int,
     path: str,
 ) -> None:
-    """The chunk's collective-call records: candidates by name, then their args."""
-    for source, idx, pattern in (
-        ("kernel", k[tb.KERNEL], tb.COMM_KERNEL),
+    """The chunk's collective-call records: candidates by name, then their args.
+
+    Each source comes as its rows' shared columns (already built for its own table) and
+    their chunk positions: candidates are picked from those columns, not gathered again.
+    """
+    for source, (c, idx), pattern in (
+        ("kernel", kernels, tb.COMM_KERNEL),
         ("op", ops, tb.COMM_OP_NAMES),
-        ("annotation", k[tb.ANNOTATION], tb.COMM_ANNOTATION),
+        ("annotation", annotations, tb.COMM_ANNOTATION),
     ):
-        names = np.array([events[i].name for i in idx.tolist()], dtype=object)
-        hit = idx[tb.comm_candidates(names, pattern)]
+        pos = tb.comm_candidates(c.name, pattern)
         # Added even when empty: every chunk gives every table its columns.
-        acc.add("comms", tb.comms(com(hit), offset + hit, source, path))
+        acc.add("comms", tb.comms(c.take(pos), offset + idx[pos], source, path))
 
 
 #: Files with fewer events are decoded in this process alone: below this, starting and

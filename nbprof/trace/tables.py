@@ -242,6 +242,18 @@ class Common:
     dur: np.ndarray  # µs float64
     args: list[msgspec.Raw]
 
+    def take(self, pos: np.ndarray) -> Common:
+        """These columns at positions ``pos`` (the same as gathering those events anew)."""
+        args = self.args
+        return Common(
+            name=self.name[pos],
+            pid=self.pid[pos],
+            tid=self.tid[pos],
+            ts_ns=self.ts_ns[pos],
+            dur=self.dur[pos],
+            args=[args[i] for i in pos.tolist()],
+        )
+
 
 def common(
     events: list[dec.AnyEvent],
@@ -620,6 +632,32 @@ def _any_text(v: Any) -> str:
         return ""
 
 
+_NONE = type(None)
+
+
+def _any_ints(values: list[Any]) -> np.ndarray:
+    """:func:`_any_int` of each value; in one numpy step when they are all ints or None."""
+    kinds = set(map(type, values))
+    if kinds <= {int, _NONE}:  # bool is a type of its own here, and takes the slow way
+        try:
+            out = np.array([-1 if v is None else v for v in values], np.int64)
+        except OverflowError:
+            out = None
+        if out is not None:
+            out[(out <= -(2**62)) | (out >= 2**62)] = -1
+            return out
+    return np.array([_any_int(v) for v in values], np.int64)
+
+
+def _any_texts(values: list[Any]) -> np.ndarray:
+    """:func:`_any_text` of each value; without a call per value when all are text or None."""
+    kinds = set(map(type, values))
+    if kinds <= {str, _NONE}:
+        intern = sys.intern
+        return _obj(["" if v is None else intern(v) for v in values])
+    return _obj([_any_text(v) for v in values])
+
+
 def comms(c: Common, idx: np.ndarray, source: str, path: str) -> Columns:
     """Collective-call rows of ``source`` ("kernel", "op", "annotation"); kernels without
     any collective metadata are left out (their host records describe them)."""
@@ -647,21 +685,21 @@ def comms(c: Common, idx: np.ndarray, source: str, path: str) -> Columns:
         # A kernel's device as the kernels table keys it: args.device, else its pid.
         "device": _obj(
             [
-                (_any_text(x.device) if x.device is not None else str(p))
-                if source == "kernel"
-                else ""
+                _any_text(x.device) if x.device is not None else str(p)
                 for x, p in zip(a, c.pid[at].tolist(), strict=True)
             ]
+            if source == "kernel"
+            else [""] * len(a)
         ),
-        "correlation": np.array([_any_int(x.correlation) for x in a], np.int64),
-        "collective": _obj([_any_text(x.collective) for x in a]),
-        "pg": _obj([_any_text(x.pg_name if x.pg_name is not None else x.pg_id) for x in a]),
-        "pg_ranks": _obj([_any_text(x.pg_ranks) for x in a]),
-        "group_size": np.array([_any_int(x.group_size) for x in a], np.int64),
-        "seq": np.array([_any_int(x.seq) for x in a], np.int64),
-        "in_nelems": np.array([_any_int(x.in_nelems) for x in a], np.int64),
-        "out_nelems": np.array([_any_int(x.out_nelems) for x in a], np.int64),
-        "dtype": _obj([_any_text(x.dtype) for x in a]),
+        "correlation": _any_ints([x.correlation for x in a]),
+        "collective": _any_texts([x.collective for x in a]),
+        "pg": _any_texts([x.pg_name if x.pg_name is not None else x.pg_id for x in a]),
+        "pg_ranks": _any_texts([x.pg_ranks for x in a]),
+        "group_size": _any_ints([x.group_size for x in a]),
+        "seq": _any_ints([x.seq for x in a]),
+        "in_nelems": _any_ints([x.in_nelems for x in a]),
+        "out_nelems": _any_ints([x.out_nelems for x in a]),
+        "dtype": _any_texts([x.dtype for x in a]),
         "input_dims": dims,
         "input_types": types,
     }
