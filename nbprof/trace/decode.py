@@ -94,10 +94,18 @@ class FlowEvent(msgspec.Struct, gc=False):
 _flows_decoder = msgspec.json.Decoder(list[FlowEvent])
 
 
+def json_array(raws: list[msgspec.Raw]) -> bytes:
+    """The JSON array of these values, copied once (``b"[" + b",".join(...) + b"]"``
+    would copy the whole text twice more: a chunk's events are megabytes)."""
+    if len(raws) < 2:
+        return b"[" + b"".join(raws) + b"]"
+    return b",".join([b"[" + bytes(raws[0]), *raws[1:-1], bytes(raws[-1]) + b"]"])
+
+
 def decode_flows(raws: list[msgspec.Raw], path: str) -> tuple[list[FlowEvent], np.ndarray]:
     """Flow events already checked by :func:`decode_chunk`, decoded again for their links."""
     try:
-        events = _flows_decoder.decode(b"[" + b",".join(raws) + b"]")
+        events = _flows_decoder.decode(json_array(raws))
     except msgspec.DecodeError as e:
         raise TraceError(path, f"not valid JSON in a flow event ({e})") from None
     except RecursionError:
@@ -468,7 +476,7 @@ def decode_chunk(
     writes its timestamps one way throughout), so a float-timestamp file pays for one chunk
     decoded twice. Results and errors are the same either way.
     """
-    joined = b"[" + b",".join(raws) + b"]"
+    joined = json_array(raws)
     if mode is not None and mode.try_int:
         fast = _int_ts(joined)
         if fast is not None:
@@ -629,7 +637,7 @@ def decode_args(
     """
     if not raws:
         return []
-    joined = b"[" + b",".join(raws) + b"]"
+    joined = json_array(raws)
     try:
         return msgspec.json.decode(joined, type=list[kind])  # type: ignore[valid-type]
     except msgspec.ValidationError as e:
