@@ -28,6 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _group
 from nbprof.analysis._text import has_bigram, matches, token_matches
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
@@ -301,6 +302,39 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     cols = list(TOP_KERNELS_TABLE.names)
     if kernels.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    names = kernels["name"].to_numpy()
+    if not _group.all_text(names):
+        return _top_kernels_grouped(kernels, classes, n)
+    dur = kernels["dur"].to_numpy(dtype="float64")
+    uniq, code = _group.codes(names.tolist())
+    k = len(uniq)
+    count = _group.counts(code, k)
+    total_us = _group.sums(code, dur, k)
+    cls_of = classes["cls"].to_numpy()
+    first = np.full(k, -1, dtype="int64")
+    first[code[::-1]] = np.arange(len(code) - 1, -1, -1)  # each name's first row
+    cls = cls_of[first]
+    if not _group.all_text(cls):  # "first" skips missing classes: pandas knows how
+        return _top_kernels_grouped(kernels, classes, n)
+    total = float(pd.Series(dur).sum())
+    pct = total_us / total * 100.0 if total > 0 else np.full(k, np.nan)
+    order = np.argsort(-total_us, kind="stable")[:n]
+    g = pd.DataFrame(
+        {
+            "name": np.array(uniq, dtype=object)[order],
+            "count": count[order],
+            "total_us": total_us[order],
+            "mean_us": total_us[order] / count[order],
+            "pct": pct[order],
+            "cls": cls[order],
+            "tensor_core": _group.any_true(code, classes["tensor_core"].to_numpy(bool), k)[order],
+        }
+    )
+    return g[cols]
+
+
+def _top_kernels_grouped(kernels: pd.DataFrame, classes: pd.DataFrame, n: int) -> pd.DataFrame:
+    """:func:`top_kernels` by pandas' groupby, for names or classes with missing values."""
     df = pd.DataFrame(
         {
             "name": kernels["name"].to_numpy(),
@@ -317,4 +351,4 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     g["mean_us"] = g["total_us"] / g["count"]
     g["pct"] = g["total_us"] / total * 100.0 if total > 0 else np.nan
     g = g.sort_values("total_us", ascending=False, kind="stable").head(n).reset_index(drop=True)
-    return g[cols]
+    return g[list(TOP_KERNELS_TABLE.names)]

@@ -17,6 +17,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import SYNCS_TABLE
 
@@ -109,8 +110,22 @@ def sync_calls(
 def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:
     if calls.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in SYNC_COLUMNS})
-    g = calls.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"))
-    g = g.reset_index().sort_values("total_us", ascending=False, kind="stable")
-    tot = g["total_us"].to_numpy(dtype="float64")
-    g["pct"] = tot / span_us * 100.0 if span_us > 0 else np.nan
-    return g.reset_index(drop=True)[list(SYNC_COLUMNS)]
+    names = calls["name"].to_numpy()
+    if not _group.all_text(names):  # pandas drops missing names from the groups
+        g = calls.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"))
+        g = g.reset_index().sort_values("total_us", ascending=False, kind="stable")
+        tot = g["total_us"].to_numpy(dtype="float64")
+        g["pct"] = tot / span_us * 100.0 if span_us > 0 else np.nan
+        return g.reset_index(drop=True)[list(SYNC_COLUMNS)]
+    uniq, code = _group.codes(names.tolist())
+    total_us = _group.sums(code, calls["dur"].to_numpy(dtype="float64"), len(uniq))
+    order = np.argsort(-total_us, kind="stable")
+    tot = total_us[order]
+    return pd.DataFrame(
+        {
+            "name": np.array(uniq, dtype=object)[order],
+            "count": _group.counts(code, len(uniq))[order],
+            "total_us": tot,
+            "pct": tot / span_us * 100.0 if span_us > 0 else np.full(len(tot), np.nan),
+        }
+    )
