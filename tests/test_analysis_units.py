@@ -220,3 +220,25 @@ def test_copy_rate_over_a_subnormal_duration_is_unknown_not_infinite() -> None:
         out = copies_table(mc).set_index("kind")
     assert np.isnan(out.loc["HtoD", "gbps"])  # like a zero-length copy: no rate to tell
     assert out.loc["DtoH", "gbps"] == pytest.approx(4000 / 2.0 / 1e3)
+
+
+def test_outermost_flops_ops_per_thread() -> None:
+    from nbprof.analysis.roofline import outermost_flops_ops
+
+    # Thread (1, 1): [0, 10) holds [2, 5) and [5, 12)'s start 5 < 10, so both are nested;
+    # [20, 30) starts after every earlier end (max 12), so it is outermost. Thread (1, 2):
+    # [3, 4) starts inside thread 1's op, but on another thread: outermost. The op at 40
+    # has no known end: it holds nothing, so [41, 42) is outermost too.
+    ops = pd.DataFrame(
+        {
+            "rank": np.zeros(7, dtype="int32"),
+            "pid": [1, 1, 1, 1, 1, 1, 1],
+            "tid": [1, 1, 2, 1, 1, 1, 1],
+            "ts": [5.0, 0.0, 3.0, 20.0, 2.0, 40.0, 41.0],
+            "dur": [7.0, 10.0, 1.0, 10.0, 3.0, np.nan, 1.0],
+            "flops": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        },
+        index=[10, 11, 12, 13, 14, 15, 16],
+    )
+    got = outermost_flops_ops(ops)
+    assert got.index.tolist() == [11, 13, 15, 16, 12]

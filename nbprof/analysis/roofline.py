@@ -122,19 +122,24 @@ def outermost_flops_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     f = cpu_ops[cpu_ops["flops"].to_numpy(dtype="float64") > 0]
     if f.empty:
         return f
-    f = f.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
-    end = (f["ts"] + f["dur"]).to_numpy()
-    run_end = (
-        pd.Series(end, index=f.index)
-        .groupby([f["rank"], f["pid"], f["tid"]], sort=False)
-        .cummax()
-        .to_numpy()
+    ts = f["ts"].to_numpy(dtype="float64")
+    rank, pid, tid = (f[c].to_numpy() for c in ("rank", "pid", "tid"))
+    # By thread, then start (stable, NaN starts last, as sort_values puts them).
+    order = np.lexsort((ts, tid, pid, rank))
+    ts, rank, pid, tid = ts[order], rank[order], pid[order], tid[order]
+    end = ts + f["dur"].to_numpy(dtype="float64")[order]
+    same = np.concatenate(
+        ([False], (rank[1:] == rank[:-1]) & (pid[1:] == pid[:-1]) & (tid[1:] == tid[:-1]))
     )
-    key = f[["rank", "pid", "tid"]].to_numpy()
-    same = np.concatenate(([False], (key[1:] == key[:-1]).all(axis=1)))
+    # Running max of ends within each thread (threads are contiguous runs now).
+    run_end = end.copy()
+    starts = np.flatnonzero(~same)
+    for a, b in zip(starts, np.concatenate((starts[1:], [len(end)])), strict=True):
+        run_end[a:b] = np.fmax.accumulate(end[a:b])
+    run_end[np.isnan(end)] = np.nan  # as pandas' cummax leaves a missing end
     prev_end = np.concatenate(([-np.inf], run_end[:-1]))
-    nested = same & (f["ts"].to_numpy() < prev_end)
-    return f[~nested]
+    nested = same & (ts < prev_end)
+    return f.iloc[order[~nested]]
 
 
 def gpu_time_per_op(
