@@ -204,12 +204,11 @@ def roofline_bounds(
     out = np.full(len(kernels), "", dtype=object)
     if kernels.empty or roof.empty or ops.empty or all_cpu_ops.empty:
         return out
-    known = roof[roof["bound"].isin(["compute", "memory"])]
-    if known.empty:
-        return out
-    agreed = known.groupby("op")["bound"].agg(lambda b: b.iloc[0] if b.nunique() == 1 else "")
-    agreed = agreed[agreed != ""]
-    bound_of = {str(k): str(v) for k, v in agreed.items()}
+    seen: dict[str, set[str]] = {}
+    for op, b in zip(roof["op"].tolist(), roof["bound"].tolist(), strict=True):
+        if b in ("compute", "memory") and isinstance(op, str):
+            seen.setdefault(op, set()).add(b)
+    bound_of = {op: next(iter(b)) for op, b in seen.items() if len(b) == 1}
     if not bound_of:
         return out
     outer = flop_ops if flop_ops is not None else roofline.flop_ops(ops)[0]
@@ -223,13 +222,18 @@ def roofline_bounds(
         return out
     k_pid = all_cpu_ops["pid"].to_numpy()[np.where(ok, idx, 0)]
     k_tid = all_cpu_ops["tid"].to_numpy()[np.where(ok, idx, 0)]
-    for (pid, tid), grp in outer.groupby(["pid", "tid"], sort=False):
+    all_ts = outer["ts"].to_numpy(dtype="float64")
+    all_end = all_ts + outer["dur"].to_numpy(dtype="float64")
+    all_bound = np.array([bound_of[str(n)] for n in outer["name"].tolist()], dtype=object)
+    threads, code = _group.codes(
+        list(zip(outer["pid"].tolist(), outer["tid"].tolist(), strict=True))
+    )
+    for i, (pid, tid) in enumerate(threads):
         # Outermost ops on one thread never overlap: the op holding a launch is the last
         # one starting at or before it, if it has not ended yet.
-        grp = grp.sort_values("ts", kind="stable")
-        o_ts = grp["ts"].to_numpy(dtype="float64")
-        o_end = o_ts + grp["dur"].to_numpy(dtype="float64")
-        o_bound = np.array([bound_of[str(n)] for n in grp["name"]], dtype=object)
+        at = np.flatnonzero(code == i)
+        at = at[np.argsort(all_ts[at], kind="stable")]
+        o_ts, o_end, o_bound = all_ts[at], all_end[at], all_bound[at]
         sel = np.flatnonzero(ok & (k_pid == pid) & (k_tid == tid))
         if not len(sel):
             continue
