@@ -60,3 +60,29 @@ def test_fast_path_matches_sweep_and_unit_counts(p: list[tuple[int, int]],
     assert _units(both) == _units(a) & _units(b)
     assert _units(only) == _units(a) - _units(b)
     assert iv.total(both) == len(_units(a) & _units(b))
+
+
+def test_describe_cuts_a_gap_as_the_set_algebra_does() -> None:
+    from nbprof.analysis.stalls import _length, _take
+
+    # Gap [0, 10) less [2, 4) and [6, 20): inside [2, 4), [6, 10); outside [0, 2), [4, 6).
+    w = (np.array([2.0, 6.0]), np.array([4.0, 20.0]))
+    inside, outside = _take([(0.0, 10.0)], w)
+    assert inside == [(2.0, 4.0), (6.0, 10.0)] and outside == [(0.0, 2.0), (4.0, 6.0)]
+    assert _length(inside) == 2.0 + 4.0 and _length(outside) == 2.0 + 2.0
+    assert _take([(0.0, 10.0)], iv.EMPTY) == ([], [(0.0, 10.0)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw, raw)
+def test_take_matches_intersect_and_subtract(p: list[tuple[int, int]],
+                                             q: list[tuple[int, int]]) -> None:  # fmt: skip
+    from nbprof.analysis.stalls import _length, _take
+
+    a, b = _set(p), _set(q)
+    pieces = list(zip(a[0].tolist(), a[1].tolist(), strict=True))
+    inside, outside = _take(pieces, b)
+    both, only = iv.intersect(a, b), iv.subtract(a, b)
+    assert inside == list(zip(both[0].tolist(), both[1].tolist(), strict=True))
+    assert outside == list(zip(only[0].tolist(), only[1].tolist(), strict=True))
+    assert _length(inside) == iv.total(both) and _length(outside) == iv.total(only)
