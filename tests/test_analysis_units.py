@@ -242,3 +242,27 @@ def test_outermost_flops_ops_per_thread() -> None:
     )
     got = outermost_flops_ops(ops)
     assert got.index.tolist() == [11, 13, 15, 16, 12]
+
+
+def test_stream_gaps_skip_nested_events() -> None:
+    from nbprof.analysis.idle import stream_gaps
+
+    # Stream 7: [0, 10) holds [2, 4); the next event starts at 15, so the one gap is
+    # [10, 15) (not [4, 15)), launched at 12 > 10: host_wait. Stream 9 (listed first,
+    # out of time order): [5, 6) then [100, 101), launched at 1 < 6 and 100 - 6 = 94 µs
+    # >= KERNEL_WAIT_US: other.
+    ev = pd.DataFrame(
+        {
+            "rank": np.zeros(5, dtype="int32"),
+            "device": ["0"] * 5,
+            "stream": [9, 7, 7, 9, 7],
+            "ts": [100.0, 2.0, 0.0, 5.0, 15.0],
+            "dur": [1.0, 2.0, 10.0, 1.0, 1.0],
+            "launch_ts": [1.0, 0.0, 0.0, 0.0, 12.0],
+        }
+    )
+    ev["end"] = ev["ts"] + ev["dur"]
+    g = stream_gaps(ev)
+    assert g["stream"].tolist() == [7, 9]
+    assert g["start"].tolist() == [10.0, 6.0] and g["end"].tolist() == [15.0, 100.0]
+    assert g["cause"].tolist() == ["host_wait", "other"]
