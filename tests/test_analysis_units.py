@@ -266,3 +266,24 @@ def test_stream_gaps_skip_nested_events() -> None:
     assert g["stream"].tolist() == [7, 9]
     assert g["start"].tolist() == [10.0, 6.0] and g["end"].tolist() == [15.0, 100.0]
     assert g["cause"].tolist() == ["host_wait", "other"]
+
+
+def test_top_kernels_by_name() -> None:
+    from nbprof.analysis.classes import top_kernels
+
+    # "b" ran 3 + 4 = 7 µs, "a" 5, "c" 1: total 13. "b"'s class is its first launch's.
+    k = pd.DataFrame({"name": ["a", "b", "c", "b"], "dur": [5.0, 3.0, 1.0, 4.0]})
+    cls = pd.DataFrame(
+        {
+            "cls": ["memory", "compute", "other", "tensor_core"],
+            "tensor_core": [False, False, False, True],
+        }
+    )
+    t = top_kernels(k, cls)
+    assert t["name"].tolist() == ["b", "a", "c"]
+    assert t["count"].tolist() == [2, 1, 1] and t["total_us"].tolist() == [7.0, 5.0, 1.0]
+    assert t["mean_us"].tolist() == [3.5, 5.0, 1.0]
+    assert t["pct"].tolist() == [7.0 / 13 * 100.0, 5.0 / 13 * 100.0, 1.0 / 13 * 100.0]
+    assert t["cls"].tolist() == ["compute", "memory", "other"]
+    assert t["tensor_core"].tolist() == [True, False, False]
+    assert top_kernels(k, cls, n=1)["name"].tolist() == ["b"]

@@ -315,9 +315,8 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     count = _group.counts(code, k)
     total_us = _group.sums(code, dur, k)
     cls_of = classes["cls"].to_numpy()
-    first = np.full(k, -1, dtype="int64")
-    first[code[::-1]] = np.arange(len(code) - 1, -1, -1)  # each name's first row
-    cls = cls_of[first]
+    # Each name's first row (codes number the names in order of first appearance).
+    cls = cls_of[np.unique(code, return_index=True)[1]]
     if not _group.all_text(cls):  # "first" skips missing classes: pandas knows how
         return _top_kernels_grouped(kernels, classes, n)
     total = float(pd.Series(dur).sum())
