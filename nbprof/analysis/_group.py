@@ -19,6 +19,19 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 
+def _pandas_reduceat() -> bool:
+    try:
+        from pandas.core.groupby import ops
+    except ImportError:
+        return False
+    return hasattr(getattr(ops, "BaseGrouper", None), "_reduceat_aggregate")
+
+
+#: Whether this pandas sums rows already grouped in order with ``np.add.reduceat`` (recent
+#: releases do; older ones always take the compensated Cython sum).
+_REDUCEAT = _pandas_reduceat()
+
+
 def codes(keys: Sequence[Any], *, sort: bool = False) -> tuple[list[Any], np.ndarray]:
     """(distinct keys, each row's index into them): first-appearance order, or sorted
     (keys are str, int or tuples of them, so they order as pandas sorts its groups)."""
@@ -40,7 +53,8 @@ def sums(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     pandas does; else in row order, Kahan-compensated (a compensation made NaN by an
     infinity restarts at 0), as its Cython kernel does."""
     v = np.asarray(values, dtype="float64")
-    if len(code) and bool((code[1:] >= code[:-1]).all()) and not np.isnan(v).any():
+    in_order = len(code) and bool((code[1:] >= code[:-1]).all())
+    if _REDUCEAT and in_order and not np.isnan(v).any():
         starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
         out = np.zeros(n, dtype="float64")
         out[code[starts]] = np.add.reduceat(v, starts)
