@@ -330,8 +330,18 @@ class Capture:
                     # (pytorch/pytorch#155146). Keep the run, without its trace.
                     self._notes.append(HIJACKED)
                 else:
-                    prof.stop()
-                    self._finished = prof
+                    try:
+                        prof.stop()
+                    except RuntimeError as e:
+                        # torch 2.2 records no start time to tell an ended session by; its
+                        # stop() then refuses ("Can't disable Kineto profiler when it's not
+                        # running"). Same case: keep the run, without its trace.
+                        if _profiler_active(self._torch):
+                            raise
+                        logger.info("the profiler had already stopped: %s", e)
+                        self._notes.append(HIJACKED)
+                    else:
+                        self._finished = prof
         finally:
             try:
                 if self._gauge is not None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
@@ -219,14 +220,17 @@ def test_repeat_and_warmup_record_n_steps(shell: InteractiveShell) -> None:
     result, _ = run(
         shell,
         "%%gpuprof --no-gauge --repeat 3 --warmup 2 -o rp\n"
-        "calls += 1\nw = torch.ones(4) @ torch.ones(4)\ncalls\n",
+        # Run k (1-5) takes the dot product of two vectors of 3 + k: its shapes name it.
+        "calls += 1\nw = torch.ones(3 + calls) @ torch.ones(3 + calls)\ncalls\n",
     )
     assert result.success, result.error_in_exec
     assert shell.user_ns["calls"] == 5
     assert result.result == 5  # the last run's value is displayed
     prof = shell.user_ns["rp"]
-    assert list(prof.steps["step"]) == [2, 3, 4]
-    assert (prof.cpu_ops["name"] == "aten::dot").sum() == 3
+    # Three consecutive ProfilerSteps, numbered by torch (1-3 on 2.2, 2-4 later).
+    assert len(prof.steps) == 3 and np.diff(prof.steps["step"]).tolist() == [1, 1]
+    dot = prof.cpu_ops[prof.cpu_ops["name"] == "aten::dot"]
+    assert sorted(json.loads(dims)[0][0] for dims in dot["input_dims"]) == [6, 7, 8]  # runs 3-5
 
 
 def test_exception_shows_partial_profile_then_reraises(shell: InteractiveShell) -> None:

@@ -306,3 +306,22 @@ def test_garbage_collection_is_restored_after_a_load(tmp_path: Path) -> None:
             assert gc.isenabled() is enabled
         finally:
             gc.enable()
+
+
+@pytest.mark.parametrize("numpy_strings", ["numpy.strings", "numpy.char only"])
+def test_decimal_timestamps_parse_the_same_on_older_numpy(
+    numpy_strings: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """numpy.strings.partition came with numpy 2.1; before it the split is np.char's, whose
+    result is one (n, 3) array: both give the same nanoseconds."""
+    if numpy_strings != "numpy.strings":
+        monkeypatch.setattr(np, "strings", None, raising=False)
+
+    def one_by_one(text: bytes, index: int, path: str) -> int:
+        raise AssertionError(f"{text!r} left the vectorised parse")
+
+    monkeypatch.setattr(dec, "_parse_one", one_by_one)
+    texts = [b"1.5", b"12.0625", b"7", b"1693.123456", b"0.001", b""]
+    got = dec.parse_ts_ns([msgspec.Raw(t) for t in texts], "t.json")
+    # µs to ns, the fraction truncated to whole ns; empty text reads as NO_TS.
+    assert got.tolist() == [1_500, 12_062, 7_000, 1_693_123, 1, dec.NO_TS]

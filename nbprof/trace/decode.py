@@ -570,12 +570,22 @@ def parse_ts_ns(raws: list[msgspec.Raw], path: str, offset: int = 0) -> np.ndarr
     return out
 
 
+def _split_point(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of each byte string before and after its first "."."""
+    strings = getattr(np, "strings", None)
+    if strings is not None and hasattr(strings, "partition"):  # numpy >= 2.1
+        ip, _, fp = strings.partition(arr, b".")
+        return ip, fp
+    parts = np.char.partition(arr, b".")  # older numpy: one (n, 3) array
+    return parts[:, 0], parts[:, 2]
+
+
 def _parse_decimal(arr: np.ndarray, raws: list[msgspec.Raw], path: str, offset: int) -> np.ndarray:
     try:
-        ip, _, fp = np.strings.partition(arr, b".")
+        ip, fp = _split_point(arr)
         whole = ip.astype(np.int64)
-        frac = np.strings.ljust(fp, 3, b"0").astype("S3").astype(np.int64)
-        if np.strings.startswith(ip, b"-").any() or (frac < 0).any():
+        frac = np.char.ljust(fp, 3, b"0").astype("S3").astype(np.int64)
+        if np.char.startswith(ip, b"-").any() or (frac < 0).any():
             raise ValueError("negative")
         if (whole > MAX_TS_US).any():
             raise OverflowError
