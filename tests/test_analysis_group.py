@@ -39,6 +39,8 @@ def test_hand_built_groups() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abcd"), floats, st.booleans()), max_size=40))
 @example([("a", 1.0, False), ("a", 1.0, False), ("a", 2.0**53, False)])
+@example([("b", 8.98846567431158e307, False), ("b", 8.98846567431158e307, False),
+          ("a", 0.0, False), ("b", 0.0, False)])  # fmt: skip
 @example([("a", 1.0, False), ("b", 1.0, False), ("a", 2.0**53, False), ("a", 1.0, False)])
 def test_matches_pandas_groupby(rows: list[tuple[str, float, bool]]) -> None:
     keys = [k for k, _, _ in rows]

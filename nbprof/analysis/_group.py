@@ -50,8 +50,8 @@ def codes(keys: Sequence[Any], *, sort: bool = False) -> tuple[list[Any], np.nda
 def sums(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Per group, the sum of its non-NaN values as pandas' groupby ``sum`` adds them: when
     the rows come grouped in order and hold no NaN, ``np.add.reduceat`` over each run, as
-    pandas does; else in row order, Kahan-compensated (a compensation made NaN by an
-    infinity restarts at 0), as its Cython kernel does."""
+    pandas does; else in row order, Kahan-compensated (a compensation made NaN or infinite by an
+    infinity or an overflow restarts at 0), as its Cython kernel does."""
     v = np.asarray(values, dtype="float64")
     in_order = len(code) and bool((code[1:] >= code[:-1]).all())
     if _REDUCEAT and in_order and not np.isnan(v).any():
@@ -67,7 +67,7 @@ def sums(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
         y = x - comp[g]
         t = total[g] + y
         c = t - total[g] - y
-        comp[g] = 0.0 if math.isnan(c) else c
+        comp[g] = c if math.isfinite(c) else 0.0
         total[g] = t
     return np.array(total, dtype="float64")
 
