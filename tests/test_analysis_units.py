@@ -220,3 +220,70 @@ def test_copy_rate_over_a_subnormal_duration_is_unknown_not_infinite() -> None:
         out = copies_table(mc).set_index("kind")
     assert np.isnan(out.loc["HtoD", "gbps"])  # like a zero-length copy: no rate to tell
     assert out.loc["DtoH", "gbps"] == pytest.approx(4000 / 2.0 / 1e3)
+
+
+def test_outermost_flops_ops_per_thread() -> None:
+    from nbprof.analysis.roofline import outermost_flops_ops
+
+    # Thread (1, 1): [0, 10) holds [2, 5) and [5, 12)'s start 5 < 10, so both are nested;
+    # [20, 30) starts after every earlier end (max 12), so it is outermost. Thread (1, 2):
+    # [3, 4) starts inside thread 1's op, but on another thread: outermost. The op at 40
+    # has no known end: it holds nothing, so [41, 42) is outermost too.
+    ops = pd.DataFrame(
+        {
+            "rank": np.zeros(7, dtype="int32"),
+            "pid": [1, 1, 1, 1, 1, 1, 1],
+            "tid": [1, 1, 2, 1, 1, 1, 1],
+            "ts": [5.0, 0.0, 3.0, 20.0, 2.0, 40.0, 41.0],
+            "dur": [7.0, 10.0, 1.0, 10.0, 3.0, np.nan, 1.0],
+            "flops": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        },
+        index=[10, 11, 12, 13, 14, 15, 16],
+    )
+    got = outermost_flops_ops(ops)
+    assert got.index.tolist() == [11, 13, 15, 16, 12]
+
+
+def test_stream_gaps_skip_nested_events() -> None:
+    from nbprof.analysis.idle import stream_gaps
+
+    # Stream 7: [0, 10) holds [2, 4); the next event starts at 15, so the one gap is
+    # [10, 15) (not [4, 15)), launched at 12 > 10: host_wait. Stream 9 (listed first,
+    # out of time order): [5, 6) then [100, 101), launched at 1 < 6 and 100 - 6 = 94 µs
+    # >= KERNEL_WAIT_US: other.
+    ev = pd.DataFrame(
+        {
+            "rank": np.zeros(5, dtype="int32"),
+            "device": ["0"] * 5,
+            "stream": [9, 7, 7, 9, 7],
+            "ts": [100.0, 2.0, 0.0, 5.0, 15.0],
+            "dur": [1.0, 2.0, 10.0, 1.0, 1.0],
+            "launch_ts": [1.0, 0.0, 0.0, 0.0, 12.0],
+        }
+    )
+    ev["end"] = ev["ts"] + ev["dur"]
+    g = stream_gaps(ev)
+    assert g["stream"].tolist() == [7, 9]
+    assert g["start"].tolist() == [10.0, 6.0] and g["end"].tolist() == [15.0, 100.0]
+    assert g["cause"].tolist() == ["host_wait", "other"]
+
+
+def test_top_kernels_by_name() -> None:
+    from nbprof.analysis.classes import top_kernels
+
+    # "b" ran 3 + 4 = 7 µs, "a" 5, "c" 1: total 13. "b"'s class is its first launch's.
+    k = pd.DataFrame({"name": ["a", "b", "c", "b"], "dur": [5.0, 3.0, 1.0, 4.0]})
+    cls = pd.DataFrame(
+        {
+            "cls": ["memory", "compute", "other", "tensor_core"],
+            "tensor_core": [False, False, False, True],
+        }
+    )
+    t = top_kernels(k, cls)
+    assert t["name"].tolist() == ["b", "a", "c"]
+    assert t["count"].tolist() == [2, 1, 1] and t["total_us"].tolist() == [7.0, 5.0, 1.0]
+    assert t["mean_us"].tolist() == [3.5, 5.0, 1.0]
+    assert t["pct"].tolist() == [7.0 / 13 * 100.0, 5.0 / 13 * 100.0, 1.0 / 13 * 100.0]
+    assert t["cls"].tolist() == ["compute", "memory", "other"]
+    assert t["tensor_core"].tolist() == [True, False, False]
+    assert top_kernels(k, cls, n=1)["name"].tolist() == ["b"]

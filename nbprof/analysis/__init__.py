@@ -34,8 +34,8 @@ def device_keys(trace: Trace) -> list[tuple[int, str]]:
     keys: set[tuple[int, str]] = set()
     for f in (trace.kernels, trace.memcpy, trace.memset):
         if not f.empty:
-            pairs = f[["rank", "device"]].drop_duplicates()
-            keys.update((int(r), str(d)) for r, d in pairs.itertuples(index=False))
+            ranks, devices = f["rank"].tolist(), f["device"].tolist()
+            keys.update((int(r), str(d)) for r, d in set(zip(ranks, devices, strict=True)))
     return sorted(keys, key=lambda k: (k[0], _devkey(k[1])))
 
 

@@ -28,6 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _group
 from nbprof.analysis._text import has_bigram, matches, token_matches
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
@@ -203,12 +204,11 @@ def roofline_bounds(
     out = np.full(len(kernels), "", dtype=object)
     if kernels.empty or roof.empty or ops.empty or all_cpu_ops.empty:
         return out
-    known = roof[roof["bound"].isin(["compute", "memory"])]
-    if known.empty:
-        return out
-    agreed = known.groupby("op")["bound"].agg(lambda b: b.iloc[0] if b.nunique() == 1 else "")
-    agreed = agreed[agreed != ""]
-    bound_of = {str(k): str(v) for k, v in agreed.items()}
+    seen: dict[str, set[str]] = {}
+    for op, b in zip(roof["op"].tolist(), roof["bound"].tolist(), strict=True):
+        if b in ("compute", "memory") and isinstance(op, str):
+            seen.setdefault(op, set()).add(b)
+    bound_of = {op: next(iter(b)) for op, b in seen.items() if len(b) == 1}
     if not bound_of:
         return out
     outer = flop_ops if flop_ops is not None else roofline.flop_ops(ops)[0]
@@ -222,13 +222,18 @@ def roofline_bounds(
         return out
     k_pid = all_cpu_ops["pid"].to_numpy()[np.where(ok, idx, 0)]
     k_tid = all_cpu_ops["tid"].to_numpy()[np.where(ok, idx, 0)]
-    for (pid, tid), grp in outer.groupby(["pid", "tid"], sort=False):
+    all_ts = outer["ts"].to_numpy(dtype="float64")
+    all_end = all_ts + outer["dur"].to_numpy(dtype="float64")
+    all_bound = np.array([bound_of[str(n)] for n in outer["name"].tolist()], dtype=object)
+    threads, code = _group.codes(
+        list(zip(outer["pid"].tolist(), outer["tid"].tolist(), strict=True))
+    )
+    for i, (pid, tid) in enumerate(threads):
         # Outermost ops on one thread never overlap: the op holding a launch is the last
         # one starting at or before it, if it has not ended yet.
-        grp = grp.sort_values("ts", kind="stable")
-        o_ts = grp["ts"].to_numpy(dtype="float64")
-        o_end = o_ts + grp["dur"].to_numpy(dtype="float64")
-        o_bound = np.array([bound_of[str(n)] for n in grp["name"]], dtype=object)
+        at = np.flatnonzero(code == i)
+        at = at[np.argsort(all_ts[at], kind="stable")]
+        o_ts, o_end, o_bound = all_ts[at], all_end[at], all_bound[at]
         sel = np.flatnonzero(ok & (k_pid == pid) & (k_tid == tid))
         if not len(sel):
             continue
@@ -301,6 +306,38 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     cols = list(TOP_KERNELS_TABLE.names)
     if kernels.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    names = kernels["name"].to_numpy()
+    if not _group.all_text(names):
+        return _top_kernels_grouped(kernels, classes, n)
+    dur = kernels["dur"].to_numpy(dtype="float64")
+    uniq, code = _group.codes(names.tolist())
+    k = len(uniq)
+    count = _group.counts(code, k)
+    total_us = _group.sums(code, dur, k)
+    cls_of = classes["cls"].to_numpy()
+    # Each name's first row (codes number the names in order of first appearance).
+    cls = cls_of[np.unique(code, return_index=True)[1]]
+    if not _group.all_text(cls):  # "first" skips missing classes: pandas knows how
+        return _top_kernels_grouped(kernels, classes, n)
+    total = float(pd.Series(dur).sum())
+    pct = total_us / total * 100.0 if total > 0 else np.full(k, np.nan)
+    order = np.argsort(-total_us, kind="stable")[:n]
+    g = pd.DataFrame(
+        {
+            "name": np.array(uniq, dtype=object)[order],
+            "count": count[order],
+            "total_us": total_us[order],
+            "mean_us": total_us[order] / count[order],
+            "pct": pct[order],
+            "cls": cls[order],
+            "tensor_core": _group.any_true(code, classes["tensor_core"].to_numpy(bool), k)[order],
+        }
+    )
+    return g[cols]
+
+
+def _top_kernels_grouped(kernels: pd.DataFrame, classes: pd.DataFrame, n: int) -> pd.DataFrame:
+    """:func:`top_kernels` by pandas' groupby, for names or classes with missing values."""
     df = pd.DataFrame(
         {
             "name": kernels["name"].to_numpy(),
@@ -317,4 +354,4 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     g["mean_us"] = g["total_us"] / g["count"]
     g["pct"] = g["total_us"] / total * 100.0 if total > 0 else np.nan
     g = g.sort_values("total_us", ascending=False, kind="stable").head(n).reset_index(drop=True)
-    return g[cols]
+    return g[list(TOP_KERNELS_TABLE.names)]

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _group
 from nbprof.analysis import intervals as iv
 from nbprof.analysis.model import Basis
 from nbprof.analysis.peaks import lookup
@@ -177,13 +178,15 @@ def rank_collectives(
     collective records. ``covered`` lists, per kernel, the parts of it that compute hid
     (so a job can tell how much of a rank's wait was exposed); ``exposed_us`` is the rest.
     """
-    k = kernels[collective]
-    if k.empty:
+    sel = np.flatnonzero(np.asarray(collective, dtype=bool))
+    if not len(sel):
         return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
-    ts = k["ts"].to_numpy(dtype="float64")
-    dur = k["dur"].to_numpy(dtype="float64")
-    corr = k["correlation"].to_numpy(dtype="int64")
-    names = k["name"].astype(str).to_numpy()
+    # Columns of the collective rows only: filtering the whole kernels frame copies every
+    # column, most of which nothing here reads.
+    ts = kernels["ts"].to_numpy(dtype="float64")[sel]
+    dur = kernels["dur"].to_numpy(dtype="float64")[sel]
+    corr = kernels["correlation"].to_numpy(dtype="int64")[sel]
+    names = kernels["name"].astype(str).to_numpy()[sel]
     cm = comms if comms is not None else pd.DataFrame()
     on_kernel = _kernel_meta(cm, corr)
     host_meta = _host_meta(cm, runtime, corr)
@@ -197,12 +200,12 @@ def rank_collectives(
     # The records these kernels name, as plain dicts once: a row of a DataFrame read
     # field by field costs a Series each time.
     wanted = sorted({r for m, h in metas for r in ([m] if m is not None else []) + h})
-    records = cm.loc[wanted].to_dict("index") if wanted else {}
+    records = _records(cm, wanted)
     rows = [_describe(names[i], m, h, records) for i, (m, h) in enumerate(metas)]
     out = pd.DataFrame(rows)
     out["name"] = names
-    out["device"] = k["device"].astype(str).to_numpy()
-    out["stream"] = k["stream"].to_numpy(dtype="int64")
+    out["device"] = kernels["device"].astype(str).to_numpy()[sel]
+    out["stream"] = kernels["stream"].to_numpy(dtype="int64")[sel]
     out["ts"] = ts
     out["dur"] = dur
     covered = [_clip(compute, a, b) for a, b in zip(ts, ts + dur, strict=True)]
@@ -210,7 +213,12 @@ def rank_collectives(
     out["exposed_us"] = dur - np.array([float(np.sum(e - s)) for s, e in covered])
     # k-th call of its kind on its group, in launch order: what matches calls across ranks
     # when the trace records no sequence numbers.
-    out["order"] = out.groupby(["pg", "kind"], sort=False).cumcount().to_numpy(dtype="int64")
+    seen: dict[tuple[object, object], int] = {}
+    order = []
+    for key in zip(out["pg"].tolist(), out["kind"].tolist(), strict=True):
+        order.append(seen.get(key, 0))
+        seen[key] = order[-1] + 1
+    out["order"] = np.array(order, dtype="int64")
     return out[list(COLUMNS)].reset_index(drop=True)
 
 
@@ -219,13 +227,24 @@ def _clip(s: iv.Set, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(w[0], a, b), np.clip(w[1], a, b)
 
 
+def _records(cm: pd.DataFrame, labels: list[Any]) -> dict[Any, dict[str, Any]]:
+    """The rows of ``cm`` with these index labels, as plain dicts by label (what
+    ``cm.loc[labels].to_dict("index")`` gives, without building the frame)."""
+    if not labels:
+        return {}
+    at = cm.index.get_indexer(pd.Index(labels))
+    cols = {c: cm[c].to_numpy()[at].tolist() for c in cm.columns}
+    return {lab: {c: v[i] for c, v in cols.items()} for i, lab in enumerate(labels)}
+
+
 def _kernel_meta(cm: pd.DataFrame, corr: np.ndarray) -> dict[int, int]:
     """Correlation id -> row of the kernel's own metadata in ``comms``."""
     if cm.empty:
         return {}
-    mine = cm[(cm["source"] == "kernel") & (cm["correlation"] >= 0)]
-    mine = mine[np.isin(mine["correlation"].to_numpy(dtype="int64"), corr)]
-    return {int(c): int(r) for r, c in zip(mine.index, mine["correlation"], strict=True)}
+    c = cm["correlation"].to_numpy(dtype="int64")
+    mine = (cm["source"].to_numpy() == "kernel") & (c >= 0) & np.isin(c, corr)
+    rows = cm.index.to_numpy()[mine]
+    return {int(x): int(r) for r, x in zip(rows.tolist(), c[mine].tolist(), strict=True)}
 
 
 def _host_meta(cm: pd.DataFrame, runtime: pd.DataFrame, corr: np.ndarray) -> dict[int, list[int]]:
@@ -233,24 +252,36 @@ def _host_meta(cm: pd.DataFrame, runtime: pd.DataFrame, corr: np.ndarray) -> dic
     its thread, innermost first."""
     if cm.empty or runtime.empty:
         return {}
-    host = cm[cm["source"] != "kernel"]
-    if host.empty:
+    on_host = cm["source"].to_numpy() != "kernel"
+    if not on_host.any():
         return {}
-    rt = runtime[(runtime["cat"] != "cuda_sync") & np.isin(runtime["correlation"], corr)]
-    rt = rt.drop_duplicates("correlation")
+    r_corr = runtime["correlation"].to_numpy(dtype="int64")
+    calls = np.flatnonzero((runtime["cat"].to_numpy() != "cuda_sync") & np.isin(r_corr, corr))
+    # Each correlation's first call, in the calls' order (drop_duplicates' rows).
+    _, first = np.unique(r_corr[calls], return_index=True)
+    calls = calls[np.sort(first)]
     threads: dict[tuple[int, int], _Host] = {}
-    for (pid, tid), g in host.groupby(["pid", "tid"], sort=False):
-        g = g.sort_values("ts", kind="stable")
-        t = g["ts"].to_numpy(dtype="float64")
-        threads[(int(pid), int(tid))] = _Host(
-            t, t + g["dur"].to_numpy(dtype="float64"), g.index.to_numpy()
+    h_ts = cm["ts"].to_numpy(dtype="float64")[on_host]
+    h_end = h_ts + cm["dur"].to_numpy(dtype="float64")[on_host]
+    labels = cm.index.to_numpy()[on_host]
+    pairs = list(
+        zip(
+            cm["pid"].to_numpy()[on_host].tolist(),
+            cm["tid"].to_numpy()[on_host].tolist(),
+            strict=True,
         )
+    )
+    uniq, code = _group.codes(pairs)
+    for i, (pid, tid) in enumerate(uniq):
+        at = np.flatnonzero(code == i)
+        at = at[np.argsort(h_ts[at], kind="stable")]
+        threads[(int(pid), int(tid))] = _Host(h_ts[at], h_end[at], labels[at])
     out: dict[int, list[int]] = {}
     for c, pid, tid, lts in zip(
-        rt["correlation"].to_numpy(dtype="int64"),
-        rt["pid"].to_numpy(dtype="int64"),
-        rt["tid"].to_numpy(dtype="int64"),
-        rt["ts"].to_numpy(dtype="float64"),
+        r_corr[calls],
+        runtime["pid"].to_numpy(dtype="int64")[calls],
+        runtime["tid"].to_numpy(dtype="int64")[calls],
+        runtime["ts"].to_numpy(dtype="float64")[calls],
         strict=True,
     ):
         h = threads.get((int(pid), int(tid)))

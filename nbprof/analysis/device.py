@@ -172,9 +172,19 @@ class Device:
         rt = self.runtime
         call_dur = np.zeros(len(ev))
         if not rt.empty and len(ev):
-            calls = rt[(rt["cat"] != "cuda_sync") & (rt["correlation"] >= 0)]
-            by_corr = calls.drop_duplicates("correlation").set_index("correlation")["dur"]
-            call_dur = pd.Series(corr).map(by_corr).fillna(0.0).to_numpy(dtype="float64")
+            r_corr = rt["correlation"].to_numpy(dtype="int64")
+            calls = (rt["cat"].to_numpy() != "cuda_sync") & (r_corr >= 0)
+            # Each correlation's first launch call (what drop_duplicates keeps); an unknown
+            # or missing duration counts as 0.
+            by_corr: dict[int, float] = {}
+            for c, dur in zip(
+                r_corr[calls].tolist(), rt["dur"].to_numpy()[calls].tolist(), strict=True
+            ):
+                by_corr.setdefault(c, dur)
+            got = (by_corr.get(c) for c in corr.tolist())
+            call_dur = np.fromiter(
+                (0.0 if v is None or v != v else v for v in got), dtype="float64", count=len(corr)
+            )
         return ev.assign(
             table=np.array(tables, dtype=object), correlation=corr, launch_end=launch + call_dur
         )

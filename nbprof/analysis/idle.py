@@ -44,14 +44,20 @@ def stream_gaps(events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US) -> p
     """Every idle gap between consecutive GPU events of each stream, with its cause."""
     if events.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in IDLE_COLUMNS})
-    ev = events.sort_values(["stream", "ts"], kind="stable")
-    stream = ev["stream"].to_numpy()
-    ts = ev["ts"].to_numpy(dtype="float64")
-    end = ev["end"].to_numpy(dtype="float64")
-    launch = ev["launch_ts"].to_numpy(dtype="float64")
-    # Running max of ends within each stream: an event nested in a longer one ends nothing.
-    run_end = ev.assign(end=end).groupby("stream", sort=False)["end"].cummax().to_numpy()
+    # By stream, then start (stable; NaN starts last, as sort_values puts them).
+    order = np.lexsort((events["ts"].to_numpy(dtype="float64"), events["stream"].to_numpy()))
+    stream = events["stream"].to_numpy()[order]
+    ts = events["ts"].to_numpy(dtype="float64")[order]
+    end = events["end"].to_numpy(dtype="float64")[order]
+    launch = events["launch_ts"].to_numpy(dtype="float64")[order]
     same = np.concatenate(([False], stream[1:] == stream[:-1]))
+    # Running max of ends within each stream: an event nested in a longer one ends nothing
+    # (a missing end stays missing, as pandas' cummax leaves it).
+    run_end = end.copy()
+    starts = np.flatnonzero(~same)
+    for a, b in zip(starts, np.concatenate((starts[1:], [len(end)])), strict=True):
+        run_end[a:b] = np.fmax.accumulate(end[a:b])
+    run_end[np.isnan(end)] = np.nan
     prev_end = np.concatenate(([np.nan], run_end[:-1]))
     gap = ts - prev_end
     keep = same & (gap > 0)
@@ -61,8 +67,8 @@ def stream_gaps(events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US) -> p
     cause = np.where(host, "host_wait", np.where(g_dur < threshold_us, "kernel_wait", "other"))
     return pd.DataFrame(
         {
-            "rank": ev["rank"].to_numpy()[idx],
-            "device": ev["device"].to_numpy()[idx],
+            "rank": events["rank"].to_numpy()[order][idx],
+            "device": events["device"].to_numpy()[order][idx],
             "stream": stream[idx],
             "start": g_start,
             "end": g_end,

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
@@ -122,19 +123,24 @@ def outermost_flops_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     f = cpu_ops[cpu_ops["flops"].to_numpy(dtype="float64") > 0]
     if f.empty:
         return f
-    f = f.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
-    end = (f["ts"] + f["dur"]).to_numpy()
-    run_end = (
-        pd.Series(end, index=f.index)
-        .groupby([f["rank"], f["pid"], f["tid"]], sort=False)
-        .cummax()
-        .to_numpy()
+    ts = f["ts"].to_numpy(dtype="float64")
+    rank, pid, tid = (f[c].to_numpy() for c in ("rank", "pid", "tid"))
+    # By thread, then start (stable, NaN starts last, as sort_values puts them).
+    order = np.lexsort((ts, tid, pid, rank))
+    ts, rank, pid, tid = ts[order], rank[order], pid[order], tid[order]
+    end = ts + f["dur"].to_numpy(dtype="float64")[order]
+    same = np.concatenate(
+        ([False], (rank[1:] == rank[:-1]) & (pid[1:] == pid[:-1]) & (tid[1:] == tid[:-1]))
     )
-    key = f[["rank", "pid", "tid"]].to_numpy()
-    same = np.concatenate(([False], (key[1:] == key[:-1]).all(axis=1)))
+    # Running max of ends within each thread (threads are contiguous runs now).
+    run_end = end.copy()
+    starts = np.flatnonzero(~same)
+    for a, b in zip(starts, np.concatenate((starts[1:], [len(end)])), strict=True):
+        run_end[a:b] = np.fmax.accumulate(end[a:b])
+    run_end[np.isnan(end)] = np.nan  # as pandas' cummax leaves a missing end
     prev_end = np.concatenate(([-np.inf], run_end[:-1]))
-    nested = same & (f["ts"].to_numpy() < prev_end)
-    return f[~nested]
+    nested = same & (ts < prev_end)
+    return f.iloc[order[~nested]]
 
 
 def gpu_time_per_op(
@@ -222,13 +228,30 @@ def roofline(
     dtypes = np.array([d for _, d in est], dtype=object)
     tf32 = (dtypes == "fp32") & (ops["tc_us"].to_numpy() > 0.5 * ops["gpu_us"].to_numpy())
     dtypes[tf32] = "tf32"
-    ops = ops.assign(nbytes=[b for b, _ in est], dtype=dtypes)
-    # Plain sums and a size, not named aggregation: the same pandas sums, a third the cost.
-    by = ops.groupby(["name", "dtype"], sort=False)
-    g = by[["flops", "nbytes", "gpu_us"]].sum()
-    g.insert(0, "count", by.size())
-    g = g.rename(columns={"nbytes": "bytes", "gpu_us": "total_us"}).reset_index()
-    g = g.rename(columns={"name": "op"})
+    names = ops["name"].to_numpy()
+    if _group.all_text(names):
+        # Grouped in plain Python: the same sums pandas' groupby gives, without its fixed
+        # cost on the few ops of a rank.
+        uniq, code = _group.codes(list(zip(names.tolist(), dtypes.tolist(), strict=True)))
+        n = len(uniq)
+        keys = list(zip(*uniq, strict=True))
+        g = pd.DataFrame(
+            {
+                "op": np.array(keys[0], dtype=object),
+                "dtype": np.array(keys[1], dtype=object),
+                "count": _group.counts(code, n),
+                "flops": _group.sums(code, ops["flops"].to_numpy(dtype="float64"), n),
+                "bytes": _group.sums(code, np.array([b for b, _ in est], dtype="float64"), n),
+                "total_us": _group.sums(code, ops["gpu_us"].to_numpy(dtype="float64"), n),
+            }
+        )
+    else:  # missing names: pandas drops them from the groups
+        ops = ops.assign(nbytes=[b for b, _ in est], dtype=dtypes)
+        by = ops.groupby(["name", "dtype"], sort=False)
+        g = by[["flops", "nbytes", "gpu_us"]].sum()
+        g.insert(0, "count", by.size())
+        g = g.rename(columns={"nbytes": "bytes", "gpu_us": "total_us"}).reset_index()
+        g = g.rename(columns={"name": "op"})
     t = g["total_us"].to_numpy(dtype="float64")
     fl = g["flops"].to_numpy(dtype="float64")
     by = g["bytes"].to_numpy(dtype="float64")

@@ -17,6 +17,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import SYNCS_TABLE
 
@@ -51,6 +52,55 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     calls = runtime[matches(runtime["name"], _COPY_CALL)]
     if calls.empty:
         return _empty()
+    kinds = memcpy["kind"].to_numpy()
+    if not _group.all_text(kinds) or not _group.all_text(calls["name"].to_numpy()):
+        return _blocking_copies_merged(calls, memcpy)
+    # The join on (rank, correlation), as an inner merge orders it: each call in turn,
+    # with its copies in their order.
+    c_rank, c_corr = memcpy["rank"].to_numpy(), memcpy["correlation"].to_numpy()
+    by_key: dict[tuple[int, int], list[int]] = {}
+    for i, (r, c) in enumerate(zip(c_rank.tolist(), c_corr.tolist(), strict=True)):
+        if c >= 0:
+            by_key.setdefault((r, c), []).append(i)
+    left: list[int] = []
+    right: list[int] = []
+    keys = zip(
+        calls["rank"].to_numpy().tolist(), calls["correlation"].to_numpy().tolist(), strict=True
+    )
+    for i, key in enumerate(keys):
+        for k in by_key.get(key, ()):
+            left.append(i)
+            right.append(k)
+    if not left:
+        return _empty()
+    li, ri = np.array(left, dtype="int64"), np.array(right, dtype="int64")
+    ts = calls["ts"].to_numpy(dtype="float64")[li]
+    dur = calls["dur"].to_numpy(dtype="float64")[li]
+    c_ts = memcpy["ts"].to_numpy(dtype="float64")[ri]
+    waited = ts + dur >= c_ts + memcpy["dur"].to_numpy(dtype="float64")[ri]
+    if not waited.any():
+        return _empty()
+    li, ri = li[waited], ri[waited]
+    kind = np.array([k or "copy" for k in kinds[ri].tolist()], dtype=object)
+    names = calls["name"].to_numpy()[li]
+    return pd.DataFrame(
+        {
+            "rank": calls["rank"].to_numpy(dtype="int32")[li],
+            "pid": calls["pid"].to_numpy(dtype="int64")[li],
+            "tid": calls["tid"].to_numpy(dtype="int64")[li],
+            "name": np.array(
+                [f"{n} ({k})" for n, k in zip(names, kind, strict=True)], dtype=object
+            ),
+            "ts": ts[waited],
+            "dur": dur[waited],
+            "kind": kind,
+            "bytes": memcpy["bytes"].to_numpy(dtype="int64")[ri],
+        }
+    )
+
+
+def _blocking_copies_merged(calls: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame:
+    """:func:`blocking_copies` by pandas' merge, for names or kinds with missing values."""
     copies = memcpy[memcpy["correlation"].to_numpy() >= 0][
         ["rank", "correlation", "ts", "dur", "kind", "bytes"]
     ]
@@ -109,8 +159,22 @@ def sync_calls(
 def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:
     if calls.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in SYNC_COLUMNS})
-    g = calls.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"))
-    g = g.reset_index().sort_values("total_us", ascending=False, kind="stable")
-    tot = g["total_us"].to_numpy(dtype="float64")
-    g["pct"] = tot / span_us * 100.0 if span_us > 0 else np.nan
-    return g.reset_index(drop=True)[list(SYNC_COLUMNS)]
+    names = calls["name"].to_numpy()
+    if not _group.all_text(names):  # pandas drops missing names from the groups
+        g = calls.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"))
+        g = g.reset_index().sort_values("total_us", ascending=False, kind="stable")
+        tot = g["total_us"].to_numpy(dtype="float64")
+        g["pct"] = tot / span_us * 100.0 if span_us > 0 else np.nan
+        return g.reset_index(drop=True)[list(SYNC_COLUMNS)]
+    uniq, code = _group.codes(names.tolist())
+    total_us = _group.sums(code, calls["dur"].to_numpy(dtype="float64"), len(uniq))
+    order = np.argsort(-total_us, kind="stable")
+    tot = total_us[order]
+    return pd.DataFrame(
+        {
+            "name": np.array(uniq, dtype=object)[order],
+            "count": _group.counts(code, len(uniq))[order],
+            "total_us": tot,
+            "pct": tot / span_us * 100.0 if span_us > 0 else np.full(len(tot), np.nan),
+        }
+    )

@@ -13,6 +13,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import COPIES_TABLE
 
@@ -34,17 +35,39 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     """One row per (rank, device, direction, src, dst)."""
     if memcpy.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in COPY_COLUMNS})
-    df = memcpy.assign(
-        pageable=is_pageable(memcpy).to_numpy(),
-        nbytes=memcpy["bytes"].clip(lower=0).to_numpy(),
-    )
-    g = df.groupby(["rank", "device", "kind", "src", "dst"], sort=True, dropna=False)
-    out = g.agg(
-        count=("dur", "size"),
-        bytes=("nbytes", "sum"),
-        total_us=("dur", "sum"),
-        pageable=("pageable", "any"),
-    ).reset_index()
+    pageable = is_pageable(memcpy).to_numpy()
+    nbytes = memcpy["bytes"].clip(lower=0).to_numpy()
+    keys = [memcpy[c].to_numpy() for c in ("device", "kind", "src", "dst")]
+    if all(_group.all_text(k) for k in keys) and nbytes.dtype.kind == "i":
+        rank = memcpy["rank"].to_numpy()
+        rows = list(zip(rank.tolist(), *(k.tolist() for k in keys), strict=True))
+        uniq, code = _group.codes(rows, sort=True)
+        n = len(uniq)
+        cols = list(zip(*uniq, strict=True))
+        total_b = np.zeros(n, dtype="int64")
+        np.add.at(total_b, code, nbytes.astype("int64"))
+        out = pd.DataFrame(
+            {
+                "rank": np.array(cols[0], dtype=rank.dtype),
+                **{
+                    c: np.array(v, dtype=object)
+                    for c, v in zip(("device", "kind", "src", "dst"), cols[1:], strict=True)
+                },
+                "count": _group.counts(code, n),
+                "bytes": total_b,
+                "total_us": _group.sums(code, memcpy["dur"].to_numpy(dtype="float64"), n),
+                "pageable": _group.any_true(code, pageable, n),
+            }
+        )
+    else:  # missing keys: pandas' groupby keeps them as their own groups
+        df = memcpy.assign(pageable=pageable, nbytes=nbytes)
+        g = df.groupby(["rank", "device", "kind", "src", "dst"], sort=True, dropna=False)
+        out = g.agg(
+            count=("dur", "size"),
+            bytes=("nbytes", "sum"),
+            total_us=("dur", "sum"),
+            pageable=("pageable", "any"),
+        ).reset_index()
     tot = out["total_us"].to_numpy(dtype="float64")
     # A zero or subnormal duration is below the trace's resolution: the rate over it is
     # unknown (NaN), not a division warning or an infinite GB/s.

@@ -1,0 +1,90 @@
+"""Grouping small tables without pandas' groupby.
+
+A rank's tables are small (tens to a few thousand rows), and the panel's tables group
+them by one to five keys: at that size a ``DataFrame.groupby(...).agg(...)`` is almost all
+fixed cost, paid once per table per device, and for every rank of a job. These helpers
+group in plain Python and sum the way pandas does (Kahan-compensated), so a table built
+with them holds exactly the numbers the groupby gave.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+def _pandas_reduceat() -> bool:
+    try:
+        from pandas.core.groupby import ops
+    except ImportError:
+        return False
+    return hasattr(getattr(ops, "BaseGrouper", None), "_reduceat_aggregate")
+
+
+#: Whether this pandas sums rows already grouped in order with ``np.add.reduceat`` (recent
+#: releases do; older ones always take the compensated Cython sum).
+_REDUCEAT = _pandas_reduceat()
+
+
+def codes(keys: Sequence[Any], *, sort: bool = False) -> tuple[list[Any], np.ndarray]:
+    """(distinct keys, each row's index into them): first-appearance order, or sorted
+    (keys are str, int or tuples of them, so they order as pandas sorts its groups)."""
+    first: dict[Any, int] = {}
+    for k in keys:
+        if k not in first:
+            first[k] = len(first)
+    uniq = list(first)
+    if not sort:
+        return uniq, np.fromiter((first[k] for k in keys), dtype="int64", count=len(keys))
+    uniq.sort()
+    place = {k: i for i, k in enumerate(uniq)}
+    return uniq, np.fromiter((place[k] for k in keys), dtype="int64", count=len(keys))
+
+
+def sums(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per group, the sum of its non-NaN values as pandas' groupby ``sum`` adds them: when
+    the rows come grouped in order and hold no NaN, ``np.add.reduceat`` over each run, as
+    pandas does; else in row order, Kahan-compensated (a compensation made NaN or infinite by an
+    infinity or an overflow restarts at 0), as its Cython kernel does."""
+    v = np.asarray(values, dtype="float64")
+    in_order = len(code) and bool((code[1:] >= code[:-1]).all())
+    if _REDUCEAT and in_order and not np.isnan(v).any():
+        starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
+        out = np.zeros(n, dtype="float64")
+        out[code[starts]] = np.add.reduceat(v, starts)
+        return out
+    total = [0.0] * n
+    comp = [0.0] * n
+    for g, x in zip(code.tolist(), v.tolist(), strict=True):
+        if math.isnan(x):
+            continue
+        y = x - comp[g]
+        t = total[g] + y
+        c = t - total[g] - y
+        comp[g] = c if math.isfinite(c) else 0.0
+        total[g] = t
+    return np.array(total, dtype="float64")
+
+
+def counts(code: np.ndarray, n: int) -> np.ndarray:
+    """Rows per group (pandas' ``size``)."""
+    return np.bincount(code, minlength=n).astype("int64")
+
+
+def any_true(code: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
+    """Per group: is any flag set (pandas' ``any`` of a bool column)."""
+    out = np.zeros(n, dtype=bool)
+    out[code[np.asarray(flags, dtype=bool)]] = True
+    return out
+
+
+def all_text(values: np.ndarray) -> bool:
+    """Whether every value is a str: pandas drops missing keys (NaN, None) from groups, so
+    the plain-Python grouping is used only where there are none."""
+    return all(type(v) is str for v in values.tolist())

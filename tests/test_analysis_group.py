@@ -1,0 +1,57 @@
+"""The small-table grouping helpers give exactly what pandas' groupby gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from nbprof.analysis import _group
+
+floats = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.sampled_from([1e16, 1.0, -1e16, 0.1, 1e-300, 3.0]),
+)
+
+
+def test_hand_built_groups() -> None:
+    uniq, code = _group.codes(["b", "a", "b", "c"])
+    assert uniq == ["b", "a", "c"] and code.tolist() == [0, 1, 0, 2]
+    uniq, code = _group.codes(["b", "a", "b", "c"], sort=True)
+    assert uniq == ["a", "b", "c"] and code.tolist() == [1, 0, 1, 2]
+    assert _group.counts(code, 3).tolist() == [1, 2, 1]
+    # 1 + 1 + 2**53 in float64: pandas gives 2**53 when the rows come grouped in order
+    # (its np.add.reduceat path), 2**53 + 2 when not (its compensated Cython sum).
+    big = 2.0**53
+    if _group._REDUCEAT:
+        assert _group.sums(np.array([0, 0, 0]), np.array([1.0, 1.0, big]), 1).tolist() == [big]
+    got = _group.sums(np.array([0, 1, 0, 0]), np.array([1.0, 5.0, 1.0, big]), 2)
+    assert got.tolist() == [big + 2.0, 5.0]
+    assert _group.sums(np.array([0, 0]), np.array([np.nan, 2.0]), 2).tolist() == [2.0, 0.0]
+    assert _group.any_true(np.array([0, 1, 1]), np.array([False, False, True]), 3).tolist() == [
+        False, True, False,
+    ]  # fmt: skip
+    assert _group.all_text(np.array(["a", "b"], dtype=object))
+    assert not _group.all_text(np.array(["a", None], dtype=object))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), floats, st.booleans()), max_size=40))
+@example([("a", 1.0, False), ("a", 1.0, False), ("a", 2.0**53, False)])
+@example([("b", 8.98846567431158e307, False), ("b", 8.98846567431158e307, False),
+          ("a", 0.0, False), ("b", 0.0, False)])  # fmt: skip
+@example([("a", 1.0, False), ("b", 1.0, False), ("a", 2.0**53, False), ("a", 1.0, False)])
+def test_matches_pandas_groupby(rows: list[tuple[str, float, bool]]) -> None:
+    keys = [k for k, _, _ in rows]
+    vals = np.array([v for _, v, _ in rows], dtype="float64")
+    flags = np.array([f for _, _, f in rows], dtype=bool)
+    df = pd.DataFrame({"k": pd.Series(keys, dtype=object), "v": vals, "f": flags})
+    for sort in (False, True):
+        g = df.groupby("k", sort=sort).agg(n=("v", "size"), s=("v", "sum"), f=("f", "any"))
+        uniq, code = _group.codes(keys, sort=sort)
+        assert uniq == list(g.index)
+        n = len(uniq)
+        assert _group.counts(code, n).tolist() == g["n"].tolist()
+        np.testing.assert_array_equal(_group.sums(code, vals, n), g["s"].to_numpy())
+        assert _group.any_true(code, flags, n).tolist() == g["f"].tolist()

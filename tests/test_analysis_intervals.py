@@ -1,0 +1,88 @@
+"""The interval algebra: its binary-search fast path agrees with the sweep, exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbprof.analysis import intervals as iv
+
+raw = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 30)), min_size=0, max_size=25)
+
+
+def _set(pairs: list[tuple[int, int]]) -> iv.Set:
+    s = np.array([a for a, _ in pairs], dtype="float64")
+    return iv.merge(s, s + np.array([n for _, n in pairs], dtype="float64"))
+
+
+def _units(a: iv.Set) -> set[int]:
+    """The unit cells [t, t+1) a set covers (its ends are integers)."""
+    return {t for s, e in zip(*a, strict=True) for t in range(int(s), int(e))}
+
+
+def _same(x: iv.Set, y: iv.Set) -> bool:
+    return all(u.dtype == v.dtype and np.array_equal(u, v) for u, v in zip(x, y, strict=True))
+
+
+def test_hand_built_sets() -> None:
+    a = (np.array([0.0, 20.0]), np.array([10.0, 30.0]))
+    b = (np.array([5.0]), np.array([25.0]))
+    # Overlaps: [max(0,5), min(10,25)) and [max(20,5), min(30,25)).
+    assert _same(iv.intersect(a, b), (np.array([5.0, 20.0]), np.array([10.0, 25.0])))
+    # a less b: [0, 5) and [25, 30).
+    assert _same(iv.subtract(a, b), (np.array([0.0, 25.0]), np.array([5.0, 30.0])))
+    # b spans a's hole [10, 20): that part of b is not in a.
+    assert _same(iv.subtract(b, a), (np.array([10.0]), np.array([20.0])))
+    # Pieces from two touching intervals of a come back as one interval, as merge makes.
+    touching = (np.array([0.0, 10.0]), np.array([10.0, 20.0]))
+    assert _same(iv.intersect(touching, (np.array([5.0]), np.array([15.0]))),
+                 (np.array([5.0]), np.array([15.0])))  # fmt: skip
+    assert iv.total(iv.intersect(a, (np.array([10.0]), np.array([20.0])))) == 0.0
+
+
+def test_merge_keeps_each_block_end() -> None:
+    # [0,4) holds [1,2): the block ends at 4, not at the last interval's end 2; [5,6) is
+    # a block of its own; [6,7) touches it and joins it.
+    s, e = iv.merge(np.array([0.0, 1.0, 5.0, 6.0]), np.array([4.0, 2.0, 6.0, 7.0]))
+    assert s.tolist() == [0.0, 5.0] and e.tolist() == [4.0, 7.0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw, raw)
+def test_fast_path_matches_sweep_and_unit_counts(p: list[tuple[int, int]],
+                                                 q: list[tuple[int, int]]) -> None:  # fmt: skip
+    a, b = _set(p), _set(q)
+    both, only = iv.intersect(a, b), iv.subtract(a, b)
+    if len(a[0]) and len(b[0]):
+        assert _same(both, iv._sweep(a, b, True, True))
+        assert _same(only, iv._sweep(a, b, True, False))
+    assert _units(both) == _units(a) & _units(b)
+    assert _units(only) == _units(a) - _units(b)
+    assert iv.total(both) == len(_units(a) & _units(b))
+
+
+def test_describe_cuts_a_gap_as_the_set_algebra_does() -> None:
+    from nbprof.analysis.stalls import _length, _take
+
+    # Gap [0, 10) less [2, 4) and [6, 20): inside [2, 4), [6, 10); outside [0, 2), [4, 6).
+    w = (np.array([2.0, 6.0]), np.array([4.0, 20.0]))
+    inside, outside = _take([(0.0, 10.0)], w)
+    assert inside == [(2.0, 4.0), (6.0, 10.0)] and outside == [(0.0, 2.0), (4.0, 6.0)]
+    assert _length(inside) == 2.0 + 4.0 and _length(outside) == 2.0 + 2.0
+    assert _take([(0.0, 10.0)], iv.EMPTY) == ([], [(0.0, 10.0)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(raw, raw)
+def test_take_matches_intersect_and_subtract(p: list[tuple[int, int]],
+                                             q: list[tuple[int, int]]) -> None:  # fmt: skip
+    from nbprof.analysis.stalls import _length, _take
+
+    a, b = _set(p), _set(q)
+    pieces = list(zip(a[0].tolist(), a[1].tolist(), strict=True))
+    inside, outside = _take(pieces, b)
+    both, only = iv.intersect(a, b), iv.subtract(a, b)
+    assert inside == list(zip(both[0].tolist(), both[1].tolist(), strict=True))
+    assert outside == list(zip(only[0].tolist(), only[1].tolist(), strict=True))
+    assert _length(inside) == iv.total(both) and _length(outside) == iv.total(only)
