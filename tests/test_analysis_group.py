@@ -9,9 +9,12 @@ from hypothesis import strategies as st
 
 from nbprof.analysis import _group
 
+# Finite values whose sums stay inside float64's range, and NaN (missing): with an infinity
+# or past the range pandas itself changed its answer (2.0 gives NaN, 3.x inf), so those
+# sums are held to float addition instead, below.
 floats = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True, width=64),
-    st.sampled_from([1e16, 1.0, -1e16, 0.1, 1e-300, 3.0]),
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300),
+    st.sampled_from([1e16, 1.0, -1e16, 0.1, 1e-300, 3.0, np.nan]),
 )
 
 
@@ -39,8 +42,6 @@ def test_hand_built_groups() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abcd"), floats, st.booleans()), max_size=40))
 @example([("a", 1.0, False), ("a", 1.0, False), ("a", 2.0**53, False)])
-@example([("b", 8.98846567431158e307, False), ("b", 8.98846567431158e307, False),
-          ("a", 0.0, False), ("b", 0.0, False)])  # fmt: skip
 @example([("a", 1.0, False), ("b", 1.0, False), ("a", 2.0**53, False), ("a", 1.0, False)])
 def test_matches_pandas_groupby(rows: list[tuple[str, float, bool]]) -> None:
     keys = [k for k, _, _ in rows]
@@ -55,3 +56,14 @@ def test_matches_pandas_groupby(rows: list[tuple[str, float, bool]]) -> None:
         assert _group.counts(code, n).tolist() == g["n"].tolist()
         np.testing.assert_array_equal(_group.sums(code, vals, n), g["s"].to_numpy())
         assert _group.any_true(code, flags, n).tolist() == g["f"].tolist()
+
+
+def test_a_sum_past_the_float64_range_or_with_an_infinity_is_infinite() -> None:
+    """Two values near float64's maximum add up to inf, and inf plus anything finite stays
+    inf, as float addition gives (pandas 3.x agrees; 2.0 gave NaN): the compensation made
+    NaN by the overflow restarts at 0."""
+    half_max = 8.98846567431158e307
+    got = _group.sums(np.array([1, 1, 0, 1]), np.array([half_max, half_max, 0.0, 0.0]), 2)
+    assert got.tolist() == [0.0, np.inf]
+    got = _group.sums(np.array([0, 1, 0, 1]), np.array([np.inf, -np.inf, 0.0, 2.0]), 2)
+    assert got.tolist() == [np.inf, -np.inf]
