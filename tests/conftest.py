@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,16 @@ def corpus_dir() -> Path | None:
         if c.is_dir() and any(c.glob("*.json*")):
             return c
     return None
+
+
+def corpus_params() -> list[Any]:
+    """Every trace file and rank folder of the corpus, as test parameters marked ``corpus``
+    (one skipped parameter when there is no corpus)."""
+    d = corpus_dir()
+    if d is None:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="trace corpus not found"))]
+    items = sorted(d.glob("*.json*")) + sorted(p for p in d.iterdir() if p.is_dir())
+    return [pytest.param(p, id=p.name.split(".")[0], marks=pytest.mark.corpus) for p in items]
 
 
 @pytest.fixture(scope="session")

@@ -26,19 +26,11 @@ from nbprof.trace import cache as table_cache
 from nbprof.trace import read
 from nbprof.trace import reader as reader_mod
 from nbprof.trace.model import TABLES, Trace
-from tests.conftest import corpus_dir
+from tests.conftest import corpus_params
 from tests.golden import KinetoBuilder
 
 #: A time well in the past, so that a freshly written test trace is not "racy".
 OLD_NS = 1_600_000_000_000_000_000
-
-
-def corpus_params() -> list[object]:
-    d = corpus_dir()
-    if d is None:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="trace corpus not found"))]
-    items = sorted(d.glob("*.json*")) + sorted(p for p in d.iterdir() if p.is_dir())
-    return [pytest.param(p, id=p.name.split(".")[0], marks=pytest.mark.corpus) for p in items]
 
 
 def assert_same(a: Trace, b: Trace) -> None:

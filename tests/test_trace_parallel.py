@@ -19,19 +19,11 @@ import pytest
 from nbprof.errors import TraceError
 from nbprof.trace import forked, read
 from nbprof.trace import reader as reader_mod
-from tests.conftest import corpus_dir
+from tests.conftest import corpus_params
 from tests.golden import KinetoBuilder
 from tests.test_trace_cache import assert_same, diagnosis_json
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the parallel path forks")
-
-
-def corpus_params() -> list[Any]:
-    d = corpus_dir()
-    if d is None:
-        return [pytest.param(None, marks=pytest.mark.skip(reason="trace corpus not found"))]
-    items = sorted(d.glob("*.json*")) + sorted(p for p in d.iterdir() if p.is_dir())
-    return [pytest.param(p, id=p.name.split(".")[0], marks=pytest.mark.corpus) for p in items]
 
 
 @pytest.fixture
