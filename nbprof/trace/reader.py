@@ -498,15 +498,17 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     _link(cols["kernels"], cols["memcpy"], cols["memset"], cols["runtime"], cols["cpu_ops"])
     step("links")
 
-    frames = {t: tb.frame_of(t, c) for t, c in cols.items()}
     for t in (*_GPU, "runtime", "annotations", "counters", "comms"):
-        f = frames[t]
-        if len(f) and not f["ts"].is_monotonic_increasing:
-            frames[t] = f.sort_values("ts", kind="stable").reset_index(drop=True)
+        c = cols[t]
+        ts = c["ts"]
+        if len(ts) > 1 and not bool((ts[1:] >= ts[:-1]).all()):
+            order = np.argsort(ts, kind="stable")
+            cols[t] = {k: v[order] for k, v in c.items()}
+    frames = {t: tb.frame_of(t, c) for t, c in cols.items()}
     frames["steps"] = tb.steps(frames["annotations"])
     seen: list[str] = []
     for t in _GPU:
-        seen.extend(pd.unique(frames[t]["device"]).tolist())
+        seen.extend(pd.unique(cols[t]["device"]).tolist())
     frames["devices"] = tb.devices(d.device_props, list(dict.fromkeys(seen)), rank)
     for p in d.device_props:
         if p.numSms is not None and p.numSms <= 0:

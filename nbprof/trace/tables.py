@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.trace import decode as dec
-from nbprof.trace.model import TABLES, empty_table
+from nbprof.trace.model import TABLES, empty_table, frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -454,22 +454,31 @@ def steps(ann: pd.DataFrame) -> pd.DataFrame:
     """ProfilerStep#N annotations on the CPU side, every one kept (the last, partial, too)."""
     if ann.empty:
         return empty_table("steps")
-    cpu = ann[~ann["on_gpu"].to_numpy(bool)]
-    numbers = cpu["name"].str.extract(_STEP_RE, expand=False)
-    keep = numbers.notna().to_numpy()
-    got = cpu[keep]
-    if got.empty:
+    names = ann["name"].to_numpy(object)
+    # A trace has few distinct annotation names: each is matched once (as pandas'
+    # str.extract would, with a search).
+    number: dict[str, int | None] = {}
+    for n in dict.fromkeys(names.tolist()):
+        m = _STEP_RE.search(n) if isinstance(n, str) else None
+        number[n] = int(m.group(1)) if m else None
+    got = [number[n] is not None for n in names.tolist()]
+    keep = np.flatnonzero(np.array(got, bool) & ~ann["on_gpu"].to_numpy(bool))
+    if not len(keep):
         return empty_table("steps")
-    frame = pd.DataFrame(
+    rank = ann["rank"].to_numpy(np.int32)[keep]
+    ts = ann["ts"].to_numpy(np.float64)[keep]
+    # lexsort is stable: rows at the same rank and start keep their order.
+    order = keep[np.lexsort((ts, rank))]
+    kept = names[order]
+    return frame_from_arrays(
         {
-            "rank": got["rank"].to_numpy(np.int32),
-            "step": numbers[keep].astype(np.int64).to_numpy(),
-            "name": got["name"].to_numpy(object),
-            "ts": got["ts"].to_numpy(np.float64),
-            "dur": got["dur"].to_numpy(np.float64),
+            "rank": ann["rank"].to_numpy(np.int32)[order],
+            "step": np.array([number[n] for n in kept.tolist()], np.int64),
+            "name": kept,
+            "ts": ann["ts"].to_numpy(np.float64)[order],
+            "dur": ann["dur"].to_numpy(np.float64)[order],
         }
     )
-    return frame.sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
 
 
 def counters(c: Common, idx: np.ndarray, path: str) -> Columns:
@@ -508,16 +517,9 @@ def frame_of(table: str, cols: dict[str, np.ndarray]) -> pd.DataFrame:
     missing = [c for c in TABLES[table] if c not in cols]
     if missing:  # pragma: no cover - a programming error, not bad input
         raise KeyError(f"{table}: missing columns {missing}")
-    # Text columns are object in the contract: saying so here stops pandas from inferring
-    # its string dtype for them, which the contract cast would then undo (both passes cost
-    # more than the rest of building the frames).
-    return pd.DataFrame(
-        {
-            c: pd.Series(cols[c], dtype=object, copy=False) if cols[c].dtype == object else cols[c]
-            for c in order
-        },
-        copy=False,
-    )
+    # Text columns stay object, as the contract has them (pandas would otherwise infer
+    # its string dtype for them, which the contract cast would then undo).
+    return frame_from_arrays({c: cols[c] for c in order})
 
 
 def vendor_of(name: str) -> str:
@@ -559,15 +561,22 @@ def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> pd.
             }  # fmt: skip
     if not rows:
         return empty_table("devices")
-    frame = pd.DataFrame(list(rows.values()), columns=list(TABLES["devices"]))
-    for col in ("device", "name", "vendor", "compute_capability"):
-        frame[col] = frame[col].astype(object)
-    return frame.astype(
+    got = list(rows.values())
+
+    def col(name: str, dtype: type) -> np.ndarray:
+        values = [r[name] for r in got]
+        return _obj(values) if dtype is object else np.array(values, dtype)
+
+    return frame_from_arrays(
         {
-            "rank": np.int32,
-            "sm_count": np.int64,
-            "total_memory": np.int64,
-            "max_threads_per_sm": np.int64,
+            "rank": col("rank", np.int32),
+            "device": col("device", object),
+            "name": col("name", object),
+            "vendor": col("vendor", object),
+            "sm_count": col("sm_count", np.int64),
+            "compute_capability": col("compute_capability", object),
+            "total_memory": col("total_memory", np.int64),
+            "max_threads_per_sm": col("max_threads_per_sm", np.int64),
         }
     )
 
@@ -575,7 +584,9 @@ def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> pd.
 def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
     """Cast a frame's contract columns to the contract's dtypes (after concatenation)."""
     want = _contract_dtypes(table)
-    cast = {c: t for c, t in want.items() if frame[c].dtype != t}
+    # One look at every dtype: a column lookup per name costs more than the frame's build.
+    have = dict(zip(frame.columns, frame.dtypes, strict=True))
+    cast = {c: t for c, t in want.items() if have[c] != t}
     # astype copies every column even when nothing changes.
     return frame.astype(cast) if cast else frame
 
