@@ -98,12 +98,23 @@ class _Rank:
     rank: int
     first_ns: int
     wall_clock: bool
-    frames: dict[str, pd.DataFrame]
+    #: Per table: its columns (a file just read) or its frame (one from the cache). The
+    #: frames of a file read now are made only if asked for: the job's tables join the
+    #: ranks' columns directly.
+    tables: dict[str, tb.Columns | pd.DataFrame]
     event_count: int
     metadata: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     #: The rank the file itself names (``distributedInfo``), None when it names none.
     file_rank: int | None = None
+
+    def frame(self, table: str) -> pd.DataFrame:
+        got = self.tables[table]
+        return got if isinstance(got, pd.DataFrame) else tb.frame_of(table, got)
+
+    def rows(self, table: str) -> int:
+        got = self.tables[table]
+        return len(got) if isinstance(got, pd.DataFrame) else len(got["rank"])
 
 
 def read(
@@ -191,7 +202,7 @@ def _cached_rank(key: table_cache.Key) -> _Rank | None:
             rank=int(info["rank"]),
             first_ns=int(info["first_ns"]),
             wall_clock=bool(info["wall_clock"]),
-            frames=frames,
+            tables=dict(frames),
             event_count=int(info["event_count"]),
             metadata=dict(info["metadata"]),
             notes=[str(n) for n in info["notes"]],
@@ -212,44 +223,43 @@ def _store_rank(key: table_cache.Key, r: _Rank) -> None:
         "notes": r.notes,
         "file_rank": r.file_rank,
     }
-    table_cache.store(key, r.frames, info)
+    table_cache.store(key, {t: r.frame(t) for t in r.tables}, info)
 
 
 def _set_rank(r: _Rank, rank: int) -> None:
     r.rank = rank
-    for frame in r.frames.values():
-        if "rank" in frame:
-            frame["rank"] = np.int32(rank)
+    for got in r.tables.values():
+        if isinstance(got, pd.DataFrame):
+            if "rank" in got:
+                got["rank"] = np.int32(rank)
+        elif "rank" in got:
+            got["rank"] = np.full(len(got["rank"]), rank, np.int32)
 
 
 def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -> Trace:
     origin = min(r.first_ns for r in ranks)
     wall = all(r.wall_clock for r in ranks)
-    out: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
+    # Per table, each rank's rows with the shift of their times and of their op rows.
+    out: dict[str, list[_Part]] = {t: [] for t in TABLES}
     op_offset = 0
     for r in ranks:
         shift = (r.first_ns - origin) / 1000.0
-        for table, frame in r.frames.items():
-            if shift:
-                for col in ("ts", "launch_ts"):
-                    if col in frame:
-                        frame[col] = frame[col] + shift
-            if "op_index" in frame and op_offset:
-                idx = frame["op_index"].to_numpy()
-                frame["op_index"] = np.where(idx >= 0, idx + op_offset, -1)
-            out[table].append(frame)
-        op_offset += len(r.frames["cpu_ops"])
+        for table, got in r.tables.items():
+            if r.rows(table):
+                out[table].append((got, shift, op_offset))
+        op_offset += r.rows("cpu_ops")
         prefix = f"rank {r.rank}: " if folder and len(ranks) > 1 else ""
         notes.extend(prefix + n for n in r.notes)
     built: dict[str, pd.DataFrame] = {}
-    for table, frames in out.items():
-        frames = [f for f in frames if len(f)]
-        if not frames:
+    for table, parts in out.items():
+        if not parts:
             built[table] = empty_table(table)
-        elif len(frames) == 1:
-            built[table] = tb.typed(table, frames[0])
+        elif len(parts) == 1 and not parts[0][1] and not parts[0][2]:
+            got = parts[0][0]
+            frame = got if isinstance(got, pd.DataFrame) else tb.frame_of(table, got)
+            built[table] = tb.typed(table, frame)
         else:
-            built[table] = tb.typed(table, pd.concat(frames, ignore_index=True))
+            built[table] = tb.typed(table, _joined(table, parts))
     metadata: dict[Any, Any] = (  # by rank for a folder
         {r.rank: r.metadata for r in ranks} if folder else dict(ranks[0].metadata)
     )
@@ -270,6 +280,59 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
         notes=notes,
         **built,
     )
+
+
+#: One rank's rows of a table (columns or a frame), the shift of their times (µs) onto the
+#: job's origin, and of their ``op_index`` onto the joined ``cpu_ops``.
+_Part = tuple[tb.Columns | pd.DataFrame, float, int]
+
+
+def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
+    """Ranks' rows of one table, one after another, shifted (see :data:`_Part`).
+
+    Column by column in numpy: shifting a frame per rank in place and concatenating them
+    costs pandas' bookkeeping per column per rank, which a job of many ranks multiplies.
+    """
+    cols = [_columns(p) for p, _, _ in parts]
+    names = list(cols[0])
+    dtypes = [a.dtype for a in cols[0].values()]
+    if any(list(c) != names or [a.dtype for a in c.values()] != dtypes for c in cols):
+        # Ranks whose columns differ (from the cache of another version): pandas aligns them.
+        frames = [
+            _shifted(p if isinstance(p, pd.DataFrame) else tb.frame_of(table, p), shift, offset)
+            for p, shift, offset in parts
+        ]
+        return pd.concat(frames, ignore_index=True)
+    joined: tb.Columns = {}
+    for c in names:
+        pieces = [got[c] for got in cols]
+        if c in ("ts", "launch_ts"):
+            pieces = [a + s if s else a for a, (_, s, _) in zip(pieces, parts, strict=True)]
+        elif c == "op_index":
+            pieces = [
+                np.where(a >= 0, a + offset, -1) if offset else a
+                for a, (_, _, offset) in zip(pieces, parts, strict=True)
+            ]
+        joined[c] = np.concatenate(pieces)
+    return tb.frame_of(table, joined)
+
+
+def _columns(got: tb.Columns | pd.DataFrame) -> tb.Columns:
+    if isinstance(got, pd.DataFrame):
+        return {str(c): got[c].to_numpy() for c in got.columns}
+    return got
+
+
+def _shifted(frame: pd.DataFrame, shift: float, op_offset: int) -> pd.DataFrame:
+    frame = frame.copy(deep=False)
+    if shift:
+        for col in ("ts", "launch_ts"):
+            if col in frame:
+                frame[col] = frame[col] + shift
+    if "op_index" in frame and op_offset:
+        idx = frame["op_index"].to_numpy()
+        frame["op_index"] = np.where(idx >= 0, idx + op_offset, -1)
+    return frame
 
 
 #: Events decoded per chunk: big enough that per-chunk overhead vanishes, small enough that
@@ -504,12 +567,12 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
         if len(ts) > 1 and not bool((ts[1:] >= ts[:-1]).all()):
             order = np.argsort(ts, kind="stable")
             cols[t] = {k: v[order] for k, v in c.items()}
-    frames = {t: tb.frame_of(t, c) for t, c in cols.items()}
-    frames["steps"] = tb.steps(frames["annotations"])
+    tables: dict[str, tb.Columns | pd.DataFrame] = dict(cols)
+    tables["steps"] = tb.steps(cols["annotations"])
     seen: list[str] = []
     for t in _GPU:
         seen.extend(pd.unique(cols[t]["device"]).tolist())
-    frames["devices"] = tb.devices(d.device_props, list(dict.fromkeys(seen)), rank)
+    tables["devices"] = tb.devices(d.device_props, list(dict.fromkeys(seen)), rank)
     for p in d.device_props:
         if p.numSms is not None and p.numSms <= 0:
             notes.append(
@@ -517,7 +580,7 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
                 "SM count is unknown, so SM efficiency is not computed"
             )
     step("frames")
-    return _Rank(rank, first, wall, frames, n_events, dict(d.metadata), notes)
+    return _Rank(rank, first, wall, tables, n_events, dict(d.metadata), notes)
 
 
 def _flow_columns(

@@ -450,11 +450,11 @@ def annotation_columns(c: Common, on_gpu: np.ndarray) -> Columns:
     }
 
 
-def steps(ann: pd.DataFrame) -> pd.DataFrame:
+def steps(ann: Columns) -> pd.DataFrame:
     """ProfilerStep#N annotations on the CPU side, every one kept (the last, partial, too)."""
-    if ann.empty:
+    names = np.asarray(ann["name"], object)
+    if not len(names):
         return empty_table("steps")
-    names = ann["name"].to_numpy(object)
     # A trace has few distinct annotation names: each is matched once (as pandas'
     # str.extract would, with a search).
     number: dict[str, int | None] = {}
@@ -462,21 +462,21 @@ def steps(ann: pd.DataFrame) -> pd.DataFrame:
         m = _STEP_RE.search(n) if isinstance(n, str) else None
         number[n] = int(m.group(1)) if m else None
     got = [number[n] is not None for n in names.tolist()]
-    keep = np.flatnonzero(np.array(got, bool) & ~ann["on_gpu"].to_numpy(bool))
+    keep = np.flatnonzero(np.array(got, bool) & ~np.asarray(ann["on_gpu"], bool))
     if not len(keep):
         return empty_table("steps")
-    rank = ann["rank"].to_numpy(np.int32)[keep]
-    ts = ann["ts"].to_numpy(np.float64)[keep]
+    rank = np.asarray(ann["rank"], np.int32)
+    ts = np.asarray(ann["ts"], np.float64)
     # lexsort is stable: rows at the same rank and start keep their order.
-    order = keep[np.lexsort((ts, rank))]
+    order = keep[np.lexsort((ts[keep], rank[keep]))]
     kept = names[order]
     return frame_from_arrays(
         {
-            "rank": ann["rank"].to_numpy(np.int32)[order],
+            "rank": rank[order],
             "step": np.array([number[n] for n in kept.tolist()], np.int64),
             "name": kept,
-            "ts": ann["ts"].to_numpy(np.float64)[order],
-            "dur": ann["dur"].to_numpy(np.float64)[order],
+            "ts": ts[order],
+            "dur": np.asarray(ann["dur"], np.float64)[order],
         }
     )
 
