@@ -51,6 +51,9 @@ def both_ways(events: list[str]) -> tuple[Any, Any]:
         ["9000000000000000", "1"],
         ["9000000000000001", "1"],  # past the bound: out of range either way
         ["18446744073709551616", "1"],  # beyond uint64
+        ["9223372036854775808", "1"],  # 2**63: beyond int64, within uint64
+        [None, "9223372036854775808"],  # the same beside an event without ts
+        ["1", "2.0"],  # an integral float after an int
         ["-0", "1"],
         ["-3", "1"],
         ["null", "1"],

@@ -64,7 +64,8 @@ class IntTsEvent(msgspec.Struct, gc=False):
     pid: int | str = 0
     tid: int | str = 0
     # UNSET, not None, when absent: an explicit ``null`` is an error the exact path words.
-    ts: int | float | msgspec.UnsetType = msgspec.UNSET
+    # Integers only: a float (or anything else) fails the chunk, which is then read exactly.
+    ts: int | msgspec.UnsetType = msgspec.UNSET
     dur: float = 0.0
     id: int | str | None = None
     args: msgspec.Raw = _EMPTY_OBJ
@@ -514,15 +515,23 @@ def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
     except (msgspec.DecodeError, RecursionError):  # the exact path words the error
         return None
     values = [e.ts for e in events]
-    ts = np.array(values)
+    n = len(values)
     missing: np.ndarray | None = None
-    if ts.dtype == object:
+    try:
+        # Every value is an int or UNSET (the struct allows nothing else), so this C loop
+        # cannot truncate a float; np.array would look at every value's type first.
+        ts = np.fromiter(values, np.int64, n)
+    except TypeError:
         # Events without ``ts`` (some metadata events) hold UNSET.
         unset = msgspec.UNSET
-        missing = np.array([v is unset for v in values], bool)
-        ts = np.array([0 if v is unset else v for v in values])
-    # int64 only when every value is an int (a float or a huge int changes the dtype).
-    if ts.dtype != np.int64 or not len(ts) or ts.min() < 0 or ts.max() > MAX_TS_US:
+        missing = np.fromiter([v is unset for v in values], bool, n)
+        try:
+            ts = np.fromiter([0 if v is unset else v for v in values], np.int64, n)
+        except OverflowError:
+            return None
+    except OverflowError:  # beyond int64: the exact path bounds it
+        return None
+    if not n or ts.min() < 0 or ts.max() > MAX_TS_US:
         return None
     ts = ts * 1000
     if missing is not None:
