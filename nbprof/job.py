@@ -307,6 +307,9 @@ def load_job(
         with _local(files[0]) as local:
             return Profile(read(local, progress=progress, cache=cache and not is_url(files[0])))
     cap = max(200, min(5000, TIMELINE_EVENTS // len(files)))
+    # What every rank needs, imported here once: forked workers then start with it.
+    import nbprof.trace  # noqa: F401
+
     try:
         outcomes = parallel.run(
             summarize_file, [(f, cap, cache) for f in files], workers=workers, scheduler=scheduler
