@@ -62,7 +62,12 @@ def run(
     if scheduler is not None:
         return _dask(fn, items, scheduler)
     if workers is not None and workers > 1 and len(items) > 1:
-        return _processes(fn, items, workers)
+        try:
+            return _processes(fn, items, workers)
+        except OSError as e:
+            # No worker could be started at all (no /dev/shm for the pool's locks, a process
+            # limit): the items still get their answer, here.
+            logger.warning("could not start worker processes (%s); running here instead", e)
     return [_here(fn, x) for x in items]
 
 
