@@ -57,7 +57,11 @@ class Table:
 
     def empty(self) -> pd.DataFrame:
         """An empty frame with this table's columns and dtypes."""
-        return frame_from_arrays({c.name: np.empty(0, c.dtype) for c in self.columns})
+        return frame_from_arrays(self.empty_columns())
+
+    def empty_columns(self) -> dict[str, np.ndarray]:
+        """This table's columns, empty, with their dtypes."""
+        return {c.name: np.empty(0, c.dtype) for c in self.columns}
 
     def markdown(self) -> str:
         """This table's reference: one row per column."""
@@ -293,6 +297,11 @@ _BY_NAME: dict[str, Table] = {t.name: t for t in SCHEMA}
 def empty_table(name: str) -> pd.DataFrame:
     """An empty frame with the contract's columns for table ``name``."""
     return _BY_NAME[name].empty()
+
+
+def empty_columns(name: str) -> dict[str, np.ndarray]:
+    """The contract's columns for table ``name``, empty."""
+    return _BY_NAME[name].empty_columns()
 
 
 def tables_markdown(tables: Iterable[Table] = SCHEMA) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.trace import decode as dec
-from nbprof.trace.model import TABLES, empty_table, frame_from_arrays
+from nbprof.trace.model import TABLES, empty_columns, empty_table, frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -450,11 +450,11 @@ def annotation_columns(c: Common, on_gpu: np.ndarray) -> Columns:
     }
 
 
-def steps(ann: Columns) -> pd.DataFrame:
+def steps(ann: Columns) -> Columns:
     """ProfilerStep#N annotations on the CPU side, every one kept (the last, partial, too)."""
     names = np.asarray(ann["name"], object)
     if not len(names):
-        return empty_table("steps")
+        return empty_columns("steps")
     # A trace has few distinct annotation names: each is matched once (as pandas'
     # str.extract would, with a search).
     number: dict[str, int | None] = {}
@@ -464,21 +464,19 @@ def steps(ann: Columns) -> pd.DataFrame:
     got = [number[n] is not None for n in names.tolist()]
     keep = np.flatnonzero(np.array(got, bool) & ~np.asarray(ann["on_gpu"], bool))
     if not len(keep):
-        return empty_table("steps")
+        return empty_columns("steps")
     rank = np.asarray(ann["rank"], np.int32)
     ts = np.asarray(ann["ts"], np.float64)
     # lexsort is stable: rows at the same rank and start keep their order.
     order = keep[np.lexsort((ts[keep], rank[keep]))]
     kept = names[order]
-    return frame_from_arrays(
-        {
-            "rank": rank[order],
-            "step": np.array([number[n] for n in kept.tolist()], np.int64),
-            "name": kept,
-            "ts": ts[order],
-            "dur": np.asarray(ann["dur"], np.float64)[order],
-        }
-    )
+    return {
+        "rank": rank[order],
+        "step": np.array([number[n] for n in kept.tolist()], np.int64),
+        "name": kept,
+        "ts": ts[order],
+        "dur": np.asarray(ann["dur"], np.float64)[order],
+    }
 
 
 def counters(c: Common, idx: np.ndarray, path: str) -> Columns:
@@ -532,7 +530,7 @@ def vendor_of(name: str) -> str:
     return "unknown"
 
 
-def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> pd.DataFrame:
+def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> Columns:
     """One row per device in ``deviceProperties``, plus one per device seen only in events."""
     rows: dict[str, dict[str, Any]] = {}
     for p in props:
@@ -560,25 +558,23 @@ def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> pd.
                 "compute_capability": "", "total_memory": -1, "max_threads_per_sm": -1,
             }  # fmt: skip
     if not rows:
-        return empty_table("devices")
+        return empty_columns("devices")
     got = list(rows.values())
 
     def col(name: str, dtype: type) -> np.ndarray:
         values = [r[name] for r in got]
         return _obj(values) if dtype is object else np.array(values, dtype)
 
-    return frame_from_arrays(
-        {
-            "rank": col("rank", np.int32),
-            "device": col("device", object),
-            "name": col("name", object),
-            "vendor": col("vendor", object),
-            "sm_count": col("sm_count", np.int64),
-            "compute_capability": col("compute_capability", object),
-            "total_memory": col("total_memory", np.int64),
-            "max_threads_per_sm": col("max_threads_per_sm", np.int64),
-        }
-    )
+    return {
+        "rank": col("rank", np.int32),
+        "device": col("device", object),
+        "name": col("name", object),
+        "vendor": col("vendor", object),
+        "sm_count": col("sm_count", np.int64),
+        "compute_capability": col("compute_capability", object),
+        "total_memory": col("total_memory", np.int64),
+        "max_threads_per_sm": col("max_threads_per_sm", np.int64),
+    }
 
 
 def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
