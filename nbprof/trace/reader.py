@@ -335,6 +335,8 @@ def _shifted(frame: pd.DataFrame, shift: float, op_offset: int) -> pd.DataFrame:
     return frame
 
 
+_STEP_PREFIX = "ProfilerStep#"
+
 #: Events decoded per chunk: big enough that per-chunk overhead vanishes, small enough that
 #: one chunk's structs (a few MB) stay in cache while its columns are gathered; 8192 loaded
 #: the 216k-event benchmark trace a little faster than 16384 or more, in less memory.
@@ -413,9 +415,13 @@ def _chunk(
 
     # "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
     op_idx = k[tb.CPU_OP]
-    step_like = np.array(
-        [events[i].name.startswith("ProfilerStep#") for i in op_idx.tolist()], bool
-    )
+    op_names = [events[i].name for i in op_idx.tolist()]
+    # Newer traces write no such op: one substring search over all the names says so,
+    # where a test per op would cost more than gathering the names.
+    if _STEP_PREFIX in "\n".join(op_names):
+        step_like = np.array([n.startswith(_STEP_PREFIX) for n in op_names], bool)
+    else:
+        step_like = np.zeros(len(op_names), bool)
     ops = op_idx[~step_like]
     op_com = com(ops)
     acc.add("cpu_ops", tb.cpu_ops(op_com, offset + ops, path))
