@@ -98,7 +98,7 @@ def frame_from_arrays(columns: dict[str, np.ndarray]) -> pd.DataFrame:
             return make(list(columns.values()), list(columns), index, verify_integrity=False)
         except TypeError:  # pragma: no cover - a pandas whose private signature changed
             pass
-    return pd.DataFrame(  # pragma: no cover - the same frame, the public way
+    return pd.DataFrame(  # the same frame, the public way
         {
             c: pd.Series(a, dtype=object, index=index, copy=False) if a.dtype == object else a
             for c, a in columns.items()
