@@ -3,11 +3,9 @@
 The reader's work on one big file is decoding its chunks of events, and those chunks are
 independent. Forked children see the parent's memory (the file's bytes, copy-on-write), so
 nothing is sent to them but a range; only their results come back. Fork is used only where
-it is safe: on Linux, and while this process runs no other thread than the ones known to
-hold no lock a child could need (a child that inherits a lock held by another thread can
-deadlock on it: the warning under ``os.fork`` in Python's documentation,
-https://docs.python.org/3/library/os.html#os.fork). Anywhere else, and
-for small inputs, the caller runs everything itself.
+it is safe (:func:`nbprof._forksafe.can_fork`: on Linux, with no other thread that could
+hold a lock a child needs). Anywhere else, and for small inputs, the caller runs everything
+itself.
 
 The parent works on the first part while the children do the rest.
 """
@@ -16,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+from nbprof._forksafe import can_fork as can_fork
 
 logger = logging.getLogger(__name__)
 
@@ -46,21 +44,6 @@ def workers_wanted() -> int:
     except ValueError:
         logger.warning("ignoring %s=%r: not a number", WORKERS_ENV, env)
         return 1
-
-
-def _threads_allow_fork() -> bool:
-    for t in threading.enumerate():
-        if t is threading.main_thread() or t is threading.current_thread():
-            continue
-        # tqdm's monitor only sleeps on an Event and touches nothing a child uses.
-        if type(t).__name__ == "TMonitor":
-            continue
-        return False
-    return threading.current_thread() is threading.main_thread()
-
-
-def can_fork() -> bool:
-    return sys.platform == "linux" and _threads_allow_fork()
 
 
 def _run(i: int) -> tuple[bool, Any]:
