@@ -63,14 +63,26 @@ _NO_PROPS = "the trace's device properties do not give it"
 _GEMM_LIKE = re.compile(r"gemm|gemv|xmma", re.IGNORECASE)
 
 
+def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    # A one-rank, one-device trace keeps every row: the frame itself (frames are never
+    # modified in place), not a copy of all its columns.
+    return df if mask.all() else df[mask]
+
+
 def _rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    return df[df["rank"].to_numpy() == rank] if not df.empty else df
+    return _rows(df, df["rank"].to_numpy() == rank) if not df.empty else df
 
 
 def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
     if df.empty:
         return df
-    return df[(df["rank"].to_numpy() == rank) & (df["device"].astype(str).to_numpy() == device)]
+    mask = df["rank"].to_numpy() == rank
+    dev = df["device"].to_numpy()
+    if dev.dtype == object and all(type(x) is str for x in dev.tolist()):
+        mask &= dev == device
+    else:
+        mask &= df["device"].astype(str).to_numpy() == device
+    return _rows(df, mask)
 
 
 @dataclass
