@@ -11,7 +11,7 @@ import logging
 
 import pandas as pd
 
-from nbprof.analysis import explain, findings, verdict
+from nbprof.analysis import _frames, explain, findings, verdict
 from nbprof.analysis._text import shared_factorizations
 from nbprof.analysis.classes import top_kernels
 from nbprof.analysis.device import Signals, analyze_device
@@ -44,7 +44,7 @@ def _devkey(d: str) -> tuple[int, str]:
 
 
 def _empty(cols: tuple[str, ...] | list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    return _frames.empty(cols)
 
 
 def analyze(trace: Trace, samples: Samples | None = None) -> Diagnosis:

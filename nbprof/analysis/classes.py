@@ -28,7 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import has_bigram, matches, token_matches
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
@@ -305,7 +305,7 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     """The kernels that took the most GPU time, by name."""
     cols = list(TOP_KERNELS_TABLE.names)
     if kernels.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+        return _frames.empty(cols)
     names = kernels["name"].to_numpy()
     if not _group.all_text(names):
         return _top_kernels_grouped(kernels, classes, n)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
 from nbprof.analysis.model import Basis
 from nbprof.analysis.peaks import lookup
@@ -180,7 +180,7 @@ def rank_collectives(
     """
     sel = np.flatnonzero(np.asarray(collective, dtype=bool))
     if not len(sel):
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+        return _frames.empty(COLUMNS)
     # Columns of the collective rows only: filtering the whole kernels frame copies every
     # column, most of which nothing here reads.
     ts = kernels["ts"].to_numpy(dtype="float64")[sel]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import matches
 
@@ -70,7 +71,7 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
     kernels, copies and memsets), outside the capture windows ``captured``."""
     cols = ["ts", "dur", "tid", "name", "kernel"]
     if runtime.empty or events.empty:
-        return Launches(pd.DataFrame({c: pd.Series(dtype="object") for c in cols}))
+        return Launches(_frames.empty(cols))
     corr = events["correlation"].to_numpy(dtype="int64")
     corr = corr[corr >= 0]
     rt = runtime[runtime["correlation"].isin(corr) & (runtime["cat"] != "cuda_sync")]
@@ -177,7 +178,7 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
     kernel's code on its first launch): ts, dur, name."""
     cols = ["ts", "dur", "name"]
     if runtime.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+        return _frames.empty(cols)
     rt = runtime[runtime["cat"] != "cuda_sync"]
     names = rt["name"].astype(str)
     setup = matches(names, SETUP)

@@ -21,6 +21,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
 from nbprof.analysis.model import IDLE_GAPS_TABLE
 from nbprof.analysis.stalls import KERNEL_WAIT_US, NAMED_GAPS, HostActivity
 
@@ -34,7 +35,7 @@ def gpu_events(kernels: pd.DataFrame, memcpy: pd.DataFrame, memset: pd.DataFrame
     cols = ["rank", "device", "stream", "ts", "dur", "launch_ts"]
     parts = [f[cols] for f in (kernels, memcpy, memset) if not f.empty]
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in [*cols, "end"]})
+        return _frames.empty([*cols, "end"], "float64")
     ev = pd.concat(parts, ignore_index=True)
     ev["end"] = ev["ts"] + ev["dur"]
     return ev
@@ -43,7 +44,7 @@ def gpu_events(kernels: pd.DataFrame, memcpy: pd.DataFrame, memset: pd.DataFrame
 def stream_gaps(events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US) -> pd.DataFrame:
     """Every idle gap between consecutive GPU events of each stream, with its cause."""
     if events.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in IDLE_COLUMNS})
+        return _frames.empty(IDLE_COLUMNS)
     # By stream, then start (stable; NaN starts last, as sort_values puts them).
     order = np.lexsort((events["ts"].to_numpy(dtype="float64"), events["stream"].to_numpy()))
     stream = events["stream"].to_numpy()[order]

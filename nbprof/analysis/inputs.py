@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import matches
 
@@ -37,10 +38,9 @@ def dataloader_ops(cpu_ops: pd.DataFrame, annotations: pd.DataFrame | None = Non
         if not hit.empty:
             parts.append(hit[["rank", "tid", "name", "ts", "dur"]])
     if not parts:
-        return pd.DataFrame(
-            {c: pd.Series(dtype=t) for c, t in
-             (("rank", "int32"), ("tid", "int64"), ("name", "object"), ("ts", "float64"),
-              ("dur", "float64"))}
+        return _frames.empty_typed(
+            (("rank", "int32"), ("tid", "int64"), ("name", "object"), ("ts", "float64"),
+             ("dur", "float64"))
         )  # fmt: skip
     return pd.concat(parts, ignore_index=True)
 

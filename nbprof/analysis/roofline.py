@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
@@ -214,13 +214,13 @@ def roofline(
     ops, estimated = flops if flops is not None else flop_ops(cpu_ops)
     flops_src = "FLOPs 2mkn from input shapes" if estimated else "FLOPs from the trace"
     if ops.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in ROOFLINE_COLUMNS})
+        return _frames.empty(ROOFLINE_COLUMNS)
     gpu_us = gpu_time_per_op(ops, kernels, all_cpu_ops)
     tc_us = gpu_time_per_op(ops, kernels, all_cpu_ops, tensor_core)
     ops = ops.assign(gpu_us=gpu_us, tc_us=tc_us)
     ops = ops[ops["gpu_us"] > 0]
     if ops.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in ROOFLINE_COLUMNS})
+        return _frames.empty(ROOFLINE_COLUMNS)
     est = [
         op_bytes_dtype(n, d, t)
         for n, d, t in zip(ops["name"], ops["input_dims"], ops["input_types"], strict=True)

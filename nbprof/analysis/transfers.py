@@ -13,7 +13,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import COPIES_TABLE
 
@@ -34,7 +34,7 @@ def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
 def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     """One row per (rank, device, direction, src, dst)."""
     if memcpy.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in COPY_COLUMNS})
+        return _frames.empty(COPY_COLUMNS)
     pageable = is_pageable(memcpy).to_numpy()
     nbytes = memcpy["bytes"].clip(lower=0).to_numpy()
     keys = [memcpy[c].to_numpy() for c in ("device", "kind", "src", "dst")]
