@@ -445,7 +445,7 @@ def _memcpy_bytes(d: Device) -> Measure:
 
 
 def _pageable(d: Device) -> Measure:
-    p = transfers.is_pageable(d.mc)
+    p = transfers.pageable_mask(d.mc)
     how = "memcpy names/kinds with Pageable host memory"
     return (int(p.sum()) if len(p) else 0), Basis("trace", how)
 
@@ -884,10 +884,13 @@ class Signals:
     @cached_property
     def pageable_bytes(self) -> int:
         mc = self.view.mc
-        p = transfers.is_pageable(mc)
+        p = transfers.pageable_mask(mc)
         if not len(p):
             return 0
-        return int(mc.loc[p.to_numpy(), "bytes"].clip(lower=0).sum())
+        b = mc["bytes"].to_numpy()
+        if b.dtype.kind == "i":
+            return int(np.clip(b[p], 0, None).sum())
+        return int(mc.loc[p, "bytes"].clip(lower=0).sum())
 
     @property
     def copy_us(self) -> float:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import analyze_signals
+from nbprof.analysis import _group, analyze_signals
 from nbprof.analysis import intervals as iv
 from nbprof.analysis.collectives import rank_collectives
 from nbprof.analysis.device import Signals
@@ -189,7 +189,7 @@ def _steps(s: Signals, compute: iv.Set, comm: iv.Set) -> pd.DataFrame:
 def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, int]:
     """At most ``cap`` GPU events: the collectives first (what a job's timeline is read
     for), then the longest of the rest, in time order."""
-    parts = []
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in _TIMELINE_COLUMNS}
     cls = diag.kernel_class
     for kind, t in (("kernel", trace.kernels), ("memcpy", trace.memcpy), ("memset", trace.memset)):
         if t.empty:
@@ -198,21 +198,35 @@ def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, in
             c = cls["cls"].to_numpy(dtype=object)
         else:
             c = np.full(len(t), "copy" if kind != "kernel" else "other", dtype=object)
-        parts.append(
-            pd.DataFrame(
-                {
-                    "device": t["device"].astype(str).to_numpy(),
-                    "stream": t["stream"].to_numpy(dtype="int64"),
-                    "name": t["name"].to_numpy(dtype=object),
-                    "ts": t["ts"].to_numpy(dtype="float64"),
-                    "dur": t["dur"].to_numpy(dtype="float64"),
-                    "kind": kind,
-                    "cls": c,
-                }
-            )
-        )
-    if not parts:
+        cols["device"].append(t["device"].astype(str).to_numpy())
+        cols["stream"].append(t["stream"].to_numpy(dtype="int64"))
+        cols["name"].append(t["name"].to_numpy(dtype=object))
+        cols["ts"].append(t["ts"].to_numpy(dtype="float64"))
+        cols["dur"].append(t["dur"].to_numpy(dtype="float64"))
+        cols["kind"].append(np.full(len(t), kind, dtype=object))
+        cols["cls"].append(c)
+    if not cols["ts"]:
         return pd.DataFrame({c: [] for c in _TIMELINE_COLUMNS}), 0
+    if not all(_group.all_text(a) for c in ("name", "cls") for a in cols[c]):
+        # Names that are not all text: each table's column takes the type pandas infers
+        # for it, and their concatenation the common one.
+        return _timeline_frames(cols, cap)
+    ev = {c: np.concatenate(v) for c, v in cols.items()}
+    n = len(ev["ts"])
+    keep = np.arange(n)
+    if n > cap:
+        first = ev["cls"] != "communication"
+        keep = np.sort(np.lexsort((-ev["dur"], first))[:cap])
+    # In time order, ties (and missing times, last) as they were: a stable sort.
+    keep = keep[np.argsort(ev["ts"][keep], kind="stable")]
+    return pd.DataFrame({c: ev[c][keep] for c in _TIMELINE_COLUMNS}), n
+
+
+def _timeline_frames(cols: dict[str, list[np.ndarray]], cap: int) -> tuple[pd.DataFrame, int]:
+    """:func:`_timeline` by concatenating one frame per table."""
+    parts = [
+        pd.DataFrame({c: cols[c][i] for c in _TIMELINE_COLUMNS}) for i in range(len(cols["ts"]))
+    ]
     ev = pd.concat(parts, ignore_index=True)
     n = len(ev)
     if n > cap:
