@@ -237,7 +237,9 @@ class Device:
         calls = syncs.sync_calls(self.runtime, self.cpu, _rank_rows(self.trace.memcpy, self.rank))
         if calls.empty:
             return calls
-        return calls[~host.inside(calls["ts"].to_numpy(dtype="float64"), self.capture.windows)]
+        return _rows(
+            calls, ~host.inside(calls["ts"].to_numpy(dtype="float64"), self.capture.windows)
+        )
 
     @cached_property
     def fetches(self) -> pd.DataFrame:

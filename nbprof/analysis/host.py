@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames
+from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import matches
 
@@ -74,19 +74,36 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
         return Launches(_frames.empty(cols))
     corr = events["correlation"].to_numpy(dtype="int64")
     corr = corr[corr >= 0]
-    rt = runtime[runtime["correlation"].isin(corr) & (runtime["cat"] != "cuda_sync")]
-    rt = rt[matches(rt["name"], WORK_LAUNCH)] if not rt.empty else rt
-    rt = rt[~inside(rt["ts"].to_numpy(dtype="float64"), captured)] if not rt.empty else rt
-    out = pd.DataFrame(
-        {
-            "ts": rt["ts"].to_numpy(dtype="float64"),
-            "dur": rt["dur"].to_numpy(dtype="float64"),
-            "tid": rt["tid"].to_numpy(),
-            "name": rt["name"].astype(str).to_numpy(),
-            "kernel": matches(rt["name"], KERNEL_LAUNCH) if not rt.empty else np.zeros(0, bool),
-        }
+    # Row numbers, not filtered frames; the name patterns are matched on the whole column
+    # (factorized once per analysis), then read at the rows.
+    ok = np.isin(runtime["correlation"].to_numpy(), corr) & (
+        runtime["cat"].to_numpy() != "cuda_sync"
     )
-    return Launches(out.sort_values("ts", kind="stable").reset_index(drop=True))
+    rows = np.flatnonzero(ok & matches(runtime["name"], WORK_LAUNCH))
+    ts = runtime["ts"].to_numpy(dtype="float64")[rows]
+    keep = ~inside(ts, captured)
+    rows, ts = rows[keep], ts[keep]
+    order = np.argsort(ts, kind="stable")  # by start, ties and missing ones (last) in order
+    rows, ts = rows[order], ts[order]
+    return Launches(
+        pd.DataFrame(
+            {
+                "ts": ts,
+                "dur": runtime["dur"].to_numpy(dtype="float64")[rows],
+                "tid": runtime["tid"].to_numpy()[rows],
+                "name": _text(runtime, rows),
+                "kernel": matches(runtime["name"], KERNEL_LAUNCH)[rows],
+            }
+        )
+    )
+
+
+def _text(runtime: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The names at ``rows`` as text (what ``astype(str)`` gives)."""
+    names = runtime["name"].to_numpy()[rows]
+    if _group.all_text(names):
+        return names
+    return pd.Series(names, dtype=object).astype(str).to_numpy()
 
 
 def host_us_per_kernel(launches: Launches) -> float | None:
@@ -179,23 +196,24 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
     cols = ["ts", "dur", "name"]
     if runtime.empty:
         return _frames.empty(cols)
-    rt = runtime[runtime["cat"] != "cuda_sync"]
-    names = rt["name"].astype(str)
-    setup = matches(names, SETUP)
-    launch = matches(names, KERNEL_LAUNCH)
+    rows = np.flatnonzero(runtime["cat"].to_numpy() != "cuda_sync")
+    setup = matches(runtime["name"], SETUP)[rows]
+    launch = matches(runtime["name"], KERNEL_LAUNCH)[rows]
+    durs = runtime["dur"].to_numpy(dtype="float64")[rows]
     if launch.any():
-        durs = rt["dur"].to_numpy(dtype="float64")
         med = float(np.median(durs[launch]))
         # A slow launch also happens when the launch queue is full, but then the GPU has
         # work queued and no idle time is charged to it: only idle time is attributed.
         setup = setup | (launch & (durs >= LAZY_LOAD_FACTOR * max(med, 1.0)))
-    out = rt[setup]
-    out = out[~inside(out["ts"].to_numpy(dtype="float64"), captured)] if not out.empty else out
+    rows = rows[setup]
+    ts = runtime["ts"].to_numpy(dtype="float64")[rows]
+    keep = ~inside(ts, captured)
+    rows = rows[keep]
     return pd.DataFrame(
         {
-            "ts": out["ts"].to_numpy(dtype="float64"),
-            "dur": out["dur"].to_numpy(dtype="float64"),
-            "name": out["name"].astype(str).to_numpy(),
+            "ts": ts[keep],
+            "dur": runtime["dur"].to_numpy(dtype="float64")[rows],
+            "name": _text(runtime, rows),
         }
     )
 

@@ -260,18 +260,27 @@ def host_activity(
     cpu_ops: pd.DataFrame,
     capture: iv.Set = iv.EMPTY,
 ) -> HostActivity:
-    top = cpu_ops[cpu_ops["depth"] == 0] if not cpu_ops.empty else cpu_ops
-    if not top.empty:
+    if cpu_ops.empty:
+        top = pd.DataFrame({"ts": [], "dur": [], "name": []})
+    else:
+        names = cpu_ops["name"].to_numpy()
         # .item() is blocking, already counted as such: never the op that "ran".
-        top = top[~top["name"].isin(SYNC_OPS)]
-    top = (
-        top[["ts", "dur", "name"]]
-        if not top.empty
-        else pd.DataFrame({"ts": [], "dur": [], "name": []})
-    )
-    return HostActivity(
-        blocking[["ts", "dur", "name"]], fetch, setup[["ts", "dur", "name"]], top, capture
-    )
+        sync = np.fromiter(
+            (type(n) is str and n in _SYNC_OPS for n in names.tolist()), bool, len(names)
+        )
+        rows = np.flatnonzero((cpu_ops["depth"].to_numpy() == 0) & ~sync)
+        top = pd.DataFrame(
+            {
+                "ts": cpu_ops["ts"].to_numpy()[rows],
+                "dur": cpu_ops["dur"].to_numpy()[rows],
+                "name": pd.Series(names[rows], dtype=object),
+            }
+        )
+    # Only ts, dur and name are read from the call frames.
+    return HostActivity(blocking, fetch, setup, top, capture)
+
+
+_SYNC_OPS = frozenset(SYNC_OPS)
 
 
 @dataclass(frozen=True)
