@@ -172,7 +172,6 @@ class Device:
         """Kernels, copies and memsets together (``table`` names which), with
         ``launch_end``: when the launch call returned, i.e. when the work was queued
         (the call's start when its duration is unknown)."""
-        ev = idle.gpu_events(self.k, self.mc, self.ms)
         tables = ["kernel"] * len(self.k) + ["memcpy"] * len(self.mc) + ["memset"] * len(self.ms)
         parts = [f for f in (self.k, self.mc, self.ms) if not f.empty]
         corr = (
@@ -180,10 +179,14 @@ class Device:
             if parts
             else np.zeros(0, dtype="int64")
         )
-        launch = ev["launch_ts"].to_numpy(dtype="float64")
+        launch = (
+            np.concatenate([f["launch_ts"].to_numpy(dtype="float64") for f in parts])
+            if parts
+            else np.zeros(0, dtype="float64")
+        )
         rt = self.runtime
-        call_dur = np.zeros(len(ev))
-        if not rt.empty and len(ev):
+        call_dur = np.zeros(len(launch))
+        if not rt.empty and len(launch):
             r_corr = rt["correlation"].to_numpy(dtype="int64")
             calls = (rt["cat"].to_numpy() != "cuda_sync") & (r_corr >= 0)
             # Each correlation's first launch call (what drop_duplicates keeps); an unknown
@@ -197,9 +200,11 @@ class Device:
             call_dur = np.fromiter(
                 (0.0 if v is None or v != v else v for v in got), dtype="float64", count=len(corr)
             )
-        return ev.assign(
-            table=np.array(tables, dtype=object), correlation=corr, launch_end=launch + call_dur
-        )
+        return idle.gpu_events(
+            self.k, self.mc, self.ms,
+            {"table": np.array(tables, dtype=object), "correlation": corr,
+             "launch_end": launch + call_dur},
+        )  # fmt: skip
 
     @cached_property
     def span(self) -> tuple[float, float]:

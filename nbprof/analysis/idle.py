@@ -30,15 +30,34 @@ logger = logging.getLogger(__name__)
 IDLE_COLUMNS: tuple[str, ...] = IDLE_GAPS_TABLE.names
 
 
-def gpu_events(kernels: pd.DataFrame, memcpy: pd.DataFrame, memset: pd.DataFrame) -> pd.DataFrame:
-    """Kernels, memcpys and memsets of one device together: stream, ts, end, launch_ts."""
+def gpu_events(
+    kernels: pd.DataFrame,
+    memcpy: pd.DataFrame,
+    memset: pd.DataFrame,
+    extra: dict[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """Kernels, memcpys and memsets of one device together: stream, ts, end, launch_ts,
+    and the ``extra`` columns (one value per event, in that order) after them."""
     cols = ["rank", "device", "stream", "ts", "dur", "launch_ts"]
-    parts = [f[cols] for f in (kernels, memcpy, memset) if not f.empty]
-    if not parts:
-        return _frames.empty([*cols, "end"], "float64")
-    ev = pd.concat(parts, ignore_index=True)
-    ev["end"] = ev["ts"] + ev["dur"]
-    return ev
+    frames = [f for f in (kernels, memcpy, memset) if not f.empty]
+    if not frames:
+        ev = _frames.empty([*cols, "end"], "float64")
+        return ev.assign(**extra) if extra else ev
+    got = [{c: f[c] for c in cols} for f in frames]
+    if any(g[c].dtype != got[0][c].dtype for g in got for c in cols):
+        # Columns of different types: pandas' concatenation decides the common ones.
+        ev = pd.concat([f[cols] for f in frames], ignore_index=True)
+        ev["end"] = ev["ts"] + ev["dur"]
+        return ev.assign(**extra) if extra else ev
+    # Built once from the concatenated columns (each keeps its type, text stays object).
+    out: dict[str, object] = {}
+    for c in cols:
+        v = np.concatenate([g[c].to_numpy() for g in got])
+        out[c] = pd.Series(v, dtype=object) if v.dtype == object else v
+    ts = np.concatenate([g["ts"].to_numpy() for g in got])
+    out["end"] = ts + np.concatenate([g["dur"].to_numpy() for g in got])
+    out.update(extra or {})
+    return pd.DataFrame(out)
 
 
 def stream_gaps(events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US) -> pd.DataFrame:
@@ -85,6 +104,15 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
     (:meth:`~nbprof.analysis.stalls.HostActivity.describe`)."""
     if gaps.empty:
         return gaps
+    dur = gaps["dur"].to_numpy()
+    if dur.dtype == "float64" and not np.isnan(dur).any():
+        # nlargest's choice (the largest, the first of equal ones), from the array.
+        start = gaps["start"].to_numpy(dtype="float64")
+        end = gaps["end"].to_numpy(dtype="float64")
+        work = list(gaps["cpu_work"].to_numpy(dtype=object))
+        for p in np.argsort(-dur, kind="stable")[: min(top, len(dur))].tolist():
+            work[p] = host.describe(float(start[p]), float(end[p]))
+        return gaps.assign(cpu_work=work)
     out = gaps.copy()
     chosen = out["dur"].nlargest(min(top, len(out))).index
     if not out.index.is_unique:

@@ -36,6 +36,7 @@ import bisect
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -421,6 +422,66 @@ def account(
     stacked = np.vstack([cause_us[c] for c in CAUSES]) if len(dur) else np.zeros((len(CAUSES), 0))
     main = np.array(CAUSES, dtype=object)[stacked.argmax(axis=0)] if len(dur) else []
     blockers = _charged(host.blocking, blocked, after)
+    return Accounting(
+        span_us=span_us,
+        compute_us=iv.total(compute),
+        exposed_comm_us=iv.total(iv.subtract(comm_set, compute)),
+        comm_us=iv.total(comm_set),
+        copy_only_us=iv.total(iv.subtract(every, kernels)),
+        idle_us=float(dur.sum()),
+        queued_idle_us=float(dur[queued].sum()),
+        setup_idle=setup,
+        causes=causes,
+        blockers=blockers,
+        gaps=_gap_table(idle, dur, queued, main, host, rank, device),
+    )
+
+
+def _gap_table(
+    idle: iv.Set,
+    dur: np.ndarray,
+    queued: np.ndarray,
+    main: Any,
+    host: HostActivity,
+    rank: int,
+    device: str,
+) -> pd.DataFrame:
+    """The idle gaps, largest first (ties in time order), the largest ``NAMED_GAPS`` with
+    the host's work during them: built once, in that order."""
+    if not len(dur) or np.isnan(dur).any():
+        return _gap_table_sorted(idle, dur, queued, main, host, rank, device)
+    order = np.argsort(-dur, kind="stable")  # what pandas' stable descending sort gives
+    cause_of, g0, g1 = np.asarray(main)[order], idle[0][order], idle[1][order]
+    work = [""] * len(dur)
+    for i in range(min(NAMED_GAPS, len(dur))):
+        if cause_of[i] in ("dependency", "kernel_wait"):
+            work[i] = "queued work waiting on another stream or device"
+        else:
+            work[i] = host.describe(g0[i], g1[i])
+    return pd.DataFrame(
+        {
+            "rank": np.full(len(dur), rank, dtype="int32"),
+            "device": np.full(len(dur), device, dtype=object),
+            "start": g0,
+            "end": g1,
+            "dur": dur[order],
+            "queued": queued[order],
+            "cause": cause_of,
+            "cpu_work": np.array(work, dtype=object),
+        }
+    )
+
+
+def _gap_table_sorted(
+    idle: iv.Set,
+    dur: np.ndarray,
+    queued: np.ndarray,
+    main: Any,
+    host: HostActivity,
+    rank: int,
+    device: str,
+) -> pd.DataFrame:
+    """:func:`_gap_table` by pandas' sort (no gaps, or gaps of unknown length)."""
     gaps = pd.DataFrame(
         {
             "rank": np.full(len(dur), rank, dtype="int32"),
@@ -444,16 +505,4 @@ def account(
             work[i] = host.describe(g0[i], g1[i])
     if work:
         gaps["cpu_work"] = work
-    return Accounting(
-        span_us=span_us,
-        compute_us=iv.total(compute),
-        exposed_comm_us=iv.total(iv.subtract(comm_set, compute)),
-        comm_us=iv.total(comm_set),
-        copy_only_us=iv.total(iv.subtract(every, kernels)),
-        idle_us=float(dur.sum()),
-        queued_idle_us=float(dur[queued].sum()),
-        setup_idle=setup,
-        causes=causes,
-        blockers=blockers,
-        gaps=gaps[list(GAP_COLUMNS)],
-    )
+    return gaps[list(GAP_COLUMNS)]
