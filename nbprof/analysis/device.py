@@ -125,10 +125,13 @@ class Device:
         d = self.trace.devices
         if d.empty:
             return {}
-        m = d[(d["rank"] == self.rank) & (d["device"].astype(str) == self.device)]
-        if m.empty:
-            m = d[d["device"].astype(str) == self.device]
-        return m.iloc[0].to_dict() if not m.empty else {}
+        dev = d["device"].astype(str).to_numpy() == self.device
+        at = np.flatnonzero((d["rank"].to_numpy() == self.rank) & dev)
+        if not len(at):
+            at = np.flatnonzero(dev)
+        if not len(at):
+            return {}
+        return {str(k): v for k, v in d.iloc[int(at[0])].to_dict().items()}
 
     @cached_property
     def vendor(self) -> tuple[str, Basis]:
@@ -256,9 +259,18 @@ class Device:
 
     @cached_property
     def window(self) -> tuple[float, float]:
-        frames = [self.runtime, self.cpu, self.annotations[~self.annotations["on_gpu"]]]
-        frames += [self.events[["ts", "dur"]]]
-        return host.window([f for f in frames if not f.empty])
+        cpu_side = ~self.annotations["on_gpu"].to_numpy(bool)
+        return host.window_of(
+            [
+                (f["ts"].to_numpy(dtype="float64")[m], f["dur"].to_numpy(dtype="float64")[m])
+                for f, m in (
+                    (self.runtime, slice(None)),
+                    (self.cpu, slice(None)),
+                    (self.annotations, cpu_side),
+                    (self.events, slice(None)),
+                )
+            ]
+        )
 
     @cached_property
     def activity(self) -> stalls.HostActivity:
@@ -803,12 +815,15 @@ class Signals:
     def capture(self) -> host.Capture:
         return self.view.capture
 
-    @property
+    @cached_property
     def blocking(self) -> pd.DataFrame:
         """Blocking calls that overlap the GPU span."""
         c = self.view.blocking
+        if c.empty:
+            return c
         t0, t1 = self.view.span
-        return c[(c["ts"] < t1) & (c["ts"] + c["dur"] > t0)] if not c.empty else c
+        ts = c["ts"].to_numpy()
+        return _rows(c, (ts < t1) & (ts + c["dur"].to_numpy() > t0))
 
     @property
     def mean_kernel_us(self) -> float | None:

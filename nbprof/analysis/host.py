@@ -111,6 +111,14 @@ def host_us_per_kernel(launches: Launches) -> float | None:
     c = launches.calls
     if len(c) < 2:
         return None
+    tid = c["tid"].to_numpy()
+    if tid.dtype.kind in "iu":
+        # Each thread's calls together, in their order: the intervals within a thread
+        # (the median does not depend on the threads' order).
+        order = np.argsort(tid, kind="stable")
+        t, ts = tid[order], c["ts"].to_numpy(dtype="float64")[order]
+        d = np.diff(ts)[t[1:] == t[:-1]]
+        return float(np.median(d)) if len(d) else None
     steps = [np.diff(g["ts"].to_numpy(dtype="float64")) for _, g in c.groupby("tid", sort=False)]
     d = np.concatenate([s for s in steps if len(s)]) if any(len(s) for s in steps) else np.empty(0)
     return float(np.median(d)) if len(d) else None
@@ -220,11 +228,17 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
 
 def window(frames: list[pd.DataFrame]) -> tuple[float, float]:
     """(first start, last end) over events of any kind; (0, 0) without events."""
+    return window_of(
+        [(f["ts"].to_numpy(dtype="float64"), f["dur"].to_numpy(dtype="float64")) for f in frames]
+    )
+
+
+def window_of(events: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """:func:`window` of (starts, durations) arrays."""
     lo, hi = np.inf, -np.inf
-    for f in frames:
-        if f.empty:
+    for s, dur in events:
+        if not len(s):
             continue
-        s = f["ts"].to_numpy(dtype="float64")
-        e = s + f["dur"].to_numpy(dtype="float64")
+        e = s + dur
         lo, hi = min(lo, float(np.nanmin(s))), max(hi, float(np.nanmax(e)))
     return (lo, hi) if hi >= lo else (0.0, 0.0)
