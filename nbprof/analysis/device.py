@@ -551,16 +551,22 @@ def _window(d: Device) -> Measure:
 def _step_frame(d: Device) -> pd.DataFrame:
     """Each ProfilerStep of the rank: ts, dur, and the time from its start to its first GPU
     event on this device (NaN when none started inside it)."""
-    st = d.steps
-    if st.empty:
+    if d.steps.empty:
         return pd.DataFrame({"ts": [], "dur": [], "pre_gpu_us": []})
+    s, dur, pre = _step_arrays(d)
+    return pd.DataFrame({"ts": s, "dur": dur, "pre_gpu_us": pre})
+
+
+def _step_arrays(d: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_step_frame`'s columns (the rank has steps)."""
+    st = d.steps
     ev = np.sort(d.events["ts"].to_numpy(dtype="float64"))
     s = st["ts"].to_numpy(dtype="float64")
     e = s + st["dur"].to_numpy(dtype="float64")
     j = np.searchsorted(ev, s, side="left")
     first = np.where(j < len(ev), ev[np.clip(j, 0, max(len(ev) - 1, 0))], np.nan)
     pre = np.where(first < e, first - s, np.nan)
-    return pd.DataFrame({"ts": s, "dur": e - s, "pre_gpu_us": pre})
+    return s, e - s, pre
 
 
 def _step(d: Device) -> Measure:
@@ -572,15 +578,20 @@ def _step(d: Device) -> Measure:
 
 
 def _pre_gpu_step(d: Device) -> Measure:
-    st = _step_frame(d)
-    frac = (st["pre_gpu_us"] / st["dur"]).dropna() if len(st) else pd.Series(dtype="float64")
+    if d.steps.empty:
+        frac = np.zeros(0)
+    else:
+        _, dur, pre = _step_arrays(d)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = pre / dur
+        frac = frac[~np.isnan(frac)]  # what dropna leaves
     if not len(frac):
         return None, Basis("unknown", "no ProfilerStep with GPU work on this device")
     how = (
         f"median over {len(frac)} ProfilerSteps of (first GPU event's start − step start) ÷ "
         "step duration"
     )
-    return float(frac.median() * 100.0), Basis("trace", how)
+    return float(np.median(frac) * 100.0), Basis("trace", how)
 
 
 def _host_per_kernel(d: Device) -> Measure:

@@ -120,11 +120,7 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
         devices=diag.devices,
         verdict=diag.verdict,
         findings=diag.findings,
-        tables={
-            name: t.head(KEEP_ROWS).reset_index(drop=True)
-            for name, t in diag.tables.items()
-            if name != "kernel_class"
-        },
+        tables={name: _head(t) for name, t in diag.tables.items() if name != "kernel_class"},
         explanation=diag.explanation,
     )
     timeline, n_events = _timeline(trace, diag, cap)
@@ -142,6 +138,15 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
         gpu_events=n_events,
         notes=list(trace.notes),
     )
+
+
+def _head(t: pd.DataFrame) -> pd.DataFrame:
+    """The first ``KEEP_ROWS`` rows, numbered from 0: the table itself when it is that
+    already (frames are never modified in place)."""
+    i = t.index
+    if isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1:
+        return t if len(t) <= KEEP_ROWS else t.iloc[:KEEP_ROWS]
+    return t.head(KEEP_ROWS).reset_index(drop=True)
 
 
 def _mine(df: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -168,22 +173,21 @@ def _sets(s: Signals) -> tuple[iv.Set, iv.Set]:
 def _steps(s: Signals, compute: iv.Set, comm: iv.Set) -> pd.DataFrame:
     st = s.view.steps
     exposed = iv.subtract(comm, compute)
-    rows = []
-    r: Any  # a row of the steps table (pandas-stubs types its fields as any scalar)
-    for r in st.itertuples(index=False):
-        w = (np.array([float(r.ts)]), np.array([float(r.ts + r.dur)]))
-        rows.append(
-            {
-                "step": int(r.step),
-                "name": str(r.name),
-                "ts": float(r.ts),
-                "dur": float(r.dur),
-                "exposed_comm_us": iv.total(iv.intersect(exposed, w)),
-                "compute_us": iv.total(iv.intersect(compute, w)),
-            }
-        )
     cols = ["step", "name", "ts", "dur", "exposed_comm_us", "compute_us"]
-    return pd.DataFrame(rows, columns=cols)
+    if st.empty:
+        return pd.DataFrame([], columns=cols)
+    # The steps' fields as plain values (a row tuple at a time costs more than the rest).
+    step, name, ts, dur = (st[c].to_numpy().tolist() for c in ("step", "name", "ts", "dur"))
+    out: dict[str, list[Any]] = {c: [] for c in cols}
+    for k, n, t, d in zip(step, name, ts, dur, strict=True):
+        w = (np.array([float(t)]), np.array([float(t + d)]))
+        out["step"].append(int(k))
+        out["name"].append(str(n))
+        out["ts"].append(float(t))
+        out["dur"].append(float(d))
+        out["exposed_comm_us"].append(iv.total(iv.intersect(exposed, w)))
+        out["compute_us"].append(iv.total(iv.intersect(compute, w)))
+    return pd.DataFrame(out)
 
 
 def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, int]:

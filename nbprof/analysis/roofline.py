@@ -108,8 +108,14 @@ def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     fl = cpu_ops["flops"].to_numpy(dtype="float64")
     if (fl > 0).any():
         return cpu_ops, False
-    names = cpu_ops["name"].astype(str)
-    cand = cpu_ops[matches(names, _MATMUL) & (cpu_ops["input_dims"].astype(str) != "").to_numpy()]
+    names = cpu_ops["name"]
+    if not _group.all_text(names.to_numpy()):
+        names = names.astype(str)
+    # Shapes are read (as text) for the matrix products only.
+    rows = np.flatnonzero(matches(names, _MATMUL))
+    dims = cpu_ops["input_dims"].to_numpy()[rows].tolist()
+    rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
+    cand = cpu_ops.iloc[rows]
     if cand.empty:
         return cand, True
     est = [matmul_flops(n, d) for n, d in zip(cand["name"], cand["input_dims"], strict=True)]
