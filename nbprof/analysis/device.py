@@ -805,7 +805,7 @@ class Signals:
     def accounting(self) -> stalls.Accounting:
         return self.view.accounting
 
-    @property
+    @cached_property
     def roofline(self) -> pd.DataFrame:
         r = self.view.roof
         return r.assign(rank=self.view.rank, device=self.view.device) if not r.empty else r
@@ -872,15 +872,15 @@ class Signals:
         """(SM-weighted coverage, busy) of non-collective kernels, % of the span: collectives
         never fill the SMs by design, so they say nothing about the model's kernels."""
         v = self.view
-        k = v.k[~v.collective]
-        if k.empty or v.sm_count is None or v.span_us <= 0:
+        mine = ~v.collective
+        if not mine.any() or v.sm_count is None or v.span_us <= 0:
             return None
-        grid = k["grid"].to_numpy(dtype="float64")
-        ok = grid > 0
+        grid = v.k["grid"].to_numpy(dtype="float64")
+        ok = mine & (grid > 0)
         if not ok.any():
             return None
-        s = k["ts"].to_numpy(dtype="float64")[ok]
-        e = s + k["dur"].to_numpy(dtype="float64")[ok]
+        s = v.k["ts"].to_numpy(dtype="float64")[ok]
+        e = s + v.kdur[ok]
         w = np.minimum(grid[ok] / float(v.sm_count), 1.0)
         eff = weighted_coverage(s, e, w) / v.span_us * 100.0
         return eff, iv.total(iv.merge(s, e)) / v.span_us * 100.0

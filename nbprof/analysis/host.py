@@ -171,7 +171,9 @@ def capture_windows(runtime: pd.DataFrame) -> Capture:
     """Each ``*StreamBeginCapture`` to the next ``*StreamEndCapture`` on its thread."""
     if runtime.empty:
         return Capture(iv.EMPTY, 0)
-    names = runtime["name"].astype(str)
+    names = runtime["name"]
+    if not _group.all_text(names.to_numpy()):
+        names = names.astype(str)
     begin = matches(names, _BEGIN_CAPTURE)
     end = matches(names, _END_CAPTURE)
     if not begin.any():
