@@ -319,21 +319,19 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     cls = cls_of[np.unique(code, return_index=True)[1]]
     if not _group.all_text(cls):  # "first" skips missing classes: pandas knows how
         return _top_kernels_grouped(kernels, classes, n)
-    total = float(pd.Series(dur).sum())
+    total = float(np.nansum(dur))  # pandas' sum: a missing duration adds nothing
     pct = total_us / total * 100.0 if total > 0 else np.full(k, np.nan)
     order = np.argsort(-total_us, kind="stable")[:n]
-    g = pd.DataFrame(
-        {
-            "name": np.array(uniq, dtype=object)[order],
-            "count": count[order],
-            "total_us": total_us[order],
-            "mean_us": total_us[order] / count[order],
-            "pct": pct[order],
-            "cls": cls[order],
-            "tensor_core": _group.any_true(code, classes["tensor_core"].to_numpy(bool), k)[order],
-        }
-    )
-    return g[cols]
+    g = {
+        "name": np.array(uniq, dtype=object)[order],
+        "count": count[order],
+        "total_us": total_us[order],
+        "mean_us": total_us[order] / count[order],
+        "pct": pct[order],
+        "cls": cls[order],
+        "tensor_core": _group.any_true(code, classes["tensor_core"].to_numpy(bool), k)[order],
+    }
+    return pd.DataFrame({c: g[c] for c in cols})
 
 
 def _top_kernels_grouped(kernels: pd.DataFrame, classes: pd.DataFrame, n: int) -> pd.DataFrame:

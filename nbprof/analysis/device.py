@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import (
+    _group,
     host,
     idle,
     inputs,
@@ -690,7 +691,7 @@ def _peak_tflops(d: Device) -> Measure:
     if roof.empty or d.span_us <= 0:
         why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
         return None, Basis("unknown", why)
-    key = str(roof.groupby("dtype")["total_us"].sum().idxmax())
+    key = _busiest_dtype(roof)
     value = peaks.peak_tflops(p, key) if key else None
     if value is not None:
         return value, Basis(
@@ -702,6 +703,17 @@ def _peak_tflops(d: Device) -> Measure:
         else "the dtype of the FLOP-counted ops is unknown"
     )
     return None, Basis("unknown", why)
+
+
+def _busiest_dtype(roof: pd.DataFrame) -> str:
+    """The dtype whose ops took the most GPU time (the first in sorted order on a tie):
+    ``groupby("dtype")["total_us"].sum().idxmax()``, grouped in plain Python."""
+    dtypes = roof["dtype"].to_numpy()
+    total = _group.sums_or_none(dtypes, roof["total_us"].to_numpy(dtype="float64"))
+    if total is None:
+        return str(roof.groupby("dtype")["total_us"].sum().idxmax())
+    uniq, sums = total
+    return str(uniq[int(np.argmax(sums))])
 
 
 def _peak_gbps(d: Device) -> Measure:
@@ -961,5 +973,5 @@ def analyze_device(
         values[name], basis[name] = measure(d)
     basis.pop("tensor_core_basis")  # itself a basis
     m = DeviceMetrics(rank=rank, device=device, name=d.name, basis=basis, **values)
-    gaps = idle.name_cpu_work(idle.stream_gaps(d.events), d.activity)
+    gaps = idle.name_cpu_work(idle.stream_gaps(d.events, largest_first=True), d.activity)
     return Signals(m, d), d.classes, gaps

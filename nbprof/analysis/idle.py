@@ -60,8 +60,12 @@ def gpu_events(
     return pd.DataFrame(out)
 
 
-def stream_gaps(events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US) -> pd.DataFrame:
-    """Every idle gap between consecutive GPU events of each stream, with its cause."""
+def stream_gaps(
+    events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US, *, largest_first: bool = False
+) -> pd.DataFrame:
+    """Every idle gap between consecutive GPU events of each stream, with its cause: by
+    stream and time, or ``largest_first`` (ties in that order, as the idle-gaps table
+    lists them)."""
     if events.empty:
         return _frames.empty(IDLE_COLUMNS)
     # By stream, then start (stable; NaN starts last, as sort_values puts them).
@@ -85,18 +89,24 @@ def stream_gaps(events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US) -> p
     g_start, g_end, g_dur = prev_end[idx], ts[idx], gap[idx]
     host = launch[idx] > g_start  # NaN launch compares False: not provably host wait
     cause = np.where(host, "host_wait", np.where(g_dur < threshold_us, "kernel_wait", "other"))
-    return pd.DataFrame(
+    by = np.arange(len(idx))
+    if largest_first and not np.isnan(g_dur).any():
+        by = np.argsort(-g_dur, kind="stable")  # pandas' stable descending sort
+    out = pd.DataFrame(
         {
-            "rank": events["rank"].to_numpy()[order][idx],
-            "device": events["device"].to_numpy()[order][idx],
-            "stream": stream[idx],
-            "start": g_start,
-            "end": g_end,
-            "dur": g_dur,
-            "cause": cause,
+            "rank": events["rank"].to_numpy()[order][idx][by],
+            "device": events["device"].to_numpy()[order][idx][by],
+            "stream": stream[idx][by],
+            "start": g_start[by],
+            "end": g_end[by],
+            "dur": g_dur[by],
+            "cause": cause[by],
             "cpu_work": "",
         }
     )
+    if largest_first and np.isnan(g_dur).any():
+        out = out.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    return out
 
 
 def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS) -> pd.DataFrame:
