@@ -43,3 +43,28 @@ def test_joined_is_concat() -> None:
     b = pd.DataFrame({"x": [3]}, index=[5])
     pd.testing.assert_frame_equal(_joined([b]), pd.DataFrame({"x": [3]}))
     pd.testing.assert_frame_equal(_joined([a, b]), pd.DataFrame({"x": [1, 2, 3]}))
+
+
+def test_stream_gaps_largest_first_is_the_sorted_table() -> None:
+    """Stream 1 runs [0, 10), [15, 20), [50, 60): gaps of 5 and 30; stream 2 runs [0, 5),
+    [8, 9), [30, 31), [36, 37): gaps of 3, 21 and 5 (a tie with stream 1's 5, which comes
+    first by stream). Largest first: 30, 21, 5 (stream 1), 5 (stream 2), 3."""
+    from nbprof.analysis.idle import stream_gaps
+
+    spans = [(1, 0, 10), (1, 15, 5), (1, 50, 10), (2, 0, 5), (2, 8, 1), (2, 30, 1), (2, 36, 1)]
+    ev = pd.DataFrame(
+        {
+            "rank": np.zeros(len(spans), dtype="int32"),
+            "device": pd.Series(["0"] * len(spans), dtype=object),
+            "stream": [s for s, _, _ in spans],
+            "ts": [float(t) for _, t, _ in spans],
+            "dur": [float(d) for _, _, d in spans],
+            "launch_ts": np.full(len(spans), np.nan),
+        }
+    ).assign(end=lambda f: f["ts"] + f["dur"])
+    plain = stream_gaps(ev)
+    got = stream_gaps(ev, largest_first=True)
+    assert got["dur"].tolist() == [30.0, 21.0, 5.0, 5.0, 3.0]
+    assert got["stream"].tolist() == [1, 2, 1, 2, 2]
+    want = plain.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want)
