@@ -32,6 +32,7 @@ import pandas as pd
 
 from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
+from nbprof.analysis._text import as_text
 from nbprof.analysis.model import Basis
 from nbprof.analysis.peaks import lookup
 
@@ -186,7 +187,7 @@ def rank_collectives(
     ts = kernels["ts"].to_numpy(dtype="float64")[sel]
     dur = kernels["dur"].to_numpy(dtype="float64")[sel]
     corr = kernels["correlation"].to_numpy(dtype="int64")[sel]
-    names = kernels["name"].astype(str).to_numpy()[sel]
+    names = as_text(kernels["name"]).to_numpy()[sel]
     cm = comms if comms is not None else pd.DataFrame()
     on_kernel = _kernel_meta(cm, corr)
     host_meta = _host_meta(cm, runtime, corr)
@@ -221,7 +222,7 @@ def rank_collectives(
     col["group_ranks"] = _cells([r["group_ranks"] for r in rows])
     col["order"] = np.array(order, dtype="int64")
     col["name"] = names
-    col["device"] = kernels["device"].astype(str).to_numpy()[sel]
+    col["device"] = as_text(kernels["device"]).to_numpy()[sel]
     col["stream"] = kernels["stream"].to_numpy(dtype="int64")[sel]
     col["ts"] = ts
     col["dur"] = dur

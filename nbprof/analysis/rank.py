@@ -19,6 +19,7 @@ import pandas as pd
 
 from nbprof.analysis import _group, analyze_signals
 from nbprof.analysis import intervals as iv
+from nbprof.analysis._text import as_text
 from nbprof.analysis.collectives import rank_collectives
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import DeviceMetrics, Diagnosis, Finding, Verdict
@@ -202,7 +203,7 @@ def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, in
             c = cls["cls"].to_numpy(dtype=object)
         else:
             c = np.full(len(t), "copy" if kind != "kernel" else "other", dtype=object)
-        cols["device"].append(t["device"].astype(str).to_numpy())
+        cols["device"].append(as_text(t["device"]).to_numpy())
         cols["stream"].append(t["stream"].to_numpy(dtype="int64"))
         cols["name"].append(t["name"].to_numpy(dtype=object))
         cols["ts"].append(t["ts"].to_numpy(dtype="float64"))
