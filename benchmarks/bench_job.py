@@ -4,7 +4,8 @@ Jobs of 8, 64 and 256 ranks are made by replicating the 8 DLRM ranks of the trac
 (``param__dlrm_kineto_8ranks``) with new rank ids and world size, into a temporary folder.
 Each is loaded, in its own subprocess, by
 
-* ``nbprof.load(DIR)``: every rank read and analysed in the client, one after another;
+* ``nbprof.load(DIR, workers=1)``: every rank read and analysed in the client, one after
+  another;
 * ``nbprof.load(DIR, workers=2)``: in 2 local worker processes;
 * ``nbprof.load(DIR, scheduler=client)``: on a 2-worker Dask ``LocalCluster`` (loopback),
   the cluster started before the clock starts;
@@ -106,6 +107,8 @@ def _one(mode: str, folder: str) -> None:
         kw: dict[str, Any] = {"cache": False}
         if mode == "workers=2":
             kw["workers"] = 2
+        elif mode == "in-process":
+            kw["workers"] = 1  # nbprof.load's own default uses every core where it can fork
         if client is not None:
             kw["scheduler"] = client
         job = nbprof.load(folder, **kw)
@@ -147,7 +150,7 @@ def profile(n: int, top: int = 40) -> None:
         folder = make_job(n, Path(tmp))
         prof = cProfile.Profile()
         t0 = time.perf_counter()
-        prof.runcall(nbprof.load, folder, cache=False)
+        prof.runcall(nbprof.load, folder, cache=False, workers=1)
         print(f"{n} ranks in-process under cProfile: {time.perf_counter() - t0:.1f} s")
     stats = pstats.Stats(prof)
     stats.sort_stats("cumulative").print_stats(r"nbprof/", top)

@@ -116,7 +116,8 @@ def _job_options(p: argparse.ArgumentParser) -> None:
         "--workers",
         metavar="N",
         type=_positive,
-        help="read and analyse the ranks in N local processes",
+        help="read and analyse the ranks in N local processes (default: one per core where "
+        "they can be forked, else this process alone; 1: this process)",
     )
     g.add_argument(
         "--scheduler",

@@ -270,6 +270,27 @@ def summarize_file(task: tuple[str, int, bool]) -> RankSummary | RankFailure:
         return RankFailure(path, "not enough memory to read and analyse it")
 
 
+def local_workers(workers: int | None, n_files: int) -> int:
+    """How many local processes read the ranks: ``workers`` when given; else every core
+    this process may use, where workers can be forked (they start at once, with everything
+    imported), and this process alone where they would be spawned (a spawned worker spends
+    about a second of CPU importing before its first rank: more than a small job takes)."""
+    from nbprof import parallel
+
+    if workers is not None:
+        return workers
+    if n_files < 2 or parallel.start_method() != "fork":
+        return 1
+    return max(1, min(n_files, _cpus()))
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux; fork is not used there anyway
+        return os.cpu_count() or 1
+
+
 def load_job(
     source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
@@ -307,6 +328,11 @@ def load_job(
         with _local(files[0]) as local:
             return Profile(read(local, progress=progress, cache=cache and not is_url(files[0])))
     cap = max(200, min(5000, TIMELINE_EVENTS // len(files)))
+    # What every rank needs, imported here once: forked workers then start with it.
+    import nbprof.trace  # noqa: F401
+
+    if scheduler is None:
+        workers = local_workers(workers, len(files))
     try:
         outcomes = parallel.run(
             summarize_file, [(f, cap, cache) for f in files], workers=workers, scheduler=scheduler

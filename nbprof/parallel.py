@@ -6,10 +6,11 @@ A job's ranks use it so that each rank is read and analysed where it is cheapest
 only its small summary comes back).
 
 - ``workers=None`` (or 1): in this process, one item after another;
-- ``workers=N``: N local processes (``spawn``: safe from a notebook, whose threads a fork
-  would copy half-way); a worker that dies takes its pool down, so the items it had not
-  finished are tried again in a fresh pool, and one lost twice runs alone and is reported
-  if its worker dies again;
+- ``workers=N``: N local processes, forked where that is safe (:mod:`nbprof._forksafe`:
+  they start with this process's modules already imported) and spawned elsewhere (from a
+  notebook, whose threads a fork would copy half-way); a worker that dies takes its pool
+  down, so the items it had not finished are tried again in a fresh pool, and one lost
+  twice runs alone and is reported if its worker dies again;
 - ``scheduler=``: a ``dask.distributed`` scheduler address (``"tcp://host:8786"``) or a
   ``Client``. Dask reschedules a task whose worker died and gives up after its
   ``distributed.scheduler.allowed-failures``; such an item is reported with the number of
@@ -27,6 +28,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from nbprof._forksafe import can_fork
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +62,12 @@ def run(
     if scheduler is not None:
         return _dask(fn, items, scheduler)
     if workers is not None and workers > 1 and len(items) > 1:
-        return _processes(fn, items, workers)
+        try:
+            return _processes(fn, items, workers)
+        except OSError as e:
+            # No worker could be started at all (no /dev/shm for the pool's locks, a process
+            # limit): the items still get their answer, here.
+            logger.warning("could not start worker processes (%s); running here instead", e)
     return [_here(fn, x) for x in items]
 
 
@@ -107,6 +115,15 @@ def _processes(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[O
     return [o if o is not None else Outcome(error="not run") for o in out]
 
 
+def start_method() -> str:
+    """How worker processes start here: ``fork`` where it is safe, else ``spawn``.
+
+    A spawned worker imports pandas, numpy and nbprof's analysis again before its first
+    item, about a second of CPU each; a forked one has them already.
+    """
+    return "fork" if can_fork() else "spawn"
+
+
 def _pool_pass(
     fn: Callable[[T], R],
     items: Sequence[T],
@@ -115,7 +132,7 @@ def _pool_pass(
     out: list[Outcome[R] | None],
 ) -> list[int]:
     """Run ``indices`` in one pool; the indices left unfinished when a worker died."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context(start_method())
     died: list[int] = []
     with ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=ctx) as pool:
         futures: dict[Future[R], int] = {pool.submit(fn, items[i]): i for i in indices}

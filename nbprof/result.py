@@ -126,8 +126,10 @@ def load(
     files' ``distributedInfo`` agree is one job and gives a :class:`nbprof.job.Job`; files
     that do not agree are refused with a :class:`nbprof.TraceError` naming them, unless
     ``job=True`` says they are one job anyway (``job=False``: read a folder as one flat
-    trace, as a Profile). ``workers=N`` reads and analyses the ranks in N local processes;
-    ``scheduler`` (an address or a ``dask.distributed.Client``) runs them on Dask.
+    trace, as a Profile). ``workers=N`` reads and analyses the ranks in N local processes
+    (default: one per core where the processes can be forked, as from a script or the CLI;
+    this process alone where they would be spawned, as from a notebook; ``workers=1``: this
+    process); ``scheduler`` (an address or a ``dask.distributed.Client``) runs them on Dask.
 
     Raises :class:`nbprof.TraceError` with the file and the plain reason on bad input.
     ``progress``: show a progress bar (``None``: only when the load takes over ~1 s).

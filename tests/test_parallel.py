@@ -3,6 +3,7 @@ in-process answer, a dying worker is retried and reported, fsspec URLs are read.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -50,15 +51,107 @@ def test_a_worker_process_that_dies_once_is_retried(tmp_path: Path) -> None:
 
 def test_job_in_processes_equals_in_process(tmp_path: Path) -> None:
     write_job(tmp_path)
-    here = nbprof.load(tmp_path)
+    here = nbprof.load(tmp_path, workers=1)
     there = nbprof.load(tmp_path, workers=2)
     assert isinstance(here, Job) and isinstance(there, Job)
     assert there.to_json() == here.to_json()
 
 
+def test_workers_fork_without_threads_and_spawn_beside_one() -> None:
+    # Forked workers start with the parent's modules (no second import of pandas and the
+    # analysis); a thread running beside the fork could leave a child stuck on its lock.
+    code = (
+        "import threading\n"
+        "from nbprof import parallel\n"
+        "print(parallel.start_method())\n"
+        "stop = threading.Event()\n"
+        "t = threading.Thread(target=stop.wait); t.start()\n"
+        "print(parallel.start_method())\n"
+        "stop.set(); t.join()\n"
+        "print(parallel.start_method())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    expected = ["fork", "spawn", "fork"] if sys.platform == "linux" else ["spawn"] * 3
+    assert out.stdout.split() == expected
+
+
+_FORKED_JOB = """
+import sys
+from nbprof import parallel
+from tests.jobs import die_on, die_once
+assert parallel.start_method() == "fork", parallel.start_method()
+got = parallel.run(die_on, [1, 13, 2, 3], workers=2)
+assert [o.value for o in got] == [1, None, 4, 9], got
+assert "died each time it was tried" in str(got[1].error)
+again = parallel.run(die_once, [(sys.argv[2], 4), (sys.argv[2], 5)], workers=2)
+assert [o.value for o in again] == [16, 25] and any(o.retries for o in again), again
+import nbprof
+job = nbprof.load(sys.argv[1], workers=2)
+assert parallel.start_method() == "fork"
+import json
+sys.stdout.write(json.dumps(job.to_json(), sort_keys=True))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers fork only on Linux")
+def test_forked_workers_retry_and_give_the_in_process_answer(tmp_path: Path) -> None:
+    # In a fresh interpreter, so that no thread of this test process forbids the fork.
+    write_job(tmp_path / "job")
+    out = subprocess.run(
+        [sys.executable, "-c", _FORKED_JOB, str(tmp_path / "job"), str(tmp_path / "died")],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert out.returncode == 0, out.stderr
+    here = nbprof.load(tmp_path / "job", workers=1)
+    assert isinstance(here, Job)
+    assert json.loads(out.stdout) == here.to_json()
+
+
+def test_spawned_workers_give_the_in_process_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parallel, "start_method", lambda: "spawn")
+    write_job(tmp_path)
+    here = nbprof.load(tmp_path, workers=1)
+    there = nbprof.load(tmp_path, workers=2)
+    assert isinstance(here, Job) and isinstance(there, Job)
+    assert there.to_json() == here.to_json()
+    got = parallel.run(die_on, [1, 13, 2], workers=2)
+    assert [o.value for o in got] == [1, None, 4]
+
+
+def test_a_job_uses_every_core_only_where_workers_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbprof import job as job_mod
+
+    monkeypatch.setattr(job_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "start_method", lambda: "fork")
+    assert job_mod.local_workers(None, 64) == 2
+    assert job_mod.local_workers(None, 1) == 1  # one file: nothing to share out
+    assert job_mod.local_workers(3, 64) == 3  # the caller's number stands
+    assert job_mod.local_workers(1, 64) == 1
+    # A spawned worker would import pandas and the analysis again: this process alone.
+    monkeypatch.setattr(parallel, "start_method", lambda: "spawn")
+    assert job_mod.local_workers(None, 64) == 1
+
+
+def test_workers_that_cannot_start_leave_the_items_to_this_process(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_pool(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(13, "Permission denied", "/dev/shm")
+
+    monkeypatch.setattr(parallel, "_processes", no_pool)
+    got = parallel.run(square, [2, -1, 3], workers=2)
+    assert [o.value for o in got] == [4, None, 9]
+    assert "could not start worker processes" in caplog.text
+
+
 def test_job_over_fsspec_urls(tmp_path: Path) -> None:
     write_job(tmp_path)
-    here = nbprof.load(tmp_path)
+    here = nbprof.load(tmp_path, workers=1)
     url = nbprof.load(f"file://{tmp_path}")
     assert isinstance(url, Job)
     assert [r.rank for r in url.diagnosis.ranks] == [r.rank for r in here.diagnosis.ranks]
@@ -111,7 +204,7 @@ def test_dask_answer_equals_in_process_on_dlrm(corpus: Path, client: Any, cluste
     folder = corpus / "param__dlrm_kineto_8ranks"
     if not folder.is_dir():
         pytest.skip("no DLRM rank folder")
-    here = nbprof.load(folder)
+    here = nbprof.load(folder, workers=1)
     on_client = nbprof.load(folder, scheduler=client)
     on_address = nbprof.load(folder, scheduler=cluster.scheduler_address)
     assert isinstance(on_client, Job) and isinstance(on_address, Job)
