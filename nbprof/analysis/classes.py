@@ -212,7 +212,12 @@ def roofline_bounds(
     if not bound_of:
         return out
     outer = flop_ops if flop_ops is not None else roofline.flop_ops(ops)[0]
-    outer = outer[outer["name"].isin(list(bound_of))] if not outer.empty else outer
+    if not outer.empty:
+        names = outer["name"].to_numpy().tolist()
+        keep = np.fromiter(
+            (type(n) is str and n in bound_of for n in names), dtype=bool, count=len(names)
+        )
+        outer = outer if keep.all() else outer.iloc[np.flatnonzero(keep)]
     if outer.empty:
         return out
     idx = kernels["op_index"].to_numpy(dtype="int64")

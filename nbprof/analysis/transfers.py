@@ -42,7 +42,8 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     if memcpy.empty:
         return _frames.empty(COPY_COLUMNS)
     pageable = pageable_mask(memcpy)
-    nbytes = memcpy["bytes"].clip(lower=0).to_numpy()
+    b = memcpy["bytes"].to_numpy()
+    nbytes = np.maximum(b, 0) if b.dtype.kind == "i" else memcpy["bytes"].clip(lower=0).to_numpy()
     keys = [memcpy[c].to_numpy() for c in ("device", "kind", "src", "dst")]
     if all(_group.all_text(k) for k in keys) and nbytes.dtype.kind == "i":
         rank = memcpy["rank"].to_numpy()
