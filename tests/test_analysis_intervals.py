@@ -66,11 +66,10 @@ def test_describe_cuts_a_gap_as_the_set_algebra_does() -> None:
     from nbprof.analysis.stalls import _length, _take
 
     # Gap [0, 10) less [2, 4) and [6, 20): inside [2, 4), [6, 10); outside [0, 2), [4, 6).
-    w = (np.array([2.0, 6.0]), np.array([4.0, 20.0]))
-    inside, outside = _take([(0.0, 10.0)], w)
+    inside, outside = _take([(0.0, 10.0)], [2.0, 6.0], [4.0, 20.0])
     assert inside == [(2.0, 4.0), (6.0, 10.0)] and outside == [(0.0, 2.0), (4.0, 6.0)]
     assert _length(inside) == 2.0 + 4.0 and _length(outside) == 2.0 + 2.0
-    assert _take([(0.0, 10.0)], iv.EMPTY) == ([], [(0.0, 10.0)])
+    assert _take([(0.0, 10.0)], [], []) == ([], [(0.0, 10.0)])
 
 
 @settings(max_examples=150, deadline=None)
@@ -81,8 +80,47 @@ def test_take_matches_intersect_and_subtract(p: list[tuple[int, int]],
 
     a, b = _set(p), _set(q)
     pieces = list(zip(a[0].tolist(), a[1].tolist(), strict=True))
-    inside, outside = _take(pieces, b)
+    inside, outside = _take(pieces, b[0].tolist(), b[1].tolist())
     both, only = iv.intersect(a, b), iv.subtract(a, b)
     assert inside == list(zip(both[0].tolist(), both[1].tolist(), strict=True))
     assert outside == list(zip(only[0].tolist(), only[1].tolist(), strict=True))
     assert _length(inside) == iv.total(both) and _length(outside) == iv.total(only)
+
+
+calls = st.lists(
+    st.tuples(st.integers(0, 100), st.integers(0, 30), st.sampled_from(["a", "b", "c"])),
+    max_size=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls, st.integers(0, 120), st.integers(0, 40), st.sampled_from([0.0, 3.0, 25.0]))
+def test_covering_in_python_matches_numpy(
+    rows: list[tuple[int, int, str]], a: int, length: int, at_least: float
+) -> None:
+    """The plain-Python search names the same call as the numpy one: the name covering
+    most of [a, b], the first in sorted order on a tie, "" below ``at_least``."""
+    from nbprof.analysis.stalls import _Calls
+
+    s = np.array([r[0] for r in rows], dtype="float64") + 0.5
+    e = s + np.array([r[1] for r in rows], dtype="float64")
+    c = _Calls(s, e, np.array([r[2] for r in rows], dtype=str))
+    assert c._lists is not None
+    got = c.covering(float(a), float(a + length), at_least)
+    c._lists = None  # the numpy search
+    assert got == c.covering(float(a), float(a + length), at_least)
+
+
+def test_covering_by_hand() -> None:
+    """[0, 10): "a" covers 2 + 3 = 5 (two calls), "b" covers 5 (one): a tie, so "a" (first
+    in sorted order); asked for at least 6 of the gap, neither."""
+    from nbprof.analysis.stalls import _Calls
+
+    s, e = np.array([-1.0, 4.0, 5.0]), np.array([2.0, 7.0, 12.0])
+    c = _Calls(s, e, np.array(["a", "a", "b"]))
+    assert c.covering(0.0, 10.0) == "a"
+    assert c.covering(0.0, 10.0, at_least=6.0) == ""
+    assert c.covering(8.0, 10.0) == "b"  # only "b" reaches past 7
+    # A missing end orders differently in a list search: the numpy search answers.
+    d = _Calls(s, np.array([2.0, np.nan, 12.0]), np.array(["a", "a", "b"]))
+    assert d._lists is None

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pandas as pd
 
-from nbprof.analysis import explain, findings, verdict
+from nbprof.analysis import _frames, explain, findings, verdict
 from nbprof.analysis._text import shared_factorizations
 from nbprof.analysis.classes import top_kernels
 from nbprof.analysis.device import Signals, analyze_device
@@ -44,7 +45,7 @@ def _devkey(d: str) -> tuple[int, str]:
 
 
 def _empty(cols: tuple[str, ...] | list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    return _frames.empty(cols)
 
 
 def analyze(trace: Trace, samples: Samples | None = None) -> Diagnosis:
@@ -99,7 +100,16 @@ def _tables(
     gap_parts: list[pd.DataFrame],
 ) -> dict[str, pd.DataFrame]:
     k = trace.kernels
-    if cls_parts and len(k):
+    one = cls_parts[0] if len(cls_parts) == 1 else None
+    if (
+        one is not None
+        and len(k)
+        and one.index.equals(k.index)
+        and one["tensor_core"].dtype == bool
+        and not one["cls"].isna().any()
+    ):  # one device with every kernel, each classified: the table as it is
+        cls = one
+    elif cls_parts and len(k):
         cls = pd.concat(cls_parts).reindex(k.index)
         # Kernels outside every analysed device have no class evidence.
         cls["cls"] = cls["cls"].fillna("other")
@@ -117,21 +127,33 @@ def _tables(
     return {
         "kernel_class": cls,
         "top_kernels": top_kernels(k, cls),
-        "idle_gaps": (
-            pd.concat(gap_parts, ignore_index=True)
-            .sort_values("dur", ascending=False, kind="stable")
-            .reset_index(drop=True)
-            if gap_parts
-            else _empty(IDLE_COLUMNS)
-        ),
-        "stalls": (
-            pd.concat(stalls, ignore_index=True)
-            .sort_values("dur", ascending=False, kind="stable")
-            .reset_index(drop=True)
-            if stalls
-            else _empty(GAP_COLUMNS)
-        ),
-        "ops_roofline": pd.concat(roofs, ignore_index=True) if roofs else _empty(ROOFLINE_COLUMNS),
+        "idle_gaps": _largest_first(_joined(gap_parts)) if gap_parts else _empty(IDLE_COLUMNS),
+        "stalls": _largest_first(_joined(stalls)) if stalls else _empty(GAP_COLUMNS),
+        "ops_roofline": _joined(roofs) if roofs else _empty(ROOFLINE_COLUMNS),
         "copies": copies_table(trace.memcpy),
         "syncs": syncs_table(calls, span),  # pct is NaN over an empty span
     }
+
+
+def _numbered(df: pd.DataFrame) -> bool:
+    """Whether the rows are numbered 0, 1, ... (what ``ignore_index`` and ``reset_index``
+    give)."""
+    i = df.index
+    return isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1
+
+
+def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """``pd.concat(parts, ignore_index=True)``; one part numbered from 0 is itself (frames
+    are never modified in place)."""
+    if len(parts) == 1 and _numbered(parts[0]):
+        return parts[0]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _largest_first(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows by ``dur``, largest first, ties in their order: the frame itself when they are
+    so already (a device's whole-device gaps come sorted)."""
+    d = df["dur"].to_numpy()
+    if _numbered(df) and d.dtype == "float64" and not np.isnan(d).any() and (d[1:] <= d[:-1]).all():
+        return df
+    return df.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)

@@ -88,3 +88,13 @@ def all_text(values: np.ndarray) -> bool:
     """Whether every value is a str: pandas drops missing keys (NaN, None) from groups, so
     the plain-Python grouping is used only where there are none."""
     return all(type(v) is str for v in values.tolist())
+
+
+def sums_or_none(keys: np.ndarray, values: np.ndarray) -> tuple[list[Any], np.ndarray] | None:
+    """(sorted distinct keys, each one's sum) as ``groupby(keys, sort=True).sum()`` gives
+    them, or None where pandas must decide (a missing key, or a missing or infinite value,
+    whose sum pandas releases have answered differently)."""
+    if not all_text(keys) or not np.isfinite(values).all():
+        return None
+    uniq, code = codes(keys.tolist(), sort=True)
+    return uniq, sums(code, values, len(uniq))

@@ -111,3 +111,13 @@ def token_matches(
 def has_bigram(tokens: tuple[str, ...], pairs: frozenset[tuple[str, str]]) -> bool:
     """Whether two adjacent words of ``tokens`` form one of ``pairs``."""
     return any(pair in pairs for pair in itertools.pairwise(tokens))
+
+
+def as_text(values: pd.Series) -> pd.Series:
+    """``values.astype(str)``, or ``values`` themselves when every one is a str already (a
+    trace's name columns are): the same text without a copy of the column, and its
+    factorization shared with every other pattern matched on it."""
+    arr = values.to_numpy()
+    if arr.dtype == object and all(type(v) is str for v in arr.tolist()):
+        return values
+    return values.astype(str)

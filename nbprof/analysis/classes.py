@@ -28,7 +28,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import has_bigram, matches, token_matches
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
@@ -212,7 +212,12 @@ def roofline_bounds(
     if not bound_of:
         return out
     outer = flop_ops if flop_ops is not None else roofline.flop_ops(ops)[0]
-    outer = outer[outer["name"].isin(list(bound_of))] if not outer.empty else outer
+    if not outer.empty:
+        names = outer["name"].to_numpy().tolist()
+        keep = np.fromiter(
+            (type(n) is str and n in bound_of for n in names), dtype=bool, count=len(names)
+        )
+        outer = outer if keep.all() else outer.iloc[np.flatnonzero(keep)]
     if outer.empty:
         return out
     idx = kernels["op_index"].to_numpy(dtype="int64")
@@ -305,7 +310,7 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     """The kernels that took the most GPU time, by name."""
     cols = list(TOP_KERNELS_TABLE.names)
     if kernels.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+        return _frames.empty(cols)
     names = kernels["name"].to_numpy()
     if not _group.all_text(names):
         return _top_kernels_grouped(kernels, classes, n)
@@ -319,21 +324,19 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     cls = cls_of[np.unique(code, return_index=True)[1]]
     if not _group.all_text(cls):  # "first" skips missing classes: pandas knows how
         return _top_kernels_grouped(kernels, classes, n)
-    total = float(pd.Series(dur).sum())
+    total = float(np.nansum(dur))  # pandas' sum: a missing duration adds nothing
     pct = total_us / total * 100.0 if total > 0 else np.full(k, np.nan)
     order = np.argsort(-total_us, kind="stable")[:n]
-    g = pd.DataFrame(
-        {
-            "name": np.array(uniq, dtype=object)[order],
-            "count": count[order],
-            "total_us": total_us[order],
-            "mean_us": total_us[order] / count[order],
-            "pct": pct[order],
-            "cls": cls[order],
-            "tensor_core": _group.any_true(code, classes["tensor_core"].to_numpy(bool), k)[order],
-        }
-    )
-    return g[cols]
+    g = {
+        "name": np.array(uniq, dtype=object)[order],
+        "count": count[order],
+        "total_us": total_us[order],
+        "mean_us": total_us[order] / count[order],
+        "pct": pct[order],
+        "cls": cls[order],
+        "tensor_core": _group.any_true(code, classes["tensor_core"].to_numpy(bool), k)[order],
+    }
+    return pd.DataFrame({c: g[c] for c in cols})
 
 
 def _top_kernels_grouped(kernels: pd.DataFrame, classes: pd.DataFrame, n: int) -> pd.DataFrame:

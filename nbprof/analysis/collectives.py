@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
+from nbprof.analysis._text import as_text
 from nbprof.analysis.model import Basis
 from nbprof.analysis.peaks import lookup
 
@@ -180,13 +181,13 @@ def rank_collectives(
     """
     sel = np.flatnonzero(np.asarray(collective, dtype=bool))
     if not len(sel):
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+        return _frames.empty(COLUMNS)
     # Columns of the collective rows only: filtering the whole kernels frame copies every
     # column, most of which nothing here reads.
     ts = kernels["ts"].to_numpy(dtype="float64")[sel]
     dur = kernels["dur"].to_numpy(dtype="float64")[sel]
     corr = kernels["correlation"].to_numpy(dtype="int64")[sel]
-    names = kernels["name"].astype(str).to_numpy()[sel]
+    names = as_text(kernels["name"]).to_numpy()[sel]
     cm = comms if comms is not None else pd.DataFrame()
     on_kernel = _kernel_meta(cm, corr)
     host_meta = _host_meta(cm, runtime, corr)
@@ -202,24 +203,48 @@ def rank_collectives(
     wanted = sorted({r for m, h in metas for r in ([m] if m is not None else []) + h})
     records = _records(cm, wanted)
     rows = [_describe(names[i], m, h, records) for i, (m, h) in enumerate(metas)]
-    out = pd.DataFrame(rows)
-    out["name"] = names
-    out["device"] = kernels["device"].astype(str).to_numpy()[sel]
-    out["stream"] = kernels["stream"].to_numpy(dtype="int64")[sel]
-    out["ts"] = ts
-    out["dur"] = dur
     covered = [_clip(compute, a, b) for a, b in zip(ts, ts + dur, strict=True)]
-    out["covered"] = covered
-    out["exposed_us"] = dur - np.array([float(np.sum(e - s)) for s, e in covered])
     # k-th call of its kind on its group, in launch order: what matches calls across ranks
     # when the trace records no sequence numbers.
     seen: dict[tuple[object, object], int] = {}
     order = []
-    for key in zip(out["pg"].tolist(), out["kind"].tolist(), strict=True):
+    for r in rows:
+        key = (r["pg"], r["kind"])
         order.append(seen.get(key, 0))
         seen[key] = order[-1] + 1
-    out["order"] = np.array(order, dtype="int64")
-    return out[list(COLUMNS)].reset_index(drop=True)
+    # One frame, built from its columns: the described fields are text and integers, as
+    # the records give them, and the lists (group ranks, covered parts) are cells.
+    col: dict[str, Any] = {
+        c: np.array([r[c] for r in rows], dtype=object)
+        for c in ("kind", "pg", "dtype", "size_from")
+    }
+    col.update({c: np.array([r[c] for r in rows], dtype="int64") for c in _INT_FIELDS})
+    col["group_ranks"] = _cells([r["group_ranks"] for r in rows])
+    col["order"] = np.array(order, dtype="int64")
+    col["name"] = names
+    col["device"] = as_text(kernels["device"]).to_numpy()[sel]
+    col["stream"] = kernels["stream"].to_numpy(dtype="int64")[sel]
+    col["ts"] = ts
+    col["dur"] = dur
+    col["exposed_us"] = dur - np.array([float(np.sum(e - s)) for s, e in covered])
+    col["covered"] = _cells(covered)
+    return pd.DataFrame({c: col[c] for c in COLUMNS})
+
+
+_INT_FIELDS = ("seq", "bytes", "group_size")
+#: The comms table's fields that describe a collective (what :func:`_describe` reads).
+_FIELDS = (
+    "collective", "source", "name", "pg", "pg_ranks", "seq", "group_size", "dtype",
+    "in_nelems", "out_nelems", "input_dims", "input_types",
+)  # fmt: skip
+
+
+def _cells(values: list[Any]) -> pd.Series:
+    """An object column holding each value (a tuple or list) as one cell."""
+    arr = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        arr[i] = v
+    return pd.Series(arr, dtype=object)
 
 
 def _clip(s: iv.Set, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
@@ -229,11 +254,11 @@ def _clip(s: iv.Set, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
 
 def _records(cm: pd.DataFrame, labels: list[Any]) -> dict[Any, dict[str, Any]]:
     """The rows of ``cm`` with these index labels, as plain dicts by label (what
-    ``cm.loc[labels].to_dict("index")`` gives, without building the frame)."""
+    ``cm.loc[labels, _FIELDS].to_dict("index")`` gives, without building the frame)."""
     if not labels:
         return {}
     at = cm.index.get_indexer(pd.Index(labels))
-    cols = {c: cm[c].to_numpy()[at].tolist() for c in cm.columns}
+    cols = {c: cm[c].to_numpy()[at].tolist() for c in _FIELDS if c in cm.columns}
     return {lab: {c: v[i] for c, v in cols.items()} for i, lab in enumerate(labels)}
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import (
+    _group,
     host,
     idle,
     inputs,
@@ -33,7 +34,7 @@ from nbprof.analysis import (
 from nbprof.analysis import (
     intervals as iv,
 )
-from nbprof.analysis._text import matches
+from nbprof.analysis._text import as_text, matches
 from nbprof.analysis.classes import class_shares, is_collective, kernel_classes, roofline_bounds
 from nbprof.analysis.model import (
     Basis,
@@ -63,14 +64,26 @@ _NO_PROPS = "the trace's device properties do not give it"
 _GEMM_LIKE = re.compile(r"gemm|gemv|xmma", re.IGNORECASE)
 
 
+def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    # A one-rank, one-device trace keeps every row: the frame itself (frames are never
+    # modified in place), not a copy of all its columns.
+    return df if mask.all() else df[mask]
+
+
 def _rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    return df[df["rank"].to_numpy() == rank] if not df.empty else df
+    return _rows(df, df["rank"].to_numpy() == rank) if not df.empty else df
 
 
 def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
     if df.empty:
         return df
-    return df[(df["rank"].to_numpy() == rank) & (df["device"].astype(str).to_numpy() == device)]
+    mask = df["rank"].to_numpy() == rank
+    dev = df["device"].to_numpy()
+    if dev.dtype == object and all(type(x) is str for x in dev.tolist()):
+        mask &= dev == device
+    else:
+        mask &= df["device"].astype(str).to_numpy() == device
+    return _rows(df, mask)
 
 
 @dataclass
@@ -113,10 +126,13 @@ class Device:
         d = self.trace.devices
         if d.empty:
             return {}
-        m = d[(d["rank"] == self.rank) & (d["device"].astype(str) == self.device)]
-        if m.empty:
-            m = d[d["device"].astype(str) == self.device]
-        return m.iloc[0].to_dict() if not m.empty else {}
+        dev = d["device"].astype(str).to_numpy() == self.device
+        at = np.flatnonzero((d["rank"].to_numpy() == self.rank) & dev)
+        if not len(at):
+            at = np.flatnonzero(dev)
+        if not len(at):
+            return {}
+        return {str(k): v for k, v in d.iloc[int(at[0])].to_dict().items()}
 
     @cached_property
     def vendor(self) -> tuple[str, Basis]:
@@ -129,7 +145,7 @@ class Device:
             return v, Basis("trace", "the device name in the trace's device properties")
         rt = self.runtime
         if not rt.empty:
-            names = rt["name"].astype(str)
+            names = as_text(rt["name"])
             if matches(names, r"^hip").any():
                 return "amd", Basis("estimated", "the trace's launch calls are HIP (hip*)")
             if matches(names, r"^cu(?:da)?[A-Z]").any():
@@ -160,7 +176,6 @@ class Device:
         """Kernels, copies and memsets together (``table`` names which), with
         ``launch_end``: when the launch call returned, i.e. when the work was queued
         (the call's start when its duration is unknown)."""
-        ev = idle.gpu_events(self.k, self.mc, self.ms)
         tables = ["kernel"] * len(self.k) + ["memcpy"] * len(self.mc) + ["memset"] * len(self.ms)
         parts = [f for f in (self.k, self.mc, self.ms) if not f.empty]
         corr = (
@@ -168,10 +183,14 @@ class Device:
             if parts
             else np.zeros(0, dtype="int64")
         )
-        launch = ev["launch_ts"].to_numpy(dtype="float64")
+        launch = (
+            np.concatenate([f["launch_ts"].to_numpy(dtype="float64") for f in parts])
+            if parts
+            else np.zeros(0, dtype="float64")
+        )
         rt = self.runtime
-        call_dur = np.zeros(len(ev))
-        if not rt.empty and len(ev):
+        call_dur = np.zeros(len(launch))
+        if not rt.empty and len(launch):
             r_corr = rt["correlation"].to_numpy(dtype="int64")
             calls = (rt["cat"].to_numpy() != "cuda_sync") & (r_corr >= 0)
             # Each correlation's first launch call (what drop_duplicates keeps); an unknown
@@ -185,9 +204,11 @@ class Device:
             call_dur = np.fromiter(
                 (0.0 if v is None or v != v else v for v in got), dtype="float64", count=len(corr)
             )
-        return ev.assign(
-            table=np.array(tables, dtype=object), correlation=corr, launch_end=launch + call_dur
-        )
+        return idle.gpu_events(
+            self.k, self.mc, self.ms,
+            {"table": np.array(tables, dtype=object), "correlation": corr,
+             "launch_end": launch + call_dur},
+        )  # fmt: skip
 
     @cached_property
     def span(self) -> tuple[float, float]:
@@ -207,7 +228,7 @@ class Device:
     @cached_property
     def collective(self) -> np.ndarray:
         """Collective kernels among this device's kernels."""
-        return is_collective(self.k["name"].astype(str)) if not self.k.empty else np.zeros(0, bool)
+        return is_collective(as_text(self.k["name"])) if not self.k.empty else np.zeros(0, bool)
 
     # -- the host -------------------------------------------------------------------
 
@@ -225,7 +246,9 @@ class Device:
         calls = syncs.sync_calls(self.runtime, self.cpu, _rank_rows(self.trace.memcpy, self.rank))
         if calls.empty:
             return calls
-        return calls[~host.inside(calls["ts"].to_numpy(dtype="float64"), self.capture.windows)]
+        return _rows(
+            calls, ~host.inside(calls["ts"].to_numpy(dtype="float64"), self.capture.windows)
+        )
 
     @cached_property
     def fetches(self) -> pd.DataFrame:
@@ -237,9 +260,18 @@ class Device:
 
     @cached_property
     def window(self) -> tuple[float, float]:
-        frames = [self.runtime, self.cpu, self.annotations[~self.annotations["on_gpu"]]]
-        frames += [self.events[["ts", "dur"]]]
-        return host.window([f for f in frames if not f.empty])
+        cpu_side = ~self.annotations["on_gpu"].to_numpy(bool)
+        return host.window_of(
+            [
+                (f["ts"].to_numpy(dtype="float64")[m], f["dur"].to_numpy(dtype="float64")[m])
+                for f, m in (
+                    (self.runtime, slice(None)),
+                    (self.cpu, slice(None)),
+                    (self.annotations, cpu_side),
+                    (self.events, slice(None)),
+                )
+            ]
+        )
 
     @cached_property
     def activity(self) -> stalls.HostActivity:
@@ -318,7 +350,7 @@ class Device:
         # After the roofline: a kernel launched inside a memory-bound op is memory
         # evidence its name may not give.
         evidence = self.roof_bounds == "memory"
-        return kernel_classes(self.k["name"].astype(str), self.tensor_cores[0].flags, evidence)
+        return kernel_classes(as_text(self.k["name"]), self.tensor_cores[0].flags, evidence)
 
     @cached_property
     def class_pct(self) -> dict[str, float]:
@@ -433,7 +465,7 @@ def _memcpy_bytes(d: Device) -> Measure:
 
 
 def _pageable(d: Device) -> Measure:
-    p = transfers.is_pageable(d.mc)
+    p = transfers.pageable_mask(d.mc)
     how = "memcpy names/kinds with Pageable host memory"
     return (int(p.sum()) if len(p) else 0), Basis("trace", how)
 
@@ -520,16 +552,22 @@ def _window(d: Device) -> Measure:
 def _step_frame(d: Device) -> pd.DataFrame:
     """Each ProfilerStep of the rank: ts, dur, and the time from its start to its first GPU
     event on this device (NaN when none started inside it)."""
-    st = d.steps
-    if st.empty:
+    if d.steps.empty:
         return pd.DataFrame({"ts": [], "dur": [], "pre_gpu_us": []})
+    s, dur, pre = _step_arrays(d)
+    return pd.DataFrame({"ts": s, "dur": dur, "pre_gpu_us": pre})
+
+
+def _step_arrays(d: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_step_frame`'s columns (the rank has steps)."""
+    st = d.steps
     ev = np.sort(d.events["ts"].to_numpy(dtype="float64"))
     s = st["ts"].to_numpy(dtype="float64")
     e = s + st["dur"].to_numpy(dtype="float64")
     j = np.searchsorted(ev, s, side="left")
     first = np.where(j < len(ev), ev[np.clip(j, 0, max(len(ev) - 1, 0))], np.nan)
     pre = np.where(first < e, first - s, np.nan)
-    return pd.DataFrame({"ts": s, "dur": e - s, "pre_gpu_us": pre})
+    return s, e - s, pre
 
 
 def _step(d: Device) -> Measure:
@@ -541,15 +579,20 @@ def _step(d: Device) -> Measure:
 
 
 def _pre_gpu_step(d: Device) -> Measure:
-    st = _step_frame(d)
-    frac = (st["pre_gpu_us"] / st["dur"]).dropna() if len(st) else pd.Series(dtype="float64")
+    if d.steps.empty:
+        frac = np.zeros(0)
+    else:
+        _, dur, pre = _step_arrays(d)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = pre / dur
+        frac = frac[~np.isnan(frac)]  # what dropna leaves
     if not len(frac):
         return None, Basis("unknown", "no ProfilerStep with GPU work on this device")
     how = (
         f"median over {len(frac)} ProfilerSteps of (first GPU event's start − step start) ÷ "
         "step duration"
     )
-    return float(frac.median() * 100.0), Basis("trace", how)
+    return float(np.median(frac) * 100.0), Basis("trace", how)
 
 
 def _host_per_kernel(d: Device) -> Measure:
@@ -648,7 +691,7 @@ def _peak_tflops(d: Device) -> Measure:
     if roof.empty or d.span_us <= 0:
         why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
         return None, Basis("unknown", why)
-    key = str(roof.groupby("dtype")["total_us"].sum().idxmax())
+    key = _busiest_dtype(roof)
     value = peaks.peak_tflops(p, key) if key else None
     if value is not None:
         return value, Basis(
@@ -660,6 +703,17 @@ def _peak_tflops(d: Device) -> Measure:
         else "the dtype of the FLOP-counted ops is unknown"
     )
     return None, Basis("unknown", why)
+
+
+def _busiest_dtype(roof: pd.DataFrame) -> str:
+    """The dtype whose ops took the most GPU time (the first in sorted order on a tie):
+    ``groupby("dtype")["total_us"].sum().idxmax()``, grouped in plain Python."""
+    dtypes = roof["dtype"].to_numpy()
+    total = _group.sums_or_none(dtypes, roof["total_us"].to_numpy(dtype="float64"))
+    if total is None:
+        return str(roof.groupby("dtype")["total_us"].sum().idxmax())
+    uniq, sums = total
+    return str(uniq[int(np.argmax(sums))])
 
 
 def _peak_gbps(d: Device) -> Measure:
@@ -763,7 +817,7 @@ class Signals:
     def accounting(self) -> stalls.Accounting:
         return self.view.accounting
 
-    @property
+    @cached_property
     def roofline(self) -> pd.DataFrame:
         r = self.view.roof
         return r.assign(rank=self.view.rank, device=self.view.device) if not r.empty else r
@@ -784,12 +838,15 @@ class Signals:
     def capture(self) -> host.Capture:
         return self.view.capture
 
-    @property
+    @cached_property
     def blocking(self) -> pd.DataFrame:
         """Blocking calls that overlap the GPU span."""
         c = self.view.blocking
+        if c.empty:
+            return c
         t0, t1 = self.view.span
-        return c[(c["ts"] < t1) & (c["ts"] + c["dur"] > t0)] if not c.empty else c
+        ts = c["ts"].to_numpy()
+        return _rows(c, (ts < t1) & (ts + c["dur"].to_numpy() > t0))
 
     @property
     def mean_kernel_us(self) -> float | None:
@@ -818,7 +875,7 @@ class Signals:
         v = self.view
         if v.vendor_name != "nvidia" or v.ktime <= 0:
             return 0.0
-        names = v.k["name"].astype(str)
+        names = as_text(v.k["name"])
         simt = tensorcores.name_evidence(names, "nvidia") < 0
         return float(v.kdur[simt & matches(names, _GEMM_LIKE)].sum() / v.ktime * 100.0)
 
@@ -827,15 +884,15 @@ class Signals:
         """(SM-weighted coverage, busy) of non-collective kernels, % of the span: collectives
         never fill the SMs by design, so they say nothing about the model's kernels."""
         v = self.view
-        k = v.k[~v.collective]
-        if k.empty or v.sm_count is None or v.span_us <= 0:
+        mine = ~v.collective
+        if not mine.any() or v.sm_count is None or v.span_us <= 0:
             return None
-        grid = k["grid"].to_numpy(dtype="float64")
-        ok = grid > 0
+        grid = v.k["grid"].to_numpy(dtype="float64")
+        ok = mine & (grid > 0)
         if not ok.any():
             return None
-        s = k["ts"].to_numpy(dtype="float64")[ok]
-        e = s + k["dur"].to_numpy(dtype="float64")[ok]
+        s = v.k["ts"].to_numpy(dtype="float64")[ok]
+        e = s + v.kdur[ok]
         w = np.minimum(grid[ok] / float(v.sm_count), 1.0)
         eff = weighted_coverage(s, e, w) / v.span_us * 100.0
         return eff, iv.total(iv.merge(s, e)) / v.span_us * 100.0
@@ -872,10 +929,13 @@ class Signals:
     @cached_property
     def pageable_bytes(self) -> int:
         mc = self.view.mc
-        p = transfers.is_pageable(mc)
+        p = transfers.pageable_mask(mc)
         if not len(p):
             return 0
-        return int(mc.loc[p.to_numpy(), "bytes"].clip(lower=0).sum())
+        b = mc["bytes"].to_numpy()
+        if b.dtype.kind == "i":
+            return int(np.clip(b[p], 0, None).sum())
+        return int(mc.loc[p, "bytes"].clip(lower=0).sum())
 
     @property
     def copy_us(self) -> float:
@@ -913,5 +973,5 @@ def analyze_device(
         values[name], basis[name] = measure(d)
     basis.pop("tensor_core_basis")  # itself a basis
     m = DeviceMetrics(rank=rank, device=device, name=d.name, basis=basis, **values)
-    gaps = idle.name_cpu_work(idle.stream_gaps(d.events), d.activity)
+    gaps = idle.name_cpu_work(idle.stream_gaps(d.events, largest_first=True), d.activity)
     return Signals(m, d), d.classes, gaps

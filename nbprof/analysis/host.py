@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import matches
 
@@ -70,22 +71,39 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
     kernels, copies and memsets), outside the capture windows ``captured``."""
     cols = ["ts", "dur", "tid", "name", "kernel"]
     if runtime.empty or events.empty:
-        return Launches(pd.DataFrame({c: pd.Series(dtype="object") for c in cols}))
+        return Launches(_frames.empty(cols))
     corr = events["correlation"].to_numpy(dtype="int64")
     corr = corr[corr >= 0]
-    rt = runtime[runtime["correlation"].isin(corr) & (runtime["cat"] != "cuda_sync")]
-    rt = rt[matches(rt["name"], WORK_LAUNCH)] if not rt.empty else rt
-    rt = rt[~inside(rt["ts"].to_numpy(dtype="float64"), captured)] if not rt.empty else rt
-    out = pd.DataFrame(
-        {
-            "ts": rt["ts"].to_numpy(dtype="float64"),
-            "dur": rt["dur"].to_numpy(dtype="float64"),
-            "tid": rt["tid"].to_numpy(),
-            "name": rt["name"].astype(str).to_numpy(),
-            "kernel": matches(rt["name"], KERNEL_LAUNCH) if not rt.empty else np.zeros(0, bool),
-        }
+    # Row numbers, not filtered frames; the name patterns are matched on the whole column
+    # (factorized once per analysis), then read at the rows.
+    ok = np.isin(runtime["correlation"].to_numpy(), corr) & (
+        runtime["cat"].to_numpy() != "cuda_sync"
     )
-    return Launches(out.sort_values("ts", kind="stable").reset_index(drop=True))
+    rows = np.flatnonzero(ok & matches(runtime["name"], WORK_LAUNCH))
+    ts = runtime["ts"].to_numpy(dtype="float64")[rows]
+    keep = ~inside(ts, captured)
+    rows, ts = rows[keep], ts[keep]
+    order = np.argsort(ts, kind="stable")  # by start, ties and missing ones (last) in order
+    rows, ts = rows[order], ts[order]
+    return Launches(
+        pd.DataFrame(
+            {
+                "ts": ts,
+                "dur": runtime["dur"].to_numpy(dtype="float64")[rows],
+                "tid": runtime["tid"].to_numpy()[rows],
+                "name": _text(runtime, rows),
+                "kernel": matches(runtime["name"], KERNEL_LAUNCH)[rows],
+            }
+        )
+    )
+
+
+def _text(runtime: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The names at ``rows`` as text (what ``astype(str)`` gives)."""
+    names = runtime["name"].to_numpy()[rows]
+    if _group.all_text(names):
+        return names
+    return pd.Series(names, dtype=object).astype(str).to_numpy()
 
 
 def host_us_per_kernel(launches: Launches) -> float | None:
@@ -93,6 +111,14 @@ def host_us_per_kernel(launches: Launches) -> float | None:
     c = launches.calls
     if len(c) < 2:
         return None
+    tid = c["tid"].to_numpy()
+    if tid.dtype.kind in "iu":
+        # Each thread's calls together, in their order: the intervals within a thread
+        # (the median does not depend on the threads' order).
+        order = np.argsort(tid, kind="stable")
+        t, ts = tid[order], c["ts"].to_numpy(dtype="float64")[order]
+        d = np.diff(ts)[t[1:] == t[:-1]]
+        return float(np.median(d)) if len(d) else None
     steps = [np.diff(g["ts"].to_numpy(dtype="float64")) for _, g in c.groupby("tid", sort=False)]
     d = np.concatenate([s for s in steps if len(s)]) if any(len(s) for s in steps) else np.empty(0)
     return float(np.median(d)) if len(d) else None
@@ -145,7 +171,9 @@ def capture_windows(runtime: pd.DataFrame) -> Capture:
     """Each ``*StreamBeginCapture`` to the next ``*StreamEndCapture`` on its thread."""
     if runtime.empty:
         return Capture(iv.EMPTY, 0)
-    names = runtime["name"].astype(str)
+    names = runtime["name"]
+    if not _group.all_text(names.to_numpy()):
+        names = names.astype(str)
     begin = matches(names, _BEGIN_CAPTURE)
     end = matches(names, _END_CAPTURE)
     if not begin.any():
@@ -177,35 +205,42 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
     kernel's code on its first launch): ts, dur, name."""
     cols = ["ts", "dur", "name"]
     if runtime.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
-    rt = runtime[runtime["cat"] != "cuda_sync"]
-    names = rt["name"].astype(str)
-    setup = matches(names, SETUP)
-    launch = matches(names, KERNEL_LAUNCH)
+        return _frames.empty(cols)
+    rows = np.flatnonzero(runtime["cat"].to_numpy() != "cuda_sync")
+    setup = matches(runtime["name"], SETUP)[rows]
+    launch = matches(runtime["name"], KERNEL_LAUNCH)[rows]
+    durs = runtime["dur"].to_numpy(dtype="float64")[rows]
     if launch.any():
-        durs = rt["dur"].to_numpy(dtype="float64")
         med = float(np.median(durs[launch]))
         # A slow launch also happens when the launch queue is full, but then the GPU has
         # work queued and no idle time is charged to it: only idle time is attributed.
         setup = setup | (launch & (durs >= LAZY_LOAD_FACTOR * max(med, 1.0)))
-    out = rt[setup]
-    out = out[~inside(out["ts"].to_numpy(dtype="float64"), captured)] if not out.empty else out
+    rows = rows[setup]
+    ts = runtime["ts"].to_numpy(dtype="float64")[rows]
+    keep = ~inside(ts, captured)
+    rows = rows[keep]
     return pd.DataFrame(
         {
-            "ts": out["ts"].to_numpy(dtype="float64"),
-            "dur": out["dur"].to_numpy(dtype="float64"),
-            "name": out["name"].astype(str).to_numpy(),
+            "ts": ts[keep],
+            "dur": runtime["dur"].to_numpy(dtype="float64")[rows],
+            "name": _text(runtime, rows),
         }
     )
 
 
 def window(frames: list[pd.DataFrame]) -> tuple[float, float]:
     """(first start, last end) over events of any kind; (0, 0) without events."""
+    return window_of(
+        [(f["ts"].to_numpy(dtype="float64"), f["dur"].to_numpy(dtype="float64")) for f in frames]
+    )
+
+
+def window_of(events: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """:func:`window` of (starts, durations) arrays."""
     lo, hi = np.inf, -np.inf
-    for f in frames:
-        if f.empty:
+    for s, dur in events:
+        if not len(s):
             continue
-        s = f["ts"].to_numpy(dtype="float64")
-        e = s + f["dur"].to_numpy(dtype="float64")
+        e = s + dur
         lo, hi = min(lo, float(np.nanmin(s))), max(hi, float(np.nanmax(e)))
     return (lo, hi) if hi >= lo else (0.0, 0.0)

@@ -21,6 +21,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
 from nbprof.analysis.model import IDLE_GAPS_TABLE
 from nbprof.analysis.stalls import KERNEL_WAIT_US, NAMED_GAPS, HostActivity
 
@@ -29,21 +30,44 @@ logger = logging.getLogger(__name__)
 IDLE_COLUMNS: tuple[str, ...] = IDLE_GAPS_TABLE.names
 
 
-def gpu_events(kernels: pd.DataFrame, memcpy: pd.DataFrame, memset: pd.DataFrame) -> pd.DataFrame:
-    """Kernels, memcpys and memsets of one device together: stream, ts, end, launch_ts."""
+def gpu_events(
+    kernels: pd.DataFrame,
+    memcpy: pd.DataFrame,
+    memset: pd.DataFrame,
+    extra: dict[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """Kernels, memcpys and memsets of one device together: stream, ts, end, launch_ts,
+    and the ``extra`` columns (one value per event, in that order) after them."""
     cols = ["rank", "device", "stream", "ts", "dur", "launch_ts"]
-    parts = [f[cols] for f in (kernels, memcpy, memset) if not f.empty]
-    if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in [*cols, "end"]})
-    ev = pd.concat(parts, ignore_index=True)
-    ev["end"] = ev["ts"] + ev["dur"]
-    return ev
+    frames = [f for f in (kernels, memcpy, memset) if not f.empty]
+    if not frames:
+        ev = _frames.empty([*cols, "end"], "float64")
+        return ev.assign(**extra) if extra else ev
+    got = [{c: f[c] for c in cols} for f in frames]
+    if any(g[c].dtype != got[0][c].dtype for g in got for c in cols):
+        # Columns of different types: pandas' concatenation decides the common ones.
+        ev = pd.concat([f[cols] for f in frames], ignore_index=True)
+        ev["end"] = ev["ts"] + ev["dur"]
+        return ev.assign(**extra) if extra else ev
+    # Built once from the concatenated columns (each keeps its type, text stays object).
+    out: dict[str, object] = {}
+    for c in cols:
+        v = np.concatenate([g[c].to_numpy() for g in got])
+        out[c] = pd.Series(v, dtype=object) if v.dtype == object else v
+    ts = np.concatenate([g["ts"].to_numpy() for g in got])
+    out["end"] = ts + np.concatenate([g["dur"].to_numpy() for g in got])
+    out.update(extra or {})
+    return pd.DataFrame(out)
 
 
-def stream_gaps(events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US) -> pd.DataFrame:
-    """Every idle gap between consecutive GPU events of each stream, with its cause."""
+def stream_gaps(
+    events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US, *, largest_first: bool = False
+) -> pd.DataFrame:
+    """Every idle gap between consecutive GPU events of each stream, with its cause: by
+    stream and time, or ``largest_first`` (ties in that order, as the idle-gaps table
+    lists them)."""
     if events.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in IDLE_COLUMNS})
+        return _frames.empty(IDLE_COLUMNS)
     # By stream, then start (stable; NaN starts last, as sort_values puts them).
     order = np.lexsort((events["ts"].to_numpy(dtype="float64"), events["stream"].to_numpy()))
     stream = events["stream"].to_numpy()[order]
@@ -65,18 +89,24 @@ def stream_gaps(events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US) -> p
     g_start, g_end, g_dur = prev_end[idx], ts[idx], gap[idx]
     host = launch[idx] > g_start  # NaN launch compares False: not provably host wait
     cause = np.where(host, "host_wait", np.where(g_dur < threshold_us, "kernel_wait", "other"))
-    return pd.DataFrame(
+    by = np.arange(len(idx))
+    if largest_first and not np.isnan(g_dur).any():
+        by = np.argsort(-g_dur, kind="stable")  # pandas' stable descending sort
+    out = pd.DataFrame(
         {
-            "rank": events["rank"].to_numpy()[order][idx],
-            "device": events["device"].to_numpy()[order][idx],
-            "stream": stream[idx],
-            "start": g_start,
-            "end": g_end,
-            "dur": g_dur,
-            "cause": cause,
+            "rank": events["rank"].to_numpy()[order][idx][by],
+            "device": events["device"].to_numpy()[order][idx][by],
+            "stream": stream[idx][by],
+            "start": g_start[by],
+            "end": g_end[by],
+            "dur": g_dur[by],
+            "cause": cause[by],
             "cpu_work": "",
         }
     )
+    if largest_first and np.isnan(g_dur).any():
+        out = out.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    return out
 
 
 def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS) -> pd.DataFrame:
@@ -84,6 +114,15 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
     (:meth:`~nbprof.analysis.stalls.HostActivity.describe`)."""
     if gaps.empty:
         return gaps
+    dur = gaps["dur"].to_numpy()
+    if dur.dtype == "float64" and not np.isnan(dur).any():
+        # nlargest's choice (the largest, the first of equal ones), from the array.
+        start = gaps["start"].to_numpy(dtype="float64")
+        end = gaps["end"].to_numpy(dtype="float64")
+        work = list(gaps["cpu_work"].to_numpy(dtype=object))
+        for p in np.argsort(-dur, kind="stable")[: min(top, len(dur))].tolist():
+            work[p] = host.describe(float(start[p]), float(end[p]))
+        return gaps.assign(cpu_work=work)
     out = gaps.copy()
     chosen = out["dur"].nlargest(min(top, len(out))).index
     if not out.index.is_unique:

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import matches
 
@@ -31,16 +32,17 @@ def dataloader_ops(cpu_ops: pd.DataFrame, annotations: pd.DataFrame | None = Non
     for f in (cpu_ops, annotations):
         if f is None or f.empty:
             continue
+        # Row numbers first (most ranks have no fetch): a frame only of the hits.
+        hit = matches(f["name"], _DATALOADER)
         if "on_gpu" in f:
-            f = f[~f["on_gpu"].to_numpy(bool)]
-        hit = f[matches(f["name"], _DATALOADER)]
-        if not hit.empty:
-            parts.append(hit[["rank", "tid", "name", "ts", "dur"]])
+            hit &= ~f["on_gpu"].to_numpy(bool)
+        rows = np.flatnonzero(hit)
+        if len(rows):
+            parts.append(f.iloc[rows][["rank", "tid", "name", "ts", "dur"]])
     if not parts:
-        return pd.DataFrame(
-            {c: pd.Series(dtype=t) for c, t in
-             (("rank", "int32"), ("tid", "int64"), ("name", "object"), ("ts", "float64"),
-              ("dur", "float64"))}
+        return _frames.empty_typed(
+            (("rank", "int32"), ("tid", "int64"), ("name", "object"), ("ts", "float64"),
+             ("dur", "float64"))
         )  # fmt: skip
     return pd.concat(parts, ignore_index=True)
 

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import analyze_signals
+from nbprof.analysis import _group, analyze_signals
 from nbprof.analysis import intervals as iv
+from nbprof.analysis._text import as_text
 from nbprof.analysis.collectives import rank_collectives
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import DeviceMetrics, Diagnosis, Finding, Verdict
@@ -120,11 +121,7 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
         devices=diag.devices,
         verdict=diag.verdict,
         findings=diag.findings,
-        tables={
-            name: t.head(KEEP_ROWS).reset_index(drop=True)
-            for name, t in diag.tables.items()
-            if name != "kernel_class"
-        },
+        tables={name: _head(t) for name, t in diag.tables.items() if name != "kernel_class"},
         explanation=diag.explanation,
     )
     timeline, n_events = _timeline(trace, diag, cap)
@@ -142,6 +139,15 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
         gpu_events=n_events,
         notes=list(trace.notes),
     )
+
+
+def _head(t: pd.DataFrame) -> pd.DataFrame:
+    """The first ``KEEP_ROWS`` rows, numbered from 0: the table itself when it is that
+    already (frames are never modified in place)."""
+    i = t.index
+    if isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1:
+        return t if len(t) <= KEEP_ROWS else t.iloc[:KEEP_ROWS]
+    return t.head(KEEP_ROWS).reset_index(drop=True)
 
 
 def _mine(df: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -168,28 +174,27 @@ def _sets(s: Signals) -> tuple[iv.Set, iv.Set]:
 def _steps(s: Signals, compute: iv.Set, comm: iv.Set) -> pd.DataFrame:
     st = s.view.steps
     exposed = iv.subtract(comm, compute)
-    rows = []
-    r: Any  # a row of the steps table (pandas-stubs types its fields as any scalar)
-    for r in st.itertuples(index=False):
-        w = (np.array([float(r.ts)]), np.array([float(r.ts + r.dur)]))
-        rows.append(
-            {
-                "step": int(r.step),
-                "name": str(r.name),
-                "ts": float(r.ts),
-                "dur": float(r.dur),
-                "exposed_comm_us": iv.total(iv.intersect(exposed, w)),
-                "compute_us": iv.total(iv.intersect(compute, w)),
-            }
-        )
     cols = ["step", "name", "ts", "dur", "exposed_comm_us", "compute_us"]
-    return pd.DataFrame(rows, columns=cols)
+    if st.empty:
+        return pd.DataFrame([], columns=cols)
+    # The steps' fields as plain values (a row tuple at a time costs more than the rest).
+    step, name, ts, dur = (st[c].to_numpy().tolist() for c in ("step", "name", "ts", "dur"))
+    out: dict[str, list[Any]] = {c: [] for c in cols}
+    for k, n, t, d in zip(step, name, ts, dur, strict=True):
+        w = (np.array([float(t)]), np.array([float(t + d)]))
+        out["step"].append(int(k))
+        out["name"].append(str(n))
+        out["ts"].append(float(t))
+        out["dur"].append(float(d))
+        out["exposed_comm_us"].append(iv.total(iv.intersect(exposed, w)))
+        out["compute_us"].append(iv.total(iv.intersect(compute, w)))
+    return pd.DataFrame(out)
 
 
 def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, int]:
     """At most ``cap`` GPU events: the collectives first (what a job's timeline is read
     for), then the longest of the rest, in time order."""
-    parts = []
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in _TIMELINE_COLUMNS}
     cls = diag.kernel_class
     for kind, t in (("kernel", trace.kernels), ("memcpy", trace.memcpy), ("memset", trace.memset)):
         if t.empty:
@@ -198,21 +203,35 @@ def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, in
             c = cls["cls"].to_numpy(dtype=object)
         else:
             c = np.full(len(t), "copy" if kind != "kernel" else "other", dtype=object)
-        parts.append(
-            pd.DataFrame(
-                {
-                    "device": t["device"].astype(str).to_numpy(),
-                    "stream": t["stream"].to_numpy(dtype="int64"),
-                    "name": t["name"].to_numpy(dtype=object),
-                    "ts": t["ts"].to_numpy(dtype="float64"),
-                    "dur": t["dur"].to_numpy(dtype="float64"),
-                    "kind": kind,
-                    "cls": c,
-                }
-            )
-        )
-    if not parts:
+        cols["device"].append(as_text(t["device"]).to_numpy())
+        cols["stream"].append(t["stream"].to_numpy(dtype="int64"))
+        cols["name"].append(t["name"].to_numpy(dtype=object))
+        cols["ts"].append(t["ts"].to_numpy(dtype="float64"))
+        cols["dur"].append(t["dur"].to_numpy(dtype="float64"))
+        cols["kind"].append(np.full(len(t), kind, dtype=object))
+        cols["cls"].append(c)
+    if not cols["ts"]:
         return pd.DataFrame({c: [] for c in _TIMELINE_COLUMNS}), 0
+    if not all(_group.all_text(a) for c in ("name", "cls") for a in cols[c]):
+        # Names that are not all text: each table's column takes the type pandas infers
+        # for it, and their concatenation the common one.
+        return _timeline_frames(cols, cap)
+    ev = {c: np.concatenate(v) for c, v in cols.items()}
+    n = len(ev["ts"])
+    keep = np.arange(n)
+    if n > cap:
+        first = ev["cls"] != "communication"
+        keep = np.sort(np.lexsort((-ev["dur"], first))[:cap])
+    # In time order, ties (and missing times, last) as they were: a stable sort.
+    keep = keep[np.argsort(ev["ts"][keep], kind="stable")]
+    return pd.DataFrame({c: ev[c][keep] for c in _TIMELINE_COLUMNS}), n
+
+
+def _timeline_frames(cols: dict[str, list[np.ndarray]], cap: int) -> tuple[pd.DataFrame, int]:
+    """:func:`_timeline` by concatenating one frame per table."""
+    parts = [
+        pd.DataFrame({c: cols[c][i] for c in _TIMELINE_COLUMNS}) for i in range(len(cols["ts"]))
+    ]
     ev = pd.concat(parts, ignore_index=True)
     n = len(ev)
     if n > cap:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
@@ -108,8 +108,14 @@ def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     fl = cpu_ops["flops"].to_numpy(dtype="float64")
     if (fl > 0).any():
         return cpu_ops, False
-    names = cpu_ops["name"].astype(str)
-    cand = cpu_ops[matches(names, _MATMUL) & (cpu_ops["input_dims"].astype(str) != "").to_numpy()]
+    names = cpu_ops["name"]
+    if not _group.all_text(names.to_numpy()):
+        names = names.astype(str)
+    # Shapes are read (as text) for the matrix products only.
+    rows = np.flatnonzero(matches(names, _MATMUL))
+    dims = cpu_ops["input_dims"].to_numpy()[rows].tolist()
+    rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
+    cand = cpu_ops.iloc[rows]
     if cand.empty:
         return cand, True
     est = [matmul_flops(n, d) for n, d in zip(cand["name"], cand["input_dims"], strict=True)]
@@ -214,52 +220,57 @@ def roofline(
     ops, estimated = flops if flops is not None else flop_ops(cpu_ops)
     flops_src = "FLOPs 2mkn from input shapes" if estimated else "FLOPs from the trace"
     if ops.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in ROOFLINE_COLUMNS})
+        return _frames.empty(ROOFLINE_COLUMNS)
     gpu_us = gpu_time_per_op(ops, kernels, all_cpu_ops)
     tc_us = gpu_time_per_op(ops, kernels, all_cpu_ops, tensor_core)
-    ops = ops.assign(gpu_us=gpu_us, tc_us=tc_us)
-    ops = ops[ops["gpu_us"] > 0]
-    if ops.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in ROOFLINE_COLUMNS})
+    keep = np.flatnonzero(gpu_us > 0)
+    if not len(keep):
+        return _frames.empty(ROOFLINE_COLUMNS)
+    gpu_us, tc_us = gpu_us[keep], tc_us[keep]
+    names = ops["name"].to_numpy()[keep]
     est = [
         op_bytes_dtype(n, d, t)
-        for n, d, t in zip(ops["name"], ops["input_dims"], ops["input_types"], strict=True)
+        for n, d, t in zip(
+            names.tolist(),
+            ops["input_dims"].to_numpy()[keep].tolist(),
+            ops["input_types"].to_numpy()[keep].tolist(),
+            strict=True,
+        )
     ]
     dtypes = np.array([d for _, d in est], dtype=object)
-    tf32 = (dtypes == "fp32") & (ops["tc_us"].to_numpy() > 0.5 * ops["gpu_us"].to_numpy())
+    tf32 = (dtypes == "fp32") & (tc_us > 0.5 * gpu_us)
     dtypes[tf32] = "tf32"
-    names = ops["name"].to_numpy()
+    op_flops = ops["flops"].to_numpy(dtype="float64")[keep]
     if _group.all_text(names):
         # Grouped in plain Python: the same sums pandas' groupby gives, without its fixed
         # cost on the few ops of a rank.
         uniq, code = _group.codes(list(zip(names.tolist(), dtypes.tolist(), strict=True)))
         n = len(uniq)
         keys = list(zip(*uniq, strict=True))
-        g = pd.DataFrame(
-            {
-                "op": np.array(keys[0], dtype=object),
-                "dtype": np.array(keys[1], dtype=object),
-                "count": _group.counts(code, n),
-                "flops": _group.sums(code, ops["flops"].to_numpy(dtype="float64"), n),
-                "bytes": _group.sums(code, np.array([b for b, _ in est], dtype="float64"), n),
-                "total_us": _group.sums(code, ops["gpu_us"].to_numpy(dtype="float64"), n),
-            }
-        )
+        cols: dict[str, Any] = {
+            "op": np.array(keys[0], dtype=object),
+            "dtype": np.array(keys[1], dtype=object),
+            "count": _group.counts(code, n),
+            "flops": _group.sums(code, op_flops, n),
+            "bytes": _group.sums(code, np.array([b for b, _ in est], dtype="float64"), n),
+            "total_us": _group.sums(code, gpu_us, n),
+        }
     else:  # missing names: pandas drops them from the groups
-        ops = ops.assign(nbytes=[b for b, _ in est], dtype=dtypes)
-        by = ops.groupby(["name", "dtype"], sort=False)
+        rows = ops.iloc[keep].assign(gpu_us=gpu_us, nbytes=[b for b, _ in est], dtype=dtypes)
+        by = rows.groupby(["name", "dtype"], sort=False)
         g = by[["flops", "nbytes", "gpu_us"]].sum()
         g.insert(0, "count", by.size())
         g = g.rename(columns={"nbytes": "bytes", "gpu_us": "total_us"}).reset_index()
         g = g.rename(columns={"name": "op"})
-    t = g["total_us"].to_numpy(dtype="float64")
-    fl = g["flops"].to_numpy(dtype="float64")
-    by = g["bytes"].to_numpy(dtype="float64")
-    g["tflops"] = fl / t / 1e6
-    g["gbps"] = np.where(by > 0, by / t / 1e3, np.nan)
-    g["intensity"] = np.where(by > 0, fl / np.where(by > 0, by, 1), np.nan)
+        cols = {c: g[c] for c in g.columns}
+    t = np.asarray(cols["total_us"], dtype="float64")
+    fl = np.asarray(cols["flops"], dtype="float64")
+    by = np.asarray(cols["bytes"], dtype="float64")
+    cols["tflops"] = fl / t / 1e6
+    cols["gbps"] = np.where(by > 0, by / t / 1e3, np.nan)
+    cols["intensity"] = np.where(by > 0, fl / np.where(by > 0, by, 1), np.nan)
     bounds, bases = [], []
-    for dtype, inten in zip(g["dtype"], g["intensity"], strict=True):
+    for dtype, inten in zip(list(cols["dtype"]), cols["intensity"].tolist(), strict=True):
         key = dtype
         pf = peak_tflops(peak, key) if key else None
         if pf is None or peak is None or not np.isfinite(inten):
@@ -272,7 +283,13 @@ def roofline(
             f"estimated: {flops_src}, bytes from input shapes; ridge {ridge:.0f} "
             f"FLOP/B ({key} {pf:g} TFLOP/s, {peak.mem_gbps:g} GB/s, {peak.source})"
         )
-    g["bound"] = bounds
-    g["basis"] = bases
-    g = g.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
-    return g[list(ROOFLINE_COLUMNS)]
+    cols["bound"] = np.array(bounds, dtype=object)
+    cols["basis"] = np.array(bases, dtype=object)
+    if isinstance(cols["op"], pd.Series) or np.isnan(t).any():
+        # pandas' groups (their key columns keep their types), or missing totals, which
+        # pandas' sort puts last.
+        g = pd.DataFrame({c: cols[c] for c in ROOFLINE_COLUMNS})
+        return g.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    # Largest total first, ties in group order (what the stable sort gives).
+    order = np.argsort(-t, kind="stable")
+    return pd.DataFrame({c: np.asarray(cols[c])[order] for c in ROOFLINE_COLUMNS})

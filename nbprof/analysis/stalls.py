@@ -32,8 +32,11 @@ The host activity is the rank's (every thread of the process that drove the devi
 
 from __future__ import annotations
 
+import bisect
 import logging
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -87,6 +90,9 @@ class HostActivity:
     _described: dict[tuple[float, float], str] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
+    #: The five sets describe() cuts a gap by, as lists (bisect on a list is cheaper than a
+    #: numpy search for the one window each question asks about).
+    _lists: list[tuple[list[float], list[float]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         s = self.blocking["ts"].to_numpy(dtype="float64")
@@ -103,6 +109,8 @@ class HostActivity:
         object.__setattr__(
             self, "setup_set", iv.merge(ss, ss + self.setup["dur"].to_numpy(dtype="float64"))
         )
+        sets = (self.block_set, self.release_set, self.capture, self.fetch, self.setup_set)
+        object.__setattr__(self, "_lists", [(x[0].tolist(), x[1].tolist()) for x in sets])
 
     def describe(self, a: float, b: float) -> str:
         """What the host did during [a, b]: of the parts charged as :func:`account` does
@@ -125,8 +133,10 @@ class HostActivity:
         # the earlier ones left.
         rest: list[tuple[float, float]] = [(a, b)]
         taken: list[float] = []
-        for x in (self.block_set, self.release_set, self.capture, self.fetch, self.setup_set):
-            inside, rest = _take(rest, iv.window(x, a, b))
+        for xs, xe in self._lists:
+            # iv.window: the intervals overlapping [a, b) (starts and ends both sorted).
+            i0, i1 = bisect.bisect_right(xe, a), bisect.bisect_left(xs, b)
+            inside, rest = _take(rest, xs[i0:i1], xe[i0:i1])
             taken.append(_length(inside))
         blocked, after, capture, fetch, setup = taken
         shares = {
@@ -153,11 +163,11 @@ class HostActivity:
 
 
 def _take(
-    pieces: list[tuple[float, float]], w: iv.Set
+    pieces: list[tuple[float, float]], ws: list[float], we: list[float]
 ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """(the parts of ``pieces`` inside the set ``w``, the parts outside it): what
-    ``iv.intersect`` and ``iv.subtract`` give for these sorted, disjoint pieces."""
-    ws, we = w[0].tolist(), w[1].tolist()
+    """(the parts of ``pieces`` inside the set of intervals ``ws``-``we``, the parts
+    outside it): what ``iv.intersect`` and ``iv.subtract`` give for these sorted, disjoint
+    pieces."""
     inside: list[tuple[float, float]] = []
     outside: list[tuple[float, float]] = []
     for s, e in pieces:
@@ -193,6 +203,10 @@ class _Calls:
         self.s, self.e = starts[order], ends[order]
         self.names = names[order]
         self.longest = float((self.e - self.s).max()) if len(self.s) else 0.0
+        # Plain lists for the plain-Python search, where no time is missing (a NaN start
+        # or end orders differently in a list search than in numpy's).
+        ok = not (np.isnan(self.s).any() or np.isnan(self.e).any() or math.isnan(self.longest))
+        self._lists = (self.s.tolist(), self.e.tolist(), self.names.tolist()) if ok else None
 
     @classmethod
     def of(cls, calls: pd.DataFrame) -> _Calls:
@@ -201,6 +215,8 @@ class _Calls:
 
     def covering(self, a: float, b: float, at_least: float = 0.0) -> str:
         """The name whose intervals cover the most of [a, b] (at least ``at_least``), or ""."""
+        if self._lists is not None:
+            return self._covering(a, b, at_least)
         # Only intervals starting after a - longest and before b can overlap [a, b].
         lo = int(np.searchsorted(self.s, a - self.longest, side="left"))
         hi = int(np.searchsorted(self.s, b, side="left"))
@@ -214,6 +230,29 @@ class _Calls:
         best = int(by.argmax())
         return str(names[best]) if float(by[best]) >= at_least else ""
 
+    def _covering(self, a: float, b: float, at_least: float) -> str:
+        """:meth:`covering` in plain Python, on the few intervals near [a, b]: each name's
+        overlaps added in start order (as ``np.bincount`` adds them), the first of the
+        names in sorted order (``np.unique``'s) among those covering the most."""
+        assert self._lists is not None
+        s, e, names = self._lists
+        lo = bisect.bisect_left(s, a - self.longest)
+        hi = bisect.bisect_left(s, b)
+        by: dict[str, float] = {}
+        for i in range(lo, hi):
+            if e[i] > a:
+                ov = min(e[i], b) - max(s[i], a)
+                n = names[i]
+                by[n] = by.get(n, 0.0) + ov
+        if not by:
+            return ""
+        best = ""
+        most = -math.inf
+        for n in sorted(by):
+            if by[n] > most:
+                best, most = n, by[n]
+        return best if most >= at_least else ""
+
 
 def host_activity(
     blocking: pd.DataFrame,
@@ -222,18 +261,27 @@ def host_activity(
     cpu_ops: pd.DataFrame,
     capture: iv.Set = iv.EMPTY,
 ) -> HostActivity:
-    top = cpu_ops[cpu_ops["depth"] == 0] if not cpu_ops.empty else cpu_ops
-    if not top.empty:
+    if cpu_ops.empty:
+        top = pd.DataFrame({"ts": [], "dur": [], "name": []})
+    else:
+        names = cpu_ops["name"].to_numpy()
         # .item() is blocking, already counted as such: never the op that "ran".
-        top = top[~top["name"].isin(SYNC_OPS)]
-    top = (
-        top[["ts", "dur", "name"]]
-        if not top.empty
-        else pd.DataFrame({"ts": [], "dur": [], "name": []})
-    )
-    return HostActivity(
-        blocking[["ts", "dur", "name"]], fetch, setup[["ts", "dur", "name"]], top, capture
-    )
+        sync = np.fromiter(
+            (type(n) is str and n in _SYNC_OPS for n in names.tolist()), bool, len(names)
+        )
+        rows = np.flatnonzero((cpu_ops["depth"].to_numpy() == 0) & ~sync)
+        top = pd.DataFrame(
+            {
+                "ts": cpu_ops["ts"].to_numpy()[rows],
+                "dur": cpu_ops["dur"].to_numpy()[rows],
+                "name": pd.Series(names[rows], dtype=object),
+            }
+        )
+    # Only ts, dur and name are read from the call frames.
+    return HostActivity(blocking, fetch, setup, top, capture)
+
+
+_SYNC_OPS = frozenset(SYNC_OPS)
 
 
 @dataclass(frozen=True)
@@ -374,6 +422,66 @@ def account(
     stacked = np.vstack([cause_us[c] for c in CAUSES]) if len(dur) else np.zeros((len(CAUSES), 0))
     main = np.array(CAUSES, dtype=object)[stacked.argmax(axis=0)] if len(dur) else []
     blockers = _charged(host.blocking, blocked, after)
+    return Accounting(
+        span_us=span_us,
+        compute_us=iv.total(compute),
+        exposed_comm_us=iv.total(iv.subtract(comm_set, compute)),
+        comm_us=iv.total(comm_set),
+        copy_only_us=iv.total(iv.subtract(every, kernels)),
+        idle_us=float(dur.sum()),
+        queued_idle_us=float(dur[queued].sum()),
+        setup_idle=setup,
+        causes=causes,
+        blockers=blockers,
+        gaps=_gap_table(idle, dur, queued, main, host, rank, device),
+    )
+
+
+def _gap_table(
+    idle: iv.Set,
+    dur: np.ndarray,
+    queued: np.ndarray,
+    main: Any,
+    host: HostActivity,
+    rank: int,
+    device: str,
+) -> pd.DataFrame:
+    """The idle gaps, largest first (ties in time order), the largest ``NAMED_GAPS`` with
+    the host's work during them: built once, in that order."""
+    if not len(dur) or np.isnan(dur).any():
+        return _gap_table_sorted(idle, dur, queued, main, host, rank, device)
+    order = np.argsort(-dur, kind="stable")  # what pandas' stable descending sort gives
+    cause_of, g0, g1 = np.asarray(main)[order], idle[0][order], idle[1][order]
+    work = [""] * len(dur)
+    for i in range(min(NAMED_GAPS, len(dur))):
+        if cause_of[i] in ("dependency", "kernel_wait"):
+            work[i] = "queued work waiting on another stream or device"
+        else:
+            work[i] = host.describe(g0[i], g1[i])
+    return pd.DataFrame(
+        {
+            "rank": np.full(len(dur), rank, dtype="int32"),
+            "device": np.full(len(dur), device, dtype=object),
+            "start": g0,
+            "end": g1,
+            "dur": dur[order],
+            "queued": queued[order],
+            "cause": cause_of,
+            "cpu_work": np.array(work, dtype=object),
+        }
+    )
+
+
+def _gap_table_sorted(
+    idle: iv.Set,
+    dur: np.ndarray,
+    queued: np.ndarray,
+    main: Any,
+    host: HostActivity,
+    rank: int,
+    device: str,
+) -> pd.DataFrame:
+    """:func:`_gap_table` by pandas' sort (no gaps, or gaps of unknown length)."""
     gaps = pd.DataFrame(
         {
             "rank": np.full(len(dur), rank, dtype="int32"),
@@ -397,16 +505,4 @@ def account(
             work[i] = host.describe(g0[i], g1[i])
     if work:
         gaps["cpu_work"] = work
-    return Accounting(
-        span_us=span_us,
-        compute_us=iv.total(compute),
-        exposed_comm_us=iv.total(iv.subtract(comm_set, compute)),
-        comm_us=iv.total(comm_set),
-        copy_only_us=iv.total(iv.subtract(every, kernels)),
-        idle_us=float(dur.sum()),
-        queued_idle_us=float(dur[queued].sum()),
-        setup_idle=setup,
-        causes=causes,
-        blockers=blockers,
-        gaps=gaps[list(GAP_COLUMNS)],
-    )
+    return gaps[list(GAP_COLUMNS)]

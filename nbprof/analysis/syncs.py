@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import SYNCS_TABLE
 
@@ -36,11 +37,9 @@ _CALL_COLUMNS = ("rank", "pid", "tid", "name", "ts", "dur", "kind", "bytes")
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame(
-        {"rank": pd.Series(dtype="int32"), "pid": pd.Series(dtype="int64"),
-         "tid": pd.Series(dtype="int64"), "name": pd.Series(dtype="object"),
-         "ts": pd.Series(dtype="float64"), "dur": pd.Series(dtype="float64"),
-         "kind": pd.Series(dtype="object"), "bytes": pd.Series(dtype="int64")}
+    return _frames.empty_typed(
+        (("rank", "int32"), ("pid", "int64"), ("tid", "int64"), ("name", "object"),
+         ("ts", "float64"), ("dur", "float64"), ("kind", "object"), ("bytes", "int64"))
     )  # fmt: skip
 
 
@@ -49,12 +48,13 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     ``"cudaMemcpyAsync (DtoH)"``; ``kind`` and ``bytes`` are the copy's."""
     if runtime.empty or memcpy.empty:
         return _empty()
-    calls = runtime[matches(runtime["name"], _COPY_CALL)]
-    if calls.empty:
+    hit = np.flatnonzero(matches(runtime["name"], _COPY_CALL))
+    if not len(hit):
         return _empty()
+    call_names = runtime["name"].to_numpy()[hit]
     kinds = memcpy["kind"].to_numpy()
-    if not _group.all_text(kinds) or not _group.all_text(calls["name"].to_numpy()):
-        return _blocking_copies_merged(calls, memcpy)
+    if not _group.all_text(kinds) or not _group.all_text(call_names):
+        return _blocking_copies_merged(runtime.iloc[hit], memcpy)
     # The join on (rank, correlation), as an inner merge orders it: each call in turn,
     # with its copies in their order.
     c_rank, c_corr = memcpy["rank"].to_numpy(), memcpy["correlation"].to_numpy()
@@ -65,7 +65,9 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     left: list[int] = []
     right: list[int] = []
     keys = zip(
-        calls["rank"].to_numpy().tolist(), calls["correlation"].to_numpy().tolist(), strict=True
+        runtime["rank"].to_numpy()[hit].tolist(),
+        runtime["correlation"].to_numpy()[hit].tolist(),
+        strict=True,
     )
     for i, key in enumerate(keys):
         for k in by_key.get(key, ()):
@@ -74,20 +76,21 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     if not left:
         return _empty()
     li, ri = np.array(left, dtype="int64"), np.array(right, dtype="int64")
-    ts = calls["ts"].to_numpy(dtype="float64")[li]
-    dur = calls["dur"].to_numpy(dtype="float64")[li]
+    rows = hit[li]
+    ts = runtime["ts"].to_numpy(dtype="float64")[rows]
+    dur = runtime["dur"].to_numpy(dtype="float64")[rows]
     c_ts = memcpy["ts"].to_numpy(dtype="float64")[ri]
     waited = ts + dur >= c_ts + memcpy["dur"].to_numpy(dtype="float64")[ri]
     if not waited.any():
         return _empty()
-    li, ri = li[waited], ri[waited]
+    li, ri, rows = li[waited], ri[waited], rows[waited]
     kind = np.array([k or "copy" for k in kinds[ri].tolist()], dtype=object)
-    names = calls["name"].to_numpy()[li]
+    names = call_names[li]
     return pd.DataFrame(
         {
-            "rank": calls["rank"].to_numpy(dtype="int32")[li],
-            "pid": calls["pid"].to_numpy(dtype="int64")[li],
-            "tid": calls["tid"].to_numpy(dtype="int64")[li],
+            "rank": runtime["rank"].to_numpy(dtype="int32")[rows],
+            "pid": runtime["pid"].to_numpy(dtype="int64")[rows],
+            "tid": runtime["tid"].to_numpy(dtype="int64")[rows],
             "name": np.array(
                 [f"{n} ({k})" for n, k in zip(names, kind, strict=True)], dtype=object
             ),
@@ -133,32 +136,75 @@ def sync_calls(
     ``cuda_sync`` events Kineto places on a GPU stream row (pid = device) describe the
     same waits as the runtime calls; only the CPU-side ones are counted.
     """
-    parts = []
-    cols = ["rank", "pid", "tid", "name", "ts", "dur"]
+    # Row numbers of each source frame, in the order their rows are listed.
+    picked: list[tuple[pd.DataFrame, np.ndarray]] = []
     if not runtime.empty:
-        rt = runtime[runtime["name"].isin(SYNC_RUNTIME) & (runtime["cat"] != "cuda_sync")]
-        parts.append(rt[cols])
-        cs = runtime[runtime["cat"] == "cuda_sync"]
-        if not cs.empty and rt.empty:
-            parts.append(cs[cols])
+        cat = runtime["cat"].to_numpy()
+        sync = _is_in(runtime["name"].to_numpy(), _SYNC_RUNTIME_SET)
+        rt = np.flatnonzero(sync & (cat != "cuda_sync"))
+        picked.append((runtime, rt))
+        if not len(rt):
+            picked.append((runtime, np.flatnonzero(cat == "cuda_sync")))
     if not cpu_ops.empty:
-        ops = cpu_ops[cpu_ops["name"].isin(SYNC_OPS)]
+        names = cpu_ops["name"].to_numpy()
+        ops = np.flatnonzero(_is_in(names, _SYNC_OPS_SET))
         # aten::item encloses aten::_local_scalar_dense: count the outer one only.
-        item = ops[ops["name"] == "aten::item"]
-        ops = item if not item.empty else ops
-        parts.append(ops[cols])
-    parts = [p.assign(kind="", bytes=-1) for p in parts if not p.empty]
-    if memcpy is not None:
-        parts.append(blocking_copies(runtime, memcpy))
-    parts = [p for p in parts if not p.empty]
-    if not parts:
-        return _empty()
-    return pd.concat(parts, ignore_index=True)[list(_CALL_COLUMNS)]
+        item = ops[names[ops] == "aten::item"]
+        picked.append((cpu_ops, item if len(item) else ops))
+    picked = [(f, rows) for f, rows in picked if len(rows)]
+    copies = blocking_copies(runtime, memcpy) if memcpy is not None else _empty()
+    if not picked:
+        return copies[list(_CALL_COLUMNS)].reset_index(drop=True) if not copies.empty else _empty()
+    return _assemble(picked, copies)
+
+
+_SYNC_RUNTIME_SET = frozenset(SYNC_RUNTIME)
+_SYNC_OPS_SET = frozenset(SYNC_OPS)
+_KEY_DTYPES = {"rank": "int32", "pid": "int64", "tid": "int64", "ts": "float64", "dur": "float64"}
+
+
+def _is_in(values: np.ndarray, names: frozenset[str]) -> np.ndarray:
+    """``Series.isin(names)`` for a column of names (a missing or odd value is in none)."""
+    return np.fromiter(
+        (type(v) is str and v in names for v in values.tolist()), dtype=bool, count=len(values)
+    )
+
+
+def _assemble(picked: list[tuple[pd.DataFrame, np.ndarray]], copies: pd.DataFrame) -> pd.DataFrame:
+    """The picked rows (``kind`` "", ``bytes`` -1) and then the blocking copies, as one
+    frame: what concatenating their frames gives, built once from the columns."""
+    cols = ["rank", "pid", "tid", "name", "ts", "dur"]
+    got = [{c: f[c] for c in cols} for f, _ in picked]
+    if not copies.empty:
+        got.append({c: copies[c] for c in cols})
+    if any(g[c].dtype != _KEY_DTYPES[c] for g in got for c in _KEY_DTYPES) or any(
+        g["name"].dtype != object for g in got[: len(picked)]
+    ):  # other column types: pandas' concatenation decides the common ones
+        parts = [f.iloc[rows][cols].assign(kind="", bytes=-1) for f, rows in picked]
+        if not copies.empty:
+            parts.append(copies)
+        return pd.concat(parts, ignore_index=True)[list(_CALL_COLUMNS)]
+    rows_of = [rows for _, rows in picked] + [slice(None)] * (not copies.empty)
+    out: dict[str, Any] = {
+        c: np.concatenate([g[c].to_numpy()[r] for g, r in zip(got, rows_of, strict=True)])
+        for c in cols
+    }
+    n = len(out["ts"])
+    n_copies = len(copies)
+    kind = np.full(n, "", dtype=object)
+    nbytes = np.full(n, -1, dtype="int64")
+    if n_copies:
+        kind[n - n_copies :] = copies["kind"].to_numpy(dtype=object)
+        nbytes[n - n_copies :] = copies["bytes"].to_numpy(dtype="int64")
+    out["name"] = pd.Series(out["name"], dtype=object)  # object, as the trace's names are
+    out["kind"] = kind
+    out["bytes"] = nbytes
+    return pd.DataFrame(out)
 
 
 def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:
     if calls.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in SYNC_COLUMNS})
+        return _frames.empty(SYNC_COLUMNS)
     names = calls["name"].to_numpy()
     if not _group.all_text(names):  # pandas drops missing names from the groups
         g = calls.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"))

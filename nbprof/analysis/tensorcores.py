@@ -114,10 +114,11 @@ def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
     valid = (idx >= 0) & (idx < len(cpu_ops))
     if not valid.any():
         return out
-    ops = cpu_ops.iloc[idx[valid]]
-    eligible = matches(ops["name"], _ELIGIBLE_OP)
-    tc_type = matches(ops["input_types"], _TC_DTYPE)
-    helper = matches(kernels["name"][valid], _HELPER)
+    # Matched on the whole columns (each factorized once per analysis), read at the rows.
+    at = idx[valid]
+    eligible = matches(cpu_ops["name"], _ELIGIBLE_OP)[at]
+    tc_type = matches(cpu_ops["input_types"], _TC_DTYPE)[at]
+    helper = matches(kernels["name"], _HELPER)[valid]
     out[np.flatnonzero(valid)] = eligible & tc_type & ~helper
     return out
 
@@ -159,7 +160,8 @@ def classify(
             on, _off = m
             flags = kernels["name"].isin(on).to_numpy()
             return TensorCoreResult(flags, "measured", "CUPTI Tensor Core pipe counters")
-    ev = name_evidence(kernels["name"].astype(str), vendor)
+    names = kernels["name"]
+    ev = name_evidence(names if _all_text(names) else names.astype(str), vendor)
     flags = ev > 0
     if vendor == "amd":
         # Matrix-core evidence on AMD is the name only; silence is not a "no".
@@ -192,3 +194,7 @@ def cc_value(text: str | None) -> float | None:
         return float(text) if text else None
     except ValueError:
         return None
+
+
+def _all_text(values: pd.Series) -> bool:
+    return all(type(v) is str for v in values.to_numpy().tolist())

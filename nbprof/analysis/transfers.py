@@ -13,7 +13,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import COPIES_TABLE
 
@@ -22,21 +22,28 @@ logger = logging.getLogger(__name__)
 COPY_COLUMNS: tuple[str, ...] = COPIES_TABLE.names
 
 
+def pageable_mask(memcpy: pd.DataFrame) -> np.ndarray:
+    """Per copy: is either side pageable host memory (the name or the columns say so)."""
+    if memcpy.empty:
+        return np.zeros(0, dtype=bool)
+    src, dst = memcpy["src"].to_numpy(), memcpy["dst"].to_numpy()
+    return (src == "Pageable") | (dst == "Pageable") | matches(memcpy["name"], "Pageable")
+
+
 def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
     """A copy is pageable when either side is pageable host memory (name or columns say so)."""
     if memcpy.empty:
         return pd.Series(dtype=bool)
-    by_cols = (memcpy["src"] == "Pageable") | (memcpy["dst"] == "Pageable")
-    by_name = pd.Series(matches(memcpy["name"], "Pageable"), index=memcpy.index)
-    return by_cols | by_name
+    return pd.Series(pageable_mask(memcpy), index=memcpy.index)
 
 
 def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     """One row per (rank, device, direction, src, dst)."""
     if memcpy.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in COPY_COLUMNS})
-    pageable = is_pageable(memcpy).to_numpy()
-    nbytes = memcpy["bytes"].clip(lower=0).to_numpy()
+        return _frames.empty(COPY_COLUMNS)
+    pageable = pageable_mask(memcpy)
+    b = memcpy["bytes"].to_numpy()
+    nbytes = np.maximum(b, 0) if b.dtype.kind == "i" else memcpy["bytes"].clip(lower=0).to_numpy()
     keys = [memcpy[c].to_numpy() for c in ("device", "kind", "src", "dst")]
     if all(_group.all_text(k) for k in keys) and nbytes.dtype.kind == "i":
         rank = memcpy["rank"].to_numpy()
@@ -46,6 +53,25 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
         cols = list(zip(*uniq, strict=True))
         total_b = np.zeros(n, dtype="int64")
         np.add.at(total_b, code, nbytes.astype("int64"))
+        tot = _group.sums(code, memcpy["dur"].to_numpy(dtype="float64"), n)
+        if not np.isnan(tot).any():
+            # Built once, in its final order (largest total first, ties in group order,
+            # as the stable sort below puts them).
+            order = np.argsort(-tot, kind="stable")
+            return pd.DataFrame(
+                {
+                    "rank": np.array(cols[0], dtype=rank.dtype)[order],
+                    **{
+                        c: np.array(v, dtype=object)[order]
+                        for c, v in zip(("device", "kind", "src", "dst"), cols[1:], strict=True)
+                    },
+                    "count": _group.counts(code, n)[order],
+                    "bytes": total_b[order],
+                    "total_us": tot[order],
+                    "gbps": _rate(total_b.astype("float64"), tot)[order],
+                    "pageable": _group.any_true(code, pageable, n)[order],
+                }
+            )
         out = pd.DataFrame(
             {
                 "rank": np.array(cols[0], dtype=rank.dtype),
@@ -55,7 +81,7 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
                 },
                 "count": _group.counts(code, n),
                 "bytes": total_b,
-                "total_us": _group.sums(code, memcpy["dur"].to_numpy(dtype="float64"), n),
+                "total_us": tot,
                 "pageable": _group.any_true(code, pageable, n),
             }
         )
@@ -68,14 +94,19 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
             total_us=("dur", "sum"),
             pageable=("pageable", "any"),
         ).reset_index()
-    tot = out["total_us"].to_numpy(dtype="float64")
-    # A zero or subnormal duration is below the trace's resolution: the rate over it is
-    # unknown (NaN), not a division warning or an infinite GB/s.
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        rate = out["bytes"].to_numpy(dtype="float64") / tot / 1e3
-    out["gbps"] = np.where((tot > 0) & np.isfinite(rate), rate, np.nan)
+    out["gbps"] = _rate(
+        out["bytes"].to_numpy(dtype="float64"), out["total_us"].to_numpy(dtype="float64")
+    )
     out = out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
     return out[list(COPY_COLUMNS)]
+
+
+def _rate(nbytes: np.ndarray, us: np.ndarray) -> np.ndarray:
+    """GB/s. A zero or subnormal duration is below the trace's resolution: the rate over it
+    is unknown (NaN), not a division warning or an infinite GB/s."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        rate = nbytes / us / 1e3
+    return np.where((us > 0) & np.isfinite(rate), rate, np.nan)
 
 
 #: Copy kinds in the order they are listed: host copies first, then on-device ones.
@@ -102,27 +133,29 @@ def copies_by_kind(memcpy: pd.DataFrame) -> list[dict[str, object]]:
         return []
     kinds = [
         copy_kind(str(k), str(a), str(b))
-        for k, a, b in zip(memcpy["kind"], memcpy["src"], memcpy["dst"], strict=True)
+        for k, a, b in zip(
+            memcpy["kind"].to_numpy().tolist(),
+            memcpy["src"].to_numpy().tolist(),
+            memcpy["dst"].to_numpy().tolist(),
+            strict=True,
+        )
     ]
-    df = pd.DataFrame(
-        {
-            "kind": kinds,
-            "bytes": memcpy["bytes"].to_numpy(dtype="int64"),
-            "dur": memcpy["dur"].to_numpy(dtype="float64"),
-        }
-    )
+    kind_of = np.array(kinds, dtype=object)
+    all_bytes = memcpy["bytes"].to_numpy(dtype="int64")
+    all_dur = memcpy["dur"].to_numpy(dtype="float64")
     out: list[dict[str, object]] = []
-    for kind in [k for k in COPY_KINDS if k in set(kinds)]:
-        g = df[df["kind"] == kind]
-        b = g["bytes"].to_numpy()
+    present = set(kinds)
+    for kind in [k for k in COPY_KINDS if k in present]:
+        m = kind_of == kind
+        b, dur = all_bytes[m], all_dur[m]
         known = b >= 0
         nbytes = int(b[known].sum()) if known.any() else None
-        us = float(g["dur"].sum())
+        us = float(np.nansum(dur))  # a missing duration adds nothing, as pandas' sum skips it
         # The rate uses only the copies whose bytes are known, over their own time.
-        known_us = float(g["dur"].to_numpy()[known].sum())
+        known_us = float(dur[known].sum())
         gbps = nbytes / known_us / 1e3 if nbytes is not None and known_us > 0 else None
         out.append(
-            {"kind": kind, "count": len(g), "bytes": nbytes, "us": us,
+            {"kind": kind, "count": int(m.sum()), "bytes": nbytes, "us": us,
              "gbps": gbps if gbps is None or np.isfinite(gbps) else None}
         )  # fmt: skip
     return out

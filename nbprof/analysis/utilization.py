@@ -84,10 +84,9 @@ def sm_efficiency_pct(
     known = grid > 0
     if not known.any():
         return None, len(kernels)
-    k = kernels[known]
     w = np.minimum(grid[known] / float(sm_count), 1.0)
-    s = k["ts"].to_numpy(dtype="float64")
-    e = s + k["dur"].to_numpy(dtype="float64")
+    s = kernels["ts"].to_numpy(dtype="float64")[known]
+    e = s + kernels["dur"].to_numpy(dtype="float64")[known]
     return weighted_coverage(s, e, w) / span_us * 100.0, int((~known).sum())
 
 

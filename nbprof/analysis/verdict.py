@@ -245,20 +245,23 @@ def blocker_clause(s: Signals, name: str) -> str:
     """One blocking call's numbers in a clause: how many calls, how long the host blocked
     in them (per ProfilerStep), and the longest call (with its copy's size)."""
     calls = s.blocking
-    mine = calls[calls["name"] == name] if not calls.empty else calls
-    if mine.empty:
+    at = np.flatnonzero(calls["name"].to_numpy() == name) if not calls.empty else np.zeros(0, int)
+    if not len(at):
         return f"{name}: no call inside the GPU span"
-    host_us = float(mine["dur"].sum())
+    dur = calls["dur"].to_numpy(dtype="float64")[at]
+    host_us = float(np.nansum(dur))  # a missing duration adds nothing, as pandas' sum
     steps = len(s.steps)
+    n = len(at)
     # Per step only for calls made every step: one call at the end is no per-step cost.
-    per = f" ({_us(host_us / steps)} per ProfilerStep)" if steps and len(mine) >= steps else ""
-    row = mine.iloc[int(mine["dur"].to_numpy().argmax())]
-    nbytes, kind = int(row["bytes"]), _COPY_WORDS.get(str(row["kind"]), "")
+    per = f" ({_us(host_us / steps)} per ProfilerStep)" if steps and n >= steps else ""
+    i = int(dur.argmax())
+    longest = at[i]
+    nbytes = int(calls["bytes"].to_numpy()[longest])
+    kind = _COPY_WORDS.get(str(calls["kind"].to_numpy()[longest]), "")
     size = f" for a {_size(nbytes)} {kind} copy" if nbytes >= 0 and kind else ""
-    n = len(mine)
     return (
         f"the host blocked {_us(host_us)} in {n} call{'s' if n != 1 else ''} of {name}{per}, "
-        f"the longest {_us(float(row['dur']))}{size}"
+        f"the longest {_us(float(dur[i]))}{size}"
     )
 
 

@@ -1,0 +1,70 @@
+"""The frame shortcuts of the analysis give what the pandas calls they stand for give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from nbprof.analysis import _frames, _joined, _largest_first
+
+
+def test_empty_frames_are_typed_and_never_shared() -> None:
+    a = _frames.empty_typed((("rank", "int32"), ("name", "object"), ("ts", "float64")))
+    expected = pd.DataFrame(
+        {"rank": pd.Series(dtype="int32"), "name": pd.Series(dtype="object"),
+         "ts": pd.Series(dtype="float64")}
+    )  # fmt: skip
+    pd.testing.assert_frame_equal(a, expected)
+    a["extra"] = []  # a caller's change stays in its own copy
+    b = _frames.empty_typed((("rank", "int32"), ("name", "object"), ("ts", "float64")))
+    assert list(b.columns) == ["rank", "name", "ts"]
+    assert list(_frames.empty(["x", "y"], "float64").dtypes) == [np.float64, np.float64]
+
+
+def test_largest_first_is_pandas_stable_sort() -> None:
+    # Already largest first (ties in order): the frame itself.
+    done = pd.DataFrame({"dur": [5.0, 3.0, 3.0, 1.0], "k": ["a", "b", "c", "d"]})
+    assert _largest_first(done) is done
+    # Not sorted, with a tie (3.0 at rows 0 and 2) and a missing value (pandas puts it last).
+    for dur in ([3.0, 1.0, 3.0, 5.0], [3.0, np.nan, 3.0, 5.0]):
+        df = pd.DataFrame({"dur": dur, "k": ["a", "b", "c", "d"]})
+        got = _largest_first(df)
+        want = df.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want)
+        assert got["k"].tolist() == ["d", "a", "c", "b"]
+    # Rows not numbered from 0: renumbered, as reset_index does.
+    shifted = done.set_axis([7, 8, 9, 10])
+    pd.testing.assert_frame_equal(_largest_first(shifted), done)
+
+
+def test_joined_is_concat() -> None:
+    a = pd.DataFrame({"x": [1, 2]})
+    assert _joined([a]) is a
+    b = pd.DataFrame({"x": [3]}, index=[5])
+    pd.testing.assert_frame_equal(_joined([b]), pd.DataFrame({"x": [3]}))
+    pd.testing.assert_frame_equal(_joined([a, b]), pd.DataFrame({"x": [1, 2, 3]}))
+
+
+def test_stream_gaps_largest_first_is_the_sorted_table() -> None:
+    """Stream 1 runs [0, 10), [15, 20), [50, 60): gaps of 5 and 30; stream 2 runs [0, 5),
+    [8, 9), [30, 31), [36, 37): gaps of 3, 21 and 5 (a tie with stream 1's 5, which comes
+    first by stream). Largest first: 30, 21, 5 (stream 1), 5 (stream 2), 3."""
+    from nbprof.analysis.idle import stream_gaps
+
+    spans = [(1, 0, 10), (1, 15, 5), (1, 50, 10), (2, 0, 5), (2, 8, 1), (2, 30, 1), (2, 36, 1)]
+    ev = pd.DataFrame(
+        {
+            "rank": np.zeros(len(spans), dtype="int32"),
+            "device": pd.Series(["0"] * len(spans), dtype=object),
+            "stream": [s for s, _, _ in spans],
+            "ts": [float(t) for _, t, _ in spans],
+            "dur": [float(d) for _, _, d in spans],
+            "launch_ts": np.full(len(spans), np.nan),
+        }
+    ).assign(end=lambda f: f["ts"] + f["dur"])
+    plain = stream_gaps(ev)
+    got = stream_gaps(ev, largest_first=True)
+    assert got["dur"].tolist() == [30.0, 21.0, 5.0, 5.0, 3.0]
+    assert got["stream"].tolist() == [1, 2, 1, 2, 2]
+    want = plain.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want)
