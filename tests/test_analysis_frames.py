@@ -68,3 +68,19 @@ def test_stream_gaps_largest_first_is_the_sorted_table() -> None:
     assert got["stream"].tolist() == [1, 2, 1, 2, 2]
     want = plain.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want)
+
+
+def test_steps_on_a_device_with_no_gpu_event_have_no_first_event() -> None:
+    # Steps beside no GPU event at all: each step's time to its first GPU event is unknown
+    # (NaN), not an index error on the empty event column.
+    from types import SimpleNamespace
+
+    from nbprof.analysis.device import _step_frame
+
+    d = SimpleNamespace(
+        steps=pd.DataFrame({"ts": [0.0, 1000.0], "dur": [1000.0, 500.0]}),
+        events=pd.DataFrame({"ts": np.zeros(0)}),
+    )
+    got = _step_frame(d)  # type: ignore[arg-type]
+    assert got["dur"].tolist() == [1000.0, 500.0]
+    assert got["pre_gpu_us"].isna().all()

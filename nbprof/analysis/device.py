@@ -564,8 +564,10 @@ def _step_arrays(d: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ev = np.sort(d.events["ts"].to_numpy(dtype="float64"))
     s = st["ts"].to_numpy(dtype="float64")
     e = s + st["dur"].to_numpy(dtype="float64")
+    if not len(ev):  # nothing ran on the device: no step has a first GPU event
+        return s, e - s, np.full(len(s), np.nan)
     j = np.searchsorted(ev, s, side="left")
-    first = np.where(j < len(ev), ev[np.clip(j, 0, max(len(ev) - 1, 0))], np.nan)
+    first = np.where(j < len(ev), ev[np.clip(j, 0, len(ev) - 1)], np.nan)
     pre = np.where(first < e, first - s, np.nan)
     return s, e - s, pre
 
