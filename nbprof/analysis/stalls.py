@@ -452,12 +452,7 @@ def _gap_table(
         return _gap_table_sorted(idle, dur, queued, main, host, rank, device)
     order = np.argsort(-dur, kind="stable")  # what pandas' stable descending sort gives
     cause_of, g0, g1 = np.asarray(main)[order], idle[0][order], idle[1][order]
-    work = [""] * len(dur)
-    for i in range(min(NAMED_GAPS, len(dur))):
-        if cause_of[i] in ("dependency", "kernel_wait"):
-            work[i] = "queued work waiting on another stream or device"
-        else:
-            work[i] = host.describe(g0[i], g1[i])
+    work = _gap_work(cause_of, g0, g1, host)
     return pd.DataFrame(
         {
             "rank": np.full(len(dur), rank, dtype="int32"),
@@ -470,6 +465,18 @@ def _gap_table(
             "cpu_work": np.array(work, dtype=object),
         }
     )
+
+
+def _gap_work(cause_of: Any, g0: Any, g1: Any, host: HostActivity) -> list[str]:
+    """What the host did during each of the largest ``NAMED_GAPS`` gaps (given largest
+    first); "" for the rest."""
+    work = [""] * len(cause_of)
+    for i in range(min(NAMED_GAPS, len(cause_of))):
+        if cause_of[i] in ("dependency", "kernel_wait"):
+            work[i] = "queued work waiting on another stream or device"
+        else:
+            work[i] = host.describe(g0[i], g1[i])
+    return work
 
 
 def _gap_table_sorted(
@@ -497,12 +504,7 @@ def _gap_table_sorted(
     gaps = gaps.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
     # Read and written as arrays: a cell at a time through .at costs more than the describing.
     cause_of, g0, g1 = (gaps[c].to_numpy() for c in ("cause", "start", "end"))
-    work = [""] * len(gaps)
-    for i in range(min(NAMED_GAPS, len(gaps))):
-        if cause_of[i] in ("dependency", "kernel_wait"):
-            work[i] = "queued work waiting on another stream or device"
-        else:
-            work[i] = host.describe(g0[i], g1[i])
+    work = _gap_work(cause_of, g0, g1, host)
     if work:
         gaps["cpu_work"] = work
     return gaps[list(GAP_COLUMNS)]
