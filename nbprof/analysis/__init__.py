@@ -135,17 +135,10 @@ def _tables(
     }
 
 
-def _numbered(df: pd.DataFrame) -> bool:
-    """Whether the rows are numbered 0, 1, ... (what ``ignore_index`` and ``reset_index``
-    give)."""
-    i = df.index
-    return isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1
-
-
 def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """``pd.concat(parts, ignore_index=True)``; one part numbered from 0 is itself (frames
     are never modified in place)."""
-    if len(parts) == 1 and _numbered(parts[0]):
+    if len(parts) == 1 and _frames.numbered(parts[0]):
         return parts[0]
     return pd.concat(parts, ignore_index=True)
 
@@ -154,6 +147,11 @@ def _largest_first(df: pd.DataFrame) -> pd.DataFrame:
     """Rows by ``dur``, largest first, ties in their order: the frame itself when they are
     so already (a device's whole-device gaps come sorted)."""
     d = df["dur"].to_numpy()
-    if _numbered(df) and d.dtype == "float64" and not np.isnan(d).any() and (d[1:] <= d[:-1]).all():
+    if (
+        _frames.numbered(df)
+        and d.dtype == "float64"
+        and not np.isnan(d).any()
+        and (d[1:] <= d[:-1]).all()
+    ):
         return df
     return df.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)

@@ -1,4 +1,5 @@
-"""Empty frames of given columns and types, built once and copied.
+"""Small frame helpers: empty frames of given columns and types, built once and copied;
+whether a frame's rows are numbered from 0.
 
 pandas takes about 0.2 ms to make each empty typed column (a frame of eight costs more than
 most of a small rank's analysis), and the analysis returns such frames from many places
@@ -28,3 +29,10 @@ def empty(columns: Iterable[str], dtype: Any = "object") -> pd.DataFrame:
 def empty_typed(spec: Iterable[tuple[str, Any]]) -> pd.DataFrame:
     """A frame with no rows and these (column, type) pairs."""
     return _built(tuple(spec)).copy()
+
+
+def numbered(df: pd.DataFrame) -> bool:
+    """Whether the rows are numbered 0, 1, ... (what ``ignore_index`` and ``reset_index``
+    give)."""
+    i = df.index
+    return isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1

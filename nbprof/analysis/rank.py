@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group, analyze_signals
+from nbprof.analysis import _frames, _group, analyze_signals
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import as_text
 from nbprof.analysis.collectives import rank_collectives
@@ -144,8 +144,7 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
 def _head(t: pd.DataFrame) -> pd.DataFrame:
     """The first ``KEEP_ROWS`` rows, numbered from 0: the table itself when it is that
     already (frames are never modified in place)."""
-    i = t.index
-    if isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1:
+    if _frames.numbered(t):
         return t if len(t) <= KEEP_ROWS else t.iloc[:KEEP_ROWS]
     return t.head(KEEP_ROWS).reset_index(drop=True)
 
