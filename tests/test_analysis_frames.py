@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from nbprof.analysis import _frames, _joined, _largest_first
 
@@ -84,3 +85,43 @@ def test_steps_on_a_device_with_no_gpu_event_have_no_first_event() -> None:
     got = _step_frame(d)  # type: ignore[arg-type]
     assert got["dur"].tolist() == [1000.0, 500.0]
     assert got["pre_gpu_us"].isna().all()
+
+
+def test_column_is_to_numpy() -> None:
+    """_frames.column(df, c, dtype) is df[c].to_numpy(dtype): the same values and dtype,
+    read-only exactly where to_numpy's array shares the frame's memory."""
+    df = pd.DataFrame(
+        {
+            "ts": np.array([1.5, np.nan, 3.0]),
+            "stream": np.array([7, 8, 9], dtype="int32"),
+            "name": pd.Series(["a", "b", None], dtype=object),
+            "text": pd.Series(["x", "y", "z"], dtype="str"),
+            "on": np.array([True, False, True]),
+        }
+    )
+    sliced = df[np.array([True, False, True])]
+    frames = (df, sliced, df.iloc[0:0], pd.concat([df, df], ignore_index=True))
+    cases = [("ts", None), ("ts", "float64"), ("stream", None), ("stream", "int64"),
+             ("stream", "float64"), ("name", None), ("name", object), ("name", str),
+             ("text", None), ("text", object), ("on", bool), ("on", None)]  # fmt: skip
+    for f in frames:
+        for c, dtype in cases:
+            got, want = _frames.column(f, c, dtype), f[c].to_numpy(dtype=dtype)
+            assert got.dtype == want.dtype, (c, dtype)
+            assert got.flags.writeable == want.flags.writeable, (c, dtype)
+            np.testing.assert_array_equal(got, want)
+    # The stored array, never writable: a caller cannot change the frame through it.
+    assert not _frames.column(df, "ts").flags.writeable
+    assert np.shares_memory(_frames.column(df, "ts"), df["ts"].to_numpy())
+    # A converted column is the caller's own copy, as to_numpy's is.
+    assert _frames.column(df, "stream", "int64").flags.writeable
+    # A repeated column name, a missing one, and a dict of columns: as indexing does.
+    twice = pd.concat([df[["ts"]], df[["ts"]]], axis=1)
+    np.testing.assert_array_equal(
+        _frames.column(twice, "ts", "float64"), twice["ts"].to_numpy(dtype="float64")
+    )
+    assert _frames.column(twice, "ts").shape == (3, 2)  # a frame's array, as indexing gives
+    with pytest.raises(KeyError):
+        _frames.column(df, "nope")
+    cols = {"ts": pd.Series([2.0, 1.0])}
+    np.testing.assert_array_equal(_frames.column(cols, "ts", "float64"), [2.0, 1.0])

@@ -146,7 +146,7 @@ def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
 def _largest_first(df: pd.DataFrame) -> pd.DataFrame:
     """Rows by ``dur``, largest first, ties in their order: the frame itself when they are
     so already (a device's whole-device gaps come sorted)."""
-    d = df["dur"].to_numpy()
+    d = _frames.column(df, "dur")
     if (
         _frames.numbered(df)
         and d.dtype == "float64"

@@ -52,10 +52,10 @@ def gpu_events(
     # Built once from the concatenated columns (each keeps its type, text stays object).
     out: dict[str, object] = {}
     for c in cols:
-        v = np.concatenate([g[c].to_numpy() for g in got])
+        v = np.concatenate([_frames.column(g, c) for g in got])
         out[c] = pd.Series(v, dtype=object) if v.dtype == object else v
-    ts = np.concatenate([g["ts"].to_numpy() for g in got])
-    out["end"] = ts + np.concatenate([g["dur"].to_numpy() for g in got])
+    ts = np.concatenate([_frames.column(g, "ts") for g in got])
+    out["end"] = ts + np.concatenate([_frames.column(g, "dur") for g in got])
     out.update(extra or {})
     return pd.DataFrame(out)
 
@@ -69,11 +69,11 @@ def stream_gaps(
     if events.empty:
         return _frames.empty(IDLE_COLUMNS)
     # By stream, then start (stable; NaN starts last, as sort_values puts them).
-    order = np.lexsort((events["ts"].to_numpy(dtype="float64"), events["stream"].to_numpy()))
-    stream = events["stream"].to_numpy()[order]
-    ts = events["ts"].to_numpy(dtype="float64")[order]
-    end = events["end"].to_numpy(dtype="float64")[order]
-    launch = events["launch_ts"].to_numpy(dtype="float64")[order]
+    order = np.lexsort((_frames.column(events, "ts", "float64"), _frames.column(events, "stream")))
+    stream = _frames.column(events, "stream")[order]
+    ts = _frames.column(events, "ts", "float64")[order]
+    end = _frames.column(events, "end", "float64")[order]
+    launch = _frames.column(events, "launch_ts", "float64")[order]
     same = np.concatenate(([False], stream[1:] == stream[:-1]))
     # Running max of ends within each stream: an event nested in a longer one ends nothing
     # (a missing end stays missing, as pandas' cummax leaves it).
@@ -94,8 +94,8 @@ def stream_gaps(
         by = np.argsort(-g_dur, kind="stable")  # pandas' stable descending sort
     out = pd.DataFrame(
         {
-            "rank": events["rank"].to_numpy()[order][idx][by],
-            "device": events["device"].to_numpy()[order][idx][by],
+            "rank": _frames.column(events, "rank")[order][idx][by],
+            "device": _frames.column(events, "device")[order][idx][by],
             "stream": stream[idx][by],
             "start": g_start[by],
             "end": g_end[by],
@@ -114,12 +114,12 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
     (:meth:`~nbprof.analysis.stalls.HostActivity.describe`)."""
     if gaps.empty:
         return gaps
-    dur = gaps["dur"].to_numpy()
+    dur = _frames.column(gaps, "dur")
     if dur.dtype == "float64" and not np.isnan(dur).any():
         # nlargest's choice (the largest, the first of equal ones), from the array.
-        start = gaps["start"].to_numpy(dtype="float64")
-        end = gaps["end"].to_numpy(dtype="float64")
-        work = list(gaps["cpu_work"].to_numpy(dtype=object))
+        start = _frames.column(gaps, "start", "float64")
+        end = _frames.column(gaps, "end", "float64")
+        work = list(_frames.column(gaps, "cpu_work", object))
         for p in np.argsort(-dur, kind="stable")[: min(top, len(dur))].tolist():
             work[p] = host.describe(float(start[p]), float(end[p]))
         return gaps.assign(cpu_work=work)
@@ -132,9 +132,9 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
             )
         return out
     # Read and written as arrays: a cell at a time through .at costs more than the describing.
-    start = out["start"].to_numpy(dtype="float64")
-    end = out["end"].to_numpy(dtype="float64")
-    work = list(out["cpu_work"].to_numpy(dtype=object))
+    start = _frames.column(out, "start", "float64")
+    end = _frames.column(out, "end", "float64")
+    work = list(_frames.column(out, "cpu_work", object))
     for p in out.index.get_indexer(chosen):
         work[p] = host.describe(float(start[p]), float(end[p]))
     out["cpu_work"] = work

@@ -35,7 +35,7 @@ def dataloader_ops(cpu_ops: pd.DataFrame, annotations: pd.DataFrame | None = Non
         # Row numbers first (most ranks have no fetch): a frame only of the hits.
         hit = matches(f["name"], _DATALOADER)
         if "on_gpu" in f:
-            hit &= ~f["on_gpu"].to_numpy(bool)
+            hit &= ~_frames.column(f, "on_gpu", bool)
         rows = np.flatnonzero(hit)
         if len(rows):
             parts.append(f.iloc[rows][["rank", "tid", "name", "ts", "dur"]])
@@ -51,8 +51,8 @@ def dataloader_set(fetches: pd.DataFrame) -> iv.Set:
     """The time the host spent fetching batches, as an interval set."""
     if fetches.empty:
         return iv.EMPTY
-    s = fetches["ts"].to_numpy(dtype="float64")
-    return iv.merge(s, s + fetches["dur"].to_numpy(dtype="float64"))
+    s = _frames.column(fetches, "ts", "float64")
+    return iv.merge(s, s + _frames.column(fetches, "dur", "float64"))
 
 
 def dataloader_pct(
@@ -63,8 +63,8 @@ def dataloader_pct(
         return None, "no DataLoader __next__ ops or annotations in the trace"
     fetch = dataloader_set(fetches)
     if not steps.empty:
-        ss = steps["ts"].to_numpy(dtype="float64")
-        within = iv.merge(ss, ss + steps["dur"].to_numpy(dtype="float64"))
+        ss = _frames.column(steps, "ts", "float64")
+        within = iv.merge(ss, ss + _frames.column(steps, "dur", "float64"))
         how = f"DataLoader __next__ time ÷ {len(steps)} ProfilerStep(s)"
     elif window is not None and window[1] > window[0]:
         within = (np.array([window[0]]), np.array([window[1]]))
