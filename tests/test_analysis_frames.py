@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -125,3 +127,37 @@ def test_column_is_to_numpy() -> None:
         _frames.column(df, "nope")
     cols = {"ts": pd.Series([2.0, 1.0])}
     np.testing.assert_array_equal(_frames.column(cols, "ts", "float64"), [2.0, 1.0])
+
+
+def test_stream_gaps_with_host_are_name_cpu_work_of_them() -> None:
+    """stream_gaps(..., host=h) fills cpu_work in the one frame it builds, as
+    name_cpu_work fills it afterwards: the NAMED_GAPS largest gaps, the rest "". Stream 1
+    runs [0, 10), [15, 20), [50, 60) (gaps 5, 30); stream 2 runs [0, 5), [8, 9), [30, 31)
+    (gaps 3, 21); with a missing duration on stream 3 the table is sorted by pandas."""
+    from types import SimpleNamespace
+
+    from nbprof.analysis.idle import name_cpu_work, stream_gaps
+    from nbprof.analysis.stalls import NAMED_GAPS
+
+    host: Any = SimpleNamespace(describe=lambda a, b: f"{a:g}-{b:g}")
+    for spans in (
+        [(1, 0, 10), (1, 15, 5), (1, 50, 10), (2, 0, 5), (2, 8, 1), (2, 30, 1)],
+        [(1, 0, 10), (1, 15, 5), (3, 0, np.nan), (3, 4, 1), (3, 9, 1)],
+        [(1, 0, 10), (1, 12, 1)] + [(1, 13.0 + 2 * i, 1) for i in range(NAMED_GAPS + 3)],
+    ):
+        ev = pd.DataFrame(
+            {
+                "rank": np.zeros(len(spans), dtype="int32"),
+                "device": pd.Series(["0"] * len(spans), dtype=object),
+                "stream": [s for s, _, _ in spans],
+                "ts": [float(t) for _, t, _ in spans],
+                "dur": [float(d) for _, _, d in spans],
+                "launch_ts": np.full(len(spans), np.nan),
+            }
+        ).assign(end=lambda f: f["ts"] + f["dur"])
+        want = name_cpu_work(stream_gaps(ev, largest_first=True), host)
+        got = stream_gaps(ev, largest_first=True, host=host)
+        pd.testing.assert_frame_equal(got, want)
+    # The last case: gaps [10, 12) (2 µs), then [14, 15), [16, 17), ... (1 µs each).
+    assert got["cpu_work"].tolist()[:3] == ["10-12", "14-15", "16-17"]
+    assert got["cpu_work"].tolist()[NAMED_GAPS:] == [""] * (len(got) - NAMED_GAPS)

@@ -976,5 +976,5 @@ def analyze_device(
         values[name], basis[name] = measure(d)
     basis.pop("tensor_core_basis")  # itself a basis
     m = DeviceMetrics(rank=rank, device=device, name=d.name, basis=basis, **values)
-    gaps = idle.name_cpu_work(idle.stream_gaps(d.events, largest_first=True), d.activity)
+    gaps = idle.stream_gaps(d.events, largest_first=True, host=d.activity)
     return Signals(m, d), d.classes, gaps

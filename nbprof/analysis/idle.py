@@ -61,11 +61,16 @@ def gpu_events(
 
 
 def stream_gaps(
-    events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US, *, largest_first: bool = False
+    events: pd.DataFrame,
+    threshold_us: float = KERNEL_WAIT_US,
+    *,
+    largest_first: bool = False,
+    host: HostActivity | None = None,
 ) -> pd.DataFrame:
     """Every idle gap between consecutive GPU events of each stream, with its cause: by
     stream and time, or ``largest_first`` (ties in that order, as the idle-gaps table
-    lists them)."""
+    lists them). With ``host``, the ``cpu_work`` of the largest gaps is filled as
+    :func:`name_cpu_work` fills it, in the one frame built (not a second copy of it)."""
     if events.empty:
         return _frames.empty(IDLE_COLUMNS)
     # By stream, then start (stable; NaN starts last, as sort_values puts them).
@@ -87,11 +92,18 @@ def stream_gaps(
     keep = same & (gap > 0)
     idx = np.flatnonzero(keep)
     g_start, g_end, g_dur = prev_end[idx], ts[idx], gap[idx]
-    host = launch[idx] > g_start  # NaN launch compares False: not provably host wait
-    cause = np.where(host, "host_wait", np.where(g_dur < threshold_us, "kernel_wait", "other"))
+    late = launch[idx] > g_start  # NaN launch compares False: not provably host wait
+    cause = np.where(late, "host_wait", np.where(g_dur < threshold_us, "kernel_wait", "other"))
     by = np.arange(len(idx))
-    if largest_first and not np.isnan(g_dur).any():
+    work: str | list[str] = ""
+    sorted_here = largest_first and not np.isnan(g_dur).any()
+    if sorted_here:
         by = np.argsort(-g_dur, kind="stable")  # pandas' stable descending sort
+        if host is not None and len(idx):
+            # Largest first already: name_cpu_work's choice is the first rows.
+            work = [""] * len(idx)
+            for p in range(min(NAMED_GAPS, len(idx))):
+                work[p] = host.describe(float(g_start[by[p]]), float(g_end[by[p]]))
     out = pd.DataFrame(
         {
             "rank": _frames.column(events, "rank")[order][idx][by],
@@ -101,11 +113,13 @@ def stream_gaps(
             "end": g_end[by],
             "dur": g_dur[by],
             "cause": cause[by],
-            "cpu_work": "",
+            "cpu_work": work,
         }
     )
     if largest_first and np.isnan(g_dur).any():
         out = out.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    if host is not None and not sorted_here:
+        return name_cpu_work(out, host)
     return out
 
 
