@@ -161,3 +161,19 @@ def test_stream_gaps_with_host_are_name_cpu_work_of_them() -> None:
     # The last case: gaps [10, 12) (2 µs), then [14, 15), [16, 17), ... (1 µs each).
     assert got["cpu_work"].tolist()[:3] == ["10-12", "14-15", "16-17"]
     assert got["cpu_work"].tolist()[NAMED_GAPS:] == [""] * (len(got) - NAMED_GAPS)
+
+
+def test_dtype_of_is_the_columns_dtype() -> None:
+    df = pd.DataFrame(
+        {
+            "ts": [1.0, 2.0],
+            "n": np.array([1, 2], dtype="int32"),
+            "o": pd.Series(["a", "b"], dtype=object),
+            "s": pd.Series(["a", "b"], dtype="str"),
+            "t": pd.to_datetime(["2024-01-01", "2024-01-02"]),
+        }
+    )
+    for c in df.columns:
+        assert _frames.dtype_of(df, c) == df[c].dtype, c
+    assert _frames.dtype_of(df, "s") != np.dtype(object)  # text dtype, not object
+    assert _frames.dtype_of({"x": pd.Series([1])}, "x") == np.dtype("int64")

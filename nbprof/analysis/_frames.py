@@ -67,3 +67,15 @@ def column(df: Any, name: Any, dtype: Any = None) -> np.ndarray:
                 out.flags.writeable = False
             return out
     return np.asarray(df[name].to_numpy(dtype=dtype))
+
+
+def dtype_of(df: Any, name: Any) -> Any:
+    """``df[name].dtype`` without building the Series."""
+    if type(df) is pd.DataFrame and _STORED is not None:
+        try:
+            at = df.columns.get_loc(name)
+            if type(at) is int:
+                return _STORED(df, at).dtype
+        except (KeyError, TypeError, AttributeError, pd.errors.InvalidIndexError):
+            pass
+    return df[name].dtype

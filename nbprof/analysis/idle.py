@@ -43,8 +43,7 @@ def gpu_events(
     if not frames:
         ev = _frames.empty([*cols, "end"], "float64")
         return ev.assign(**extra) if extra else ev
-    got = [{c: f[c] for c in cols} for f in frames]
-    if any(g[c].dtype != got[0][c].dtype for g in got for c in cols):
+    if any(_frames.dtype_of(g, c) != _frames.dtype_of(frames[0], c) for g in frames for c in cols):
         # Columns of different types: pandas' concatenation decides the common ones.
         ev = pd.concat([f[cols] for f in frames], ignore_index=True)
         ev["end"] = ev["ts"] + ev["dur"]
@@ -52,10 +51,10 @@ def gpu_events(
     # Built once from the concatenated columns (each keeps its type, text stays object).
     out: dict[str, object] = {}
     for c in cols:
-        v = np.concatenate([_frames.column(g, c) for g in got])
+        v = np.concatenate([_frames.column(g, c) for g in frames])
         out[c] = pd.Series(v, dtype=object) if v.dtype == object else v
-    ts = np.concatenate([_frames.column(g, "ts") for g in got])
-    out["end"] = ts + np.concatenate([_frames.column(g, "dur") for g in got])
+    ts = np.concatenate([_frames.column(g, "ts") for g in frames])
+    out["end"] = ts + np.concatenate([_frames.column(g, "dur") for g in frames])
     out.update(extra or {})
     return pd.DataFrame(out)
 

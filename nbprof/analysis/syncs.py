@@ -174,11 +174,11 @@ def _assemble(picked: list[tuple[pd.DataFrame, np.ndarray]], copies: pd.DataFram
     """The picked rows (``kind`` "", ``bytes`` -1) and then the blocking copies, as one
     frame: what concatenating their frames gives, built once from the columns."""
     cols = ["rank", "pid", "tid", "name", "ts", "dur"]
-    got = [{c: f[c] for c in cols} for f, _ in picked]
+    got = [f for f, _ in picked]
     if not copies.empty:
-        got.append({c: copies[c] for c in cols})
-    if any(g[c].dtype != _KEY_DTYPES[c] for g in got for c in _KEY_DTYPES) or any(
-        g["name"].dtype != object for g in got[: len(picked)]
+        got.append(copies)
+    if any(_frames.dtype_of(g, c) != _KEY_DTYPES[c] for g in got for c in _KEY_DTYPES) or any(
+        _frames.dtype_of(g, "name") != np.dtype(object) for g in got[: len(picked)]
     ):  # other column types: pandas' concatenation decides the common ones
         parts = [f.iloc[rows][cols].assign(kind="", bytes=-1) for f, rows in picked]
         if not copies.empty:
