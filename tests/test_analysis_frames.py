@@ -177,3 +177,33 @@ def test_dtype_of_is_the_columns_dtype() -> None:
         assert _frames.dtype_of(df, c) == df[c].dtype, c
     assert _frames.dtype_of(df, "s") != np.dtype(object)  # text dtype, not object
     assert _frames.dtype_of({"x": pd.Series([1])}, "x") == np.dtype("int64")
+
+
+def test_dataloader_ops_are_the_concatenated_hits() -> None:
+    """The batch fetches of CPU ops and CPU-side annotations are what concatenating the
+    hit rows of each gives (pandas' concat), whether their columns share types or not."""
+    from nbprof.analysis.inputs import dataloader_ops
+
+    def ops(names: list[str], tid: Any = "int64") -> pd.DataFrame:
+        n = len(names)
+        return pd.DataFrame(
+            {
+                "rank": np.zeros(n, dtype="int32"),
+                "pid": np.ones(n, dtype="int64"),
+                "tid": np.arange(n).astype(tid),
+                "name": pd.Series(names, dtype=object),
+                "ts": np.arange(n, dtype="float64") * 10.0,
+                "dur": np.full(n, 2.5),
+            }
+        )
+
+    cpu = ops(["aten::mm", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "x"])
+    ann = ops(["ProfilerStep#1", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"])
+    ann["on_gpu"] = np.array([False, False])
+    cols = ["rank", "tid", "name", "ts", "dur"]
+    for a in (ann, ann.assign(tid=ann["tid"].astype("int32"))):
+        want = pd.concat([cpu.iloc[[1]][cols], a.iloc[[1]][cols]], ignore_index=True)
+        got = dataloader_ops(cpu, a)
+        pd.testing.assert_frame_equal(got, want)
+        assert list(got.dtypes) == list(want.dtypes)
+    assert dataloader_ops(cpu, None)["ts"].tolist() == [10.0]
