@@ -55,7 +55,7 @@ from nbprof.analysis.utilization import (
     weighted_coverage,
 )
 from nbprof.telemetry.model import Samples
-from nbprof.trace.model import Trace
+from nbprof.trace.model import Trace, frame_from_arrays
 from nbprof.trace.tables import vendor_of
 
 logger = logging.getLogger(__name__)
@@ -347,6 +347,12 @@ class Device:
         )
 
     @cached_property
+    def roof_rates(self) -> tuple[Measure, Measure]:
+        """(achieved TFLOP/s, achieved GB/s) with their bases: read from the roofline once
+        for both metrics."""
+        return _roof_rates(self)
+
+    @cached_property
     def classes(self) -> pd.DataFrame:
         # After the roofline: a kernel launched inside a memory-bound op is memory
         # evidence its name may not give.
@@ -556,7 +562,7 @@ def _step_frame(d: Device) -> pd.DataFrame:
     if d.steps.empty:
         return pd.DataFrame({"ts": [], "dur": [], "pre_gpu_us": []})
     s, dur, pre = _step_arrays(d)
-    return pd.DataFrame({"ts": s, "dur": dur, "pre_gpu_us": pre})
+    return frame_from_arrays({"ts": s, "dur": dur, "pre_gpu_us": pre})  # three float columns
 
 
 def _step_arrays(d: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -674,11 +680,11 @@ def _roof_rates(d: Device) -> tuple[Measure, Measure]:
 
 
 def _achieved_tflops(d: Device) -> Measure:
-    return _roof_rates(d)[0]
+    return d.roof_rates[0]
 
 
 def _achieved_gbps(d: Device) -> Measure:
-    return _roof_rates(d)[1]
+    return d.roof_rates[1]
 
 
 def _no_peak(d: Device) -> str:

@@ -45,6 +45,7 @@ from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
 from nbprof.analysis.model import STALLS_TABLE
 from nbprof.analysis.syncs import SYNC_OPS
+from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -273,13 +274,12 @@ def host_activity(
             (type(n) is str and n in _SYNC_OPS for n in names.tolist()), bool, len(names)
         )
         rows = np.flatnonzero((_frames.column(cpu_ops, "depth") == 0) & ~sync)
-        top = pd.DataFrame(
-            {
-                "ts": _frames.column(cpu_ops, "ts")[rows],
-                "dur": _frames.column(cpu_ops, "dur")[rows],
-                "name": pd.Series(names[rows], dtype=object),
-            }
-        )
+        ts, dur = _frames.column(cpu_ops, "ts")[rows], _frames.column(cpu_ops, "dur")[rows]
+        if ts.dtype.kind in "iuf" and dur.dtype.kind in "iuf":
+            # Numbers and object text, as the public constructor keeps them: built directly.
+            top = frame_from_arrays({"ts": ts, "dur": dur, "name": names[rows].astype(object)})
+        else:
+            top = pd.DataFrame({"ts": ts, "dur": dur, "name": pd.Series(names[rows], dtype=object)})
     # Only ts, dur and name are read from the call frames.
     return HostActivity(blocking, fetch, setup, top, capture)
 
