@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames
+from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
 from nbprof.analysis.model import STALLS_TABLE
 from nbprof.analysis.syncs import SYNC_OPS
@@ -336,7 +336,9 @@ def _charged(calls: pd.DataFrame, blocked: iv.Set, released: iv.Set) -> dict[str
         return {}
     s = _frames.column(calls, "ts", "float64")
     e = s + _frames.column(calls, "dur", "float64")
-    names = calls["name"].astype(str).to_numpy()
+    names = _frames.column(calls, "name")
+    if not _group.all_text(names):  # as text, what astype(str) gives
+        names = calls["name"].astype(str).to_numpy()
     own: dict[str, iv.Set] = {}
     for n in dict.fromkeys(names):
         m = names == n
