@@ -207,3 +207,21 @@ def test_dataloader_ops_are_the_concatenated_hits() -> None:
         pd.testing.assert_frame_equal(got, want)
         assert list(got.dtypes) == list(want.dtypes)
     assert dataloader_ops(cpu, None)["ts"].tolist() == [10.0]
+
+
+def test_launch_us_per_kernel_is_the_median_of_kernel_launches() -> None:
+    """Kernel launches of 2, 4 and 9 µs (a 100 µs copy call beside them): median 4 µs."""
+    from nbprof.analysis.host import Launches, launch_us_per_kernel
+
+    calls = pd.DataFrame(
+        {
+            "ts": [0.0, 10.0, 20.0, 30.0],
+            "dur": [2.0, 100.0, 9.0, 4.0],
+            "tid": [1, 1, 1, 1],
+            "name": pd.Series(["cudaLaunchKernel", "cudaMemcpyAsync"] * 2, dtype=object),
+            "kernel": [True, False, True, True],
+        }
+    )
+    assert launch_us_per_kernel(Launches(calls)) == 4.0
+    assert launch_us_per_kernel(Launches(calls.assign(kernel=False))) is None
+    assert launch_us_per_kernel(Launches(calls.iloc[0:0])) is None

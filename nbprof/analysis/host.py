@@ -126,8 +126,12 @@ def host_us_per_kernel(launches: Launches) -> float | None:
 
 def launch_us_per_kernel(launches: Launches) -> float | None:
     """Median duration of the kernel launch calls (µs)."""
-    k = launches.kernel_calls
-    return float(np.median(_frames.column(k, "dur", "float64"))) if len(k) else None
+    c = launches.calls
+    if c.empty:
+        return None
+    # The kernel calls' durations from the columns (not a filtered copy of the calls).
+    dur = _frames.column(c, "dur", "float64")[_frames.column(c, "kernel", bool)]
+    return float(np.median(dur)) if len(dur) else None
 
 
 def launch_to_start_us(kernels: pd.DataFrame, captured: iv.Set) -> float | None:
