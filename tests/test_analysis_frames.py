@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from nbprof.analysis import _frames, _joined, _largest_first
 
@@ -84,3 +87,141 @@ def test_steps_on_a_device_with_no_gpu_event_have_no_first_event() -> None:
     got = _step_frame(d)  # type: ignore[arg-type]
     assert got["dur"].tolist() == [1000.0, 500.0]
     assert got["pre_gpu_us"].isna().all()
+
+
+def test_column_is_to_numpy() -> None:
+    """_frames.column(df, c, dtype) is df[c].to_numpy(dtype): the same values and dtype,
+    read-only exactly where to_numpy's array shares the frame's memory."""
+    df = pd.DataFrame(
+        {
+            "ts": np.array([1.5, np.nan, 3.0]),
+            "stream": np.array([7, 8, 9], dtype="int32"),
+            "name": pd.Series(["a", "b", None], dtype=object),
+            "text": pd.Series(["x", "y", "z"], dtype="str"),
+            "on": np.array([True, False, True]),
+        }
+    )
+    sliced = df[np.array([True, False, True])]
+    frames = (df, sliced, df.iloc[0:0], pd.concat([df, df], ignore_index=True))
+    cases = [("ts", None), ("ts", "float64"), ("stream", None), ("stream", "int64"),
+             ("stream", "float64"), ("name", None), ("name", object), ("name", str),
+             ("text", None), ("text", object), ("on", bool), ("on", None)]  # fmt: skip
+    for f in frames:
+        for c, dtype in cases:
+            got, want = _frames.column(f, c, dtype), f[c].to_numpy(dtype=dtype)
+            assert got.dtype == want.dtype, (c, dtype)
+            assert got.flags.writeable == want.flags.writeable, (c, dtype)
+            np.testing.assert_array_equal(got, want)
+    # The stored array, never writable: a caller cannot change the frame through it.
+    assert not _frames.column(df, "ts").flags.writeable
+    assert np.shares_memory(_frames.column(df, "ts"), df["ts"].to_numpy())
+    # A converted column is the caller's own copy, as to_numpy's is.
+    assert _frames.column(df, "stream", "int64").flags.writeable
+    # A repeated column name, a missing one, and a dict of columns: as indexing does.
+    twice = pd.concat([df[["ts"]], df[["ts"]]], axis=1)
+    np.testing.assert_array_equal(
+        _frames.column(twice, "ts", "float64"), twice["ts"].to_numpy(dtype="float64")
+    )
+    assert _frames.column(twice, "ts").shape == (3, 2)  # a frame's array, as indexing gives
+    with pytest.raises(KeyError):
+        _frames.column(df, "nope")
+    cols = {"ts": pd.Series([2.0, 1.0])}
+    np.testing.assert_array_equal(_frames.column(cols, "ts", "float64"), [2.0, 1.0])
+
+
+def test_stream_gaps_with_host_are_name_cpu_work_of_them() -> None:
+    """stream_gaps(..., host=h) fills cpu_work in the one frame it builds, as
+    name_cpu_work fills it afterwards: the NAMED_GAPS largest gaps, the rest "". Stream 1
+    runs [0, 10), [15, 20), [50, 60) (gaps 5, 30); stream 2 runs [0, 5), [8, 9), [30, 31)
+    (gaps 3, 21); with a missing duration on stream 3 the table is sorted by pandas."""
+    from types import SimpleNamespace
+
+    from nbprof.analysis.idle import name_cpu_work, stream_gaps
+    from nbprof.analysis.stalls import NAMED_GAPS
+
+    host: Any = SimpleNamespace(describe=lambda a, b: f"{a:g}-{b:g}")
+    for spans in (
+        [(1, 0, 10), (1, 15, 5), (1, 50, 10), (2, 0, 5), (2, 8, 1), (2, 30, 1)],
+        [(1, 0, 10), (1, 15, 5), (3, 0, np.nan), (3, 4, 1), (3, 9, 1)],
+        [(1, 0, 10), (1, 12, 1)] + [(1, 13.0 + 2 * i, 1) for i in range(NAMED_GAPS + 3)],
+    ):
+        ev = pd.DataFrame(
+            {
+                "rank": np.zeros(len(spans), dtype="int32"),
+                "device": pd.Series(["0"] * len(spans), dtype=object),
+                "stream": [s for s, _, _ in spans],
+                "ts": [float(t) for _, t, _ in spans],
+                "dur": [float(d) for _, _, d in spans],
+                "launch_ts": np.full(len(spans), np.nan),
+            }
+        ).assign(end=lambda f: f["ts"] + f["dur"])
+        want = name_cpu_work(stream_gaps(ev, largest_first=True), host)
+        got = stream_gaps(ev, largest_first=True, host=host)
+        pd.testing.assert_frame_equal(got, want)
+    # The last case: gaps [10, 12) (2 µs), then [14, 15), [16, 17), ... (1 µs each).
+    assert got["cpu_work"].tolist()[:3] == ["10-12", "14-15", "16-17"]
+    assert got["cpu_work"].tolist()[NAMED_GAPS:] == [""] * (len(got) - NAMED_GAPS)
+
+
+def test_dtype_of_is_the_columns_dtype() -> None:
+    df = pd.DataFrame(
+        {
+            "ts": [1.0, 2.0],
+            "n": np.array([1, 2], dtype="int32"),
+            "o": pd.Series(["a", "b"], dtype=object),
+            "s": pd.Series(["a", "b"], dtype="str"),
+            "t": pd.to_datetime(["2024-01-01", "2024-01-02"]),
+        }
+    )
+    for c in df.columns:
+        assert _frames.dtype_of(df, c) == df[c].dtype, c
+    assert _frames.dtype_of(df, "s") != np.dtype(object)  # text dtype, not object
+    assert _frames.dtype_of({"x": pd.Series([1])}, "x") == np.dtype("int64")
+
+
+def test_dataloader_ops_are_the_concatenated_hits() -> None:
+    """The batch fetches of CPU ops and CPU-side annotations are what concatenating the
+    hit rows of each gives (pandas' concat), whether their columns share types or not."""
+    from nbprof.analysis.inputs import dataloader_ops
+
+    def ops(names: list[str], tid: Any = "int64") -> pd.DataFrame:
+        n = len(names)
+        return pd.DataFrame(
+            {
+                "rank": np.zeros(n, dtype="int32"),
+                "pid": np.ones(n, dtype="int64"),
+                "tid": np.arange(n).astype(tid),
+                "name": pd.Series(names, dtype=object),
+                "ts": np.arange(n, dtype="float64") * 10.0,
+                "dur": np.full(n, 2.5),
+            }
+        )
+
+    cpu = ops(["aten::mm", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "x"])
+    ann = ops(["ProfilerStep#1", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"])
+    ann["on_gpu"] = np.array([False, False])
+    cols = ["rank", "tid", "name", "ts", "dur"]
+    for a in (ann, ann.assign(tid=ann["tid"].astype("int32"))):
+        want = pd.concat([cpu.iloc[[1]][cols], a.iloc[[1]][cols]], ignore_index=True)
+        got = dataloader_ops(cpu, a)
+        pd.testing.assert_frame_equal(got, want)
+        assert list(got.dtypes) == list(want.dtypes)
+    assert dataloader_ops(cpu, None)["ts"].tolist() == [10.0]
+
+
+def test_launch_us_per_kernel_is_the_median_of_kernel_launches() -> None:
+    """Kernel launches of 2, 4 and 9 µs (a 100 µs copy call beside them): median 4 µs."""
+    from nbprof.analysis.host import Launches, launch_us_per_kernel
+
+    calls = pd.DataFrame(
+        {
+            "ts": [0.0, 10.0, 20.0, 30.0],
+            "dur": [2.0, 100.0, 9.0, 4.0],
+            "tid": [1, 1, 1, 1],
+            "name": pd.Series(["cudaLaunchKernel", "cudaMemcpyAsync"] * 2, dtype=object),
+            "kernel": [True, False, True, True],
+        }
+    )
+    assert launch_us_per_kernel(Launches(calls)) == 4.0
+    assert launch_us_per_kernel(Launches(calls.assign(kernel=False))) is None
+    assert launch_us_per_kernel(Launches(calls.iloc[0:0])) is None

@@ -37,6 +37,10 @@ def test_hand_built_groups() -> None:
     ]  # fmt: skip
     assert _group.all_text(np.array(["a", "b"], dtype=object))
     assert not _group.all_text(np.array(["a", None], dtype=object))
+    assert _group.all_text(np.array([], dtype=object))  # nothing missing: as all() says
+    # Only str itself: a NumPy str_ or a number is not a trace's text.
+    assert not _group.all_text(np.array([np.str_("a")], dtype=object))
+    assert not _group.all_text(np.array(["a", 1.5], dtype=object))
 
 
 @settings(max_examples=200, deadline=None)

@@ -35,7 +35,10 @@ def device_keys(trace: Trace) -> list[tuple[int, str]]:
     keys: set[tuple[int, str]] = set()
     for f in (trace.kernels, trace.memcpy, trace.memset):
         if not f.empty:
-            ranks, devices = f["rank"].tolist(), f["device"].tolist()
+            ranks, devices = (
+                _frames.column(f, "rank").tolist(),
+                _frames.column(f, "device").tolist(),
+            )
             keys.update((int(r), str(d)) for r, d in set(zip(ranks, devices, strict=True)))
     return sorted(keys, key=lambda k: (k[0], _devkey(k[1])))
 
@@ -146,7 +149,7 @@ def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
 def _largest_first(df: pd.DataFrame) -> pd.DataFrame:
     """Rows by ``dur``, largest first, ties in their order: the frame itself when they are
     so already (a device's whole-device gaps come sorted)."""
-    d = df["dur"].to_numpy()
+    d = _frames.column(df, "dur")
     if (
         _frames.numbered(df)
         and d.dtype == "float64"

@@ -1,5 +1,5 @@
 """Small frame helpers: empty frames of given columns and types, built once and copied;
-whether a frame's rows are numbered from 0.
+whether a frame's rows are numbered from 0; a column's array without its Series.
 
 pandas takes about 0.2 ms to make each empty typed column (a frame of eight costs more than
 most of a small rank's analysis), and the analysis returns such frames from many places
@@ -13,6 +13,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
@@ -36,3 +37,45 @@ def numbered(df: pd.DataFrame) -> bool:
     give)."""
     i = df.index
     return isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1
+
+
+#: pandas' accessor of a column's stored array (private; None in a pandas without it).
+_STORED: Any = getattr(pd.DataFrame, "_get_column_array", None)
+
+
+def column(df: Any, name: Any, dtype: Any = None) -> np.ndarray:
+    """``df[name].to_numpy(dtype)``, the same array (a read-only view where it shares the
+    frame's memory), without building the Series.
+
+    Selecting a column makes a Series (its index, its flags, its name) only for the array
+    to be taken out of it again: about 20 µs each, and one rank's analysis reads a few
+    hundred columns. A column stored as a plain NumPy array is read from the frame's
+    blocks directly; anything else (an extension type such as pandas' text dtype, a
+    repeated column name, not a frame at all) goes through the Series as before.
+    """
+    if type(df) is pd.DataFrame and _STORED is not None:
+        try:
+            at = df.columns.get_loc(name)
+            values = _STORED(df, at) if type(at) is int else None
+        except (KeyError, TypeError, AttributeError, pd.errors.InvalidIndexError):
+            values = None
+        if type(values) is np.ndarray:
+            out = np.asarray(values, dtype=dtype)
+            # What to_numpy gives: the stored array is never handed out writable.
+            if out is values or np.shares_memory(values[:2], out[:2]):
+                out = out.view()
+                out.flags.writeable = False
+            return out
+    return np.asarray(df[name].to_numpy(dtype=dtype))
+
+
+def dtype_of(df: Any, name: Any) -> Any:
+    """``df[name].dtype`` without building the Series."""
+    if type(df) is pd.DataFrame and _STORED is not None:
+        try:
+            at = df.columns.get_loc(name)
+            if type(at) is int:
+                return _STORED(df, at).dtype
+        except (KeyError, TypeError, AttributeError, pd.errors.InvalidIndexError):
+            pass
+    return df[name].dtype

@@ -7,11 +7,13 @@ the answer, is what keeps analysis well under a second.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import functools
 import itertools
 import re
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -72,8 +74,7 @@ def matches(values: pd.Series, pattern: re.Pattern[str] | str) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     rx = re.compile(pattern) if isinstance(pattern, str) else pattern
     codes, uniq = _factorize(values)
-    hit = np.fromiter((_hit(rx, str(u)[:NAME_PREFIX]) for u in uniq), dtype=bool, count=len(uniq))
-    return hit[codes]
+    return _hits(("search", rx), uniq, lambda u: _hit(rx, str(u)[:NAME_PREFIX]))[codes]
 
 
 _TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -102,10 +103,51 @@ def token_matches(
     if len(values) == 0:
         return np.zeros(0, dtype=bool)
     codes, uniq = _factorize(values)
-    heads = (str(u)[:NAME_PREFIX] for u in uniq)
-    texts = heads if part is None else (part(h) for h in heads)
-    hit = np.fromiter((test(name_tokens(t)) for t in texts), dtype=bool, count=len(uniq))
-    return hit[codes]
+
+    def one(u: Any) -> bool:
+        head = str(u)[:NAME_PREFIX]
+        return test(name_tokens(head if part is None else part(head)))
+
+    return _hits(("tokens", test, part), uniq, one)[codes]
+
+
+#: Most characters of names a remembered answer of :func:`_hits` may cover, and most
+#: answers remembered: a few MB at most, whatever the traces.
+_MEMO_CHARS = 1 << 16
+_MEMO_SIZE = 128
+_MEMO: collections.OrderedDict[tuple[Any, ...], np.ndarray] = collections.OrderedDict()
+_MEMO_LOCK = threading.Lock()  # a Dask worker may analyse ranks in threads
+
+
+def _hits(how: tuple[Any, ...], uniq: Any, one: Callable[[Any], bool]) -> np.ndarray:
+    """``one(u)`` for each distinct name, as a bool array.
+
+    The ranks of a job mostly hold the same kernel and call names in the same first-seen
+    order (the 8 ranks of the corpus' DLRM job: 4 distinct sets per pattern), and one
+    rank asks a pattern of the same names more than once, so the answer for a whole set
+    of names is remembered (the last :data:`_MEMO_SIZE`, per process): the second and
+    later ranks a worker analyses skip the per-name Python loop. Only for names that are
+    all text: an answer is a pure function of the names' text, and equal keys then hold
+    equal strings (``1 == 1.0 == True`` as keys, not as text).
+    """
+    key: tuple[Any, ...] | None = None
+    if 0 < len(uniq) <= _MEMO_CHARS:
+        names = uniq.tolist() if isinstance(uniq, np.ndarray) else list(uniq)
+        if set(map(type, names)) == {str} and sum(map(len, names)) <= _MEMO_CHARS:
+            key = (*how, tuple(names))
+            with _MEMO_LOCK:
+                got = _MEMO.get(key)
+                if got is not None:
+                    _MEMO.move_to_end(key)
+                    return got
+    hit = np.fromiter((one(u) for u in uniq), dtype=bool, count=len(uniq))
+    if key is not None:
+        hit.flags.writeable = False  # shared by every later caller
+        with _MEMO_LOCK:
+            _MEMO[key] = hit
+            if len(_MEMO) > _MEMO_SIZE:
+                _MEMO.popitem(last=False)
+    return hit
 
 
 def has_bigram(tokens: tuple[str, ...], pairs: frozenset[tuple[str, str]]) -> bool:

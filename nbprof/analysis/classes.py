@@ -213,22 +213,22 @@ def roofline_bounds(
         return out
     outer = flop_ops if flop_ops is not None else roofline.flop_ops(ops)[0]
     if not outer.empty:
-        names = outer["name"].to_numpy().tolist()
+        names = _frames.column(outer, "name").tolist()
         keep = np.fromiter(
             (type(n) is str and n in bound_of for n in names), dtype=bool, count=len(names)
         )
         outer = outer if keep.all() else outer.iloc[np.flatnonzero(keep)]
     if outer.empty:
         return out
-    idx = kernels["op_index"].to_numpy(dtype="int64")
-    launch = kernels["launch_ts"].to_numpy(dtype="float64")
+    idx = _frames.column(kernels, "op_index", "int64")
+    launch = _frames.column(kernels, "launch_ts", "float64")
     ok = (idx >= 0) & (idx < len(all_cpu_ops)) & ~np.isnan(launch)
     if not ok.any():
         return out
-    k_pid = all_cpu_ops["pid"].to_numpy()[np.where(ok, idx, 0)]
-    k_tid = all_cpu_ops["tid"].to_numpy()[np.where(ok, idx, 0)]
-    all_ts = outer["ts"].to_numpy(dtype="float64")
-    all_end = all_ts + outer["dur"].to_numpy(dtype="float64")
+    k_pid = _frames.column(all_cpu_ops, "pid")[np.where(ok, idx, 0)]
+    k_tid = _frames.column(all_cpu_ops, "tid")[np.where(ok, idx, 0)]
+    all_ts = _frames.column(outer, "ts", "float64")
+    all_end = all_ts + _frames.column(outer, "dur", "float64")
     all_bound = np.array([bound_of[str(n)] for n in outer["name"].tolist()], dtype=object)
     threads, code = _group.codes(
         list(zip(outer["pid"].tolist(), outer["tid"].tolist(), strict=True))
@@ -311,15 +311,15 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     cols = list(TOP_KERNELS_TABLE.names)
     if kernels.empty:
         return _frames.empty(cols)
-    names = kernels["name"].to_numpy()
+    names = _frames.column(kernels, "name")
     if not _group.all_text(names):
         return _top_kernels_grouped(kernels, classes, n)
-    dur = kernels["dur"].to_numpy(dtype="float64")
+    dur = _frames.column(kernels, "dur", "float64")
     uniq, code = _group.codes(names.tolist())
     k = len(uniq)
     count = _group.counts(code, k)
     total_us = _group.sums(code, dur, k)
-    cls_of = classes["cls"].to_numpy()
+    cls_of = _frames.column(classes, "cls")
     # Each name's first row (codes number the names in order of first appearance).
     cls = cls_of[np.unique(code, return_index=True)[1]]
     if not _group.all_text(cls):  # "first" skips missing classes: pandas knows how
@@ -334,7 +334,9 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
         "mean_us": total_us[order] / count[order],
         "pct": pct[order],
         "cls": cls[order],
-        "tensor_core": _group.any_true(code, classes["tensor_core"].to_numpy(bool), k)[order],
+        "tensor_core": _group.any_true(code, _frames.column(classes, "tensor_core", bool), k)[
+            order
+        ],
     }
     return pd.DataFrame({c: g[c] for c in cols})
 
@@ -343,10 +345,10 @@ def _top_kernels_grouped(kernels: pd.DataFrame, classes: pd.DataFrame, n: int) -
     """:func:`top_kernels` by pandas' groupby, for names or classes with missing values."""
     df = pd.DataFrame(
         {
-            "name": kernels["name"].to_numpy(),
-            "dur": kernels["dur"].to_numpy(dtype="float64"),
-            "cls": classes["cls"].to_numpy(),
-            "tensor_core": classes["tensor_core"].to_numpy(),
+            "name": _frames.column(kernels, "name"),
+            "dur": _frames.column(kernels, "dur", "float64"),
+            "cls": _frames.column(classes, "cls"),
+            "tensor_core": _frames.column(classes, "tensor_core"),
         }
     )
     g = df.groupby("name", sort=False).agg(

@@ -184,9 +184,9 @@ def rank_collectives(
         return _frames.empty(COLUMNS)
     # Columns of the collective rows only: filtering the whole kernels frame copies every
     # column, most of which nothing here reads.
-    ts = kernels["ts"].to_numpy(dtype="float64")[sel]
-    dur = kernels["dur"].to_numpy(dtype="float64")[sel]
-    corr = kernels["correlation"].to_numpy(dtype="int64")[sel]
+    ts = _frames.column(kernels, "ts", "float64")[sel]
+    dur = _frames.column(kernels, "dur", "float64")[sel]
+    corr = _frames.column(kernels, "correlation", "int64")[sel]
     names = as_text(kernels["name"]).to_numpy()[sel]
     cm = comms if comms is not None else pd.DataFrame()
     on_kernel = _kernel_meta(cm, corr)
@@ -223,7 +223,7 @@ def rank_collectives(
     col["order"] = np.array(order, dtype="int64")
     col["name"] = names
     col["device"] = as_text(kernels["device"]).to_numpy()[sel]
-    col["stream"] = kernels["stream"].to_numpy(dtype="int64")[sel]
+    col["stream"] = _frames.column(kernels, "stream", "int64")[sel]
     col["ts"] = ts
     col["dur"] = dur
     col["exposed_us"] = dur - np.array([float(np.sum(e - s)) for s, e in covered])
@@ -258,7 +258,7 @@ def _records(cm: pd.DataFrame, labels: list[Any]) -> dict[Any, dict[str, Any]]:
     if not labels:
         return {}
     at = cm.index.get_indexer(pd.Index(labels))
-    cols = {c: cm[c].to_numpy()[at].tolist() for c in _FIELDS if c in cm.columns}
+    cols = {c: _frames.column(cm, c)[at].tolist() for c in _FIELDS if c in cm.columns}
     return {lab: {c: v[i] for c, v in cols.items()} for i, lab in enumerate(labels)}
 
 
@@ -266,8 +266,8 @@ def _kernel_meta(cm: pd.DataFrame, corr: np.ndarray) -> dict[int, int]:
     """Correlation id -> row of the kernel's own metadata in ``comms``."""
     if cm.empty:
         return {}
-    c = cm["correlation"].to_numpy(dtype="int64")
-    mine = (cm["source"].to_numpy() == "kernel") & (c >= 0) & np.isin(c, corr)
+    c = _frames.column(cm, "correlation", "int64")
+    mine = (_frames.column(cm, "source") == "kernel") & (c >= 0) & np.isin(c, corr)
     rows = cm.index.to_numpy()[mine]
     return {int(x): int(r) for r, x in zip(rows.tolist(), c[mine].tolist(), strict=True)}
 
@@ -277,22 +277,22 @@ def _host_meta(cm: pd.DataFrame, runtime: pd.DataFrame, corr: np.ndarray) -> dic
     its thread, innermost first."""
     if cm.empty or runtime.empty:
         return {}
-    on_host = cm["source"].to_numpy() != "kernel"
+    on_host = _frames.column(cm, "source") != "kernel"
     if not on_host.any():
         return {}
-    r_corr = runtime["correlation"].to_numpy(dtype="int64")
-    calls = np.flatnonzero((runtime["cat"].to_numpy() != "cuda_sync") & np.isin(r_corr, corr))
+    r_corr = _frames.column(runtime, "correlation", "int64")
+    calls = np.flatnonzero((_frames.column(runtime, "cat") != "cuda_sync") & np.isin(r_corr, corr))
     # Each correlation's first call, in the calls' order (drop_duplicates' rows).
     _, first = np.unique(r_corr[calls], return_index=True)
     calls = calls[np.sort(first)]
     threads: dict[tuple[int, int], _Host] = {}
-    h_ts = cm["ts"].to_numpy(dtype="float64")[on_host]
-    h_end = h_ts + cm["dur"].to_numpy(dtype="float64")[on_host]
+    h_ts = _frames.column(cm, "ts", "float64")[on_host]
+    h_end = h_ts + _frames.column(cm, "dur", "float64")[on_host]
     labels = cm.index.to_numpy()[on_host]
     pairs = list(
         zip(
-            cm["pid"].to_numpy()[on_host].tolist(),
-            cm["tid"].to_numpy()[on_host].tolist(),
+            _frames.column(cm, "pid")[on_host].tolist(),
+            _frames.column(cm, "tid")[on_host].tolist(),
             strict=True,
         )
     )
@@ -304,9 +304,9 @@ def _host_meta(cm: pd.DataFrame, runtime: pd.DataFrame, corr: np.ndarray) -> dic
     out: dict[int, list[int]] = {}
     for c, pid, tid, lts in zip(
         r_corr[calls],
-        runtime["pid"].to_numpy(dtype="int64")[calls],
-        runtime["tid"].to_numpy(dtype="int64")[calls],
-        runtime["ts"].to_numpy(dtype="float64")[calls],
+        _frames.column(runtime, "pid", "int64")[calls],
+        _frames.column(runtime, "tid", "int64")[calls],
+        _frames.column(runtime, "ts", "float64")[calls],
         strict=True,
     ):
         h = threads.get((int(pid), int(tid)))

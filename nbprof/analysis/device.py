@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import (
+    _frames,
     _group,
     host,
     idle,
@@ -54,7 +55,7 @@ from nbprof.analysis.utilization import (
     weighted_coverage,
 )
 from nbprof.telemetry.model import Samples
-from nbprof.trace.model import Trace
+from nbprof.trace.model import Trace, frame_from_arrays
 from nbprof.trace.tables import vendor_of
 
 logger = logging.getLogger(__name__)
@@ -71,14 +72,14 @@ def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
 
 
 def _rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    return _rows(df, df["rank"].to_numpy() == rank) if not df.empty else df
+    return _rows(df, _frames.column(df, "rank") == rank) if not df.empty else df
 
 
 def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
     if df.empty:
         return df
-    mask = df["rank"].to_numpy() == rank
-    dev = df["device"].to_numpy()
+    mask = _frames.column(df, "rank") == rank
+    dev = _frames.column(df, "device")
     if dev.dtype == object and all(type(x) is str for x in dev.tolist()):
         mask &= dev == device
     else:
@@ -127,7 +128,7 @@ class Device:
         if d.empty:
             return {}
         dev = d["device"].astype(str).to_numpy() == self.device
-        at = np.flatnonzero((d["rank"].to_numpy() == self.rank) & dev)
+        at = np.flatnonzero((_frames.column(d, "rank") == self.rank) & dev)
         if not len(at):
             at = np.flatnonzero(dev)
         if not len(at):
@@ -179,25 +180,25 @@ class Device:
         tables = ["kernel"] * len(self.k) + ["memcpy"] * len(self.mc) + ["memset"] * len(self.ms)
         parts = [f for f in (self.k, self.mc, self.ms) if not f.empty]
         corr = (
-            np.concatenate([f["correlation"].to_numpy(dtype="int64") for f in parts])
+            np.concatenate([_frames.column(f, "correlation", "int64") for f in parts])
             if parts
             else np.zeros(0, dtype="int64")
         )
         launch = (
-            np.concatenate([f["launch_ts"].to_numpy(dtype="float64") for f in parts])
+            np.concatenate([_frames.column(f, "launch_ts", "float64") for f in parts])
             if parts
             else np.zeros(0, dtype="float64")
         )
         rt = self.runtime
         call_dur = np.zeros(len(launch))
         if not rt.empty and len(launch):
-            r_corr = rt["correlation"].to_numpy(dtype="int64")
-            calls = (rt["cat"].to_numpy() != "cuda_sync") & (r_corr >= 0)
+            r_corr = _frames.column(rt, "correlation", "int64")
+            calls = (_frames.column(rt, "cat") != "cuda_sync") & (r_corr >= 0)
             # Each correlation's first launch call (what drop_duplicates keeps); an unknown
             # or missing duration counts as 0.
             by_corr: dict[int, float] = {}
             for c, dur in zip(
-                r_corr[calls].tolist(), rt["dur"].to_numpy()[calls].tolist(), strict=True
+                r_corr[calls].tolist(), _frames.column(rt, "dur")[calls].tolist(), strict=True
             ):
                 by_corr.setdefault(c, dur)
             got = (by_corr.get(c) for c in corr.tolist())
@@ -223,7 +224,7 @@ class Device:
 
     @cached_property
     def kdur(self) -> np.ndarray:
-        return self.k["dur"].to_numpy(dtype="float64")
+        return _frames.column(self.k, "dur", "float64")
 
     @cached_property
     def collective(self) -> np.ndarray:
@@ -247,7 +248,7 @@ class Device:
         if calls.empty:
             return calls
         return _rows(
-            calls, ~host.inside(calls["ts"].to_numpy(dtype="float64"), self.capture.windows)
+            calls, ~host.inside(_frames.column(calls, "ts", "float64"), self.capture.windows)
         )
 
     @cached_property
@@ -260,10 +261,10 @@ class Device:
 
     @cached_property
     def window(self) -> tuple[float, float]:
-        cpu_side = ~self.annotations["on_gpu"].to_numpy(bool)
+        cpu_side = ~_frames.column(self.annotations, "on_gpu", bool)
         return host.window_of(
             [
-                (f["ts"].to_numpy(dtype="float64")[m], f["dur"].to_numpy(dtype="float64")[m])
+                (_frames.column(f, "ts", "float64")[m], _frames.column(f, "dur", "float64")[m])
                 for f, m in (
                     (self.runtime, slice(None)),
                     (self.cpu, slice(None)),
@@ -346,6 +347,12 @@ class Device:
         )
 
     @cached_property
+    def roof_rates(self) -> tuple[Measure, Measure]:
+        """(achieved TFLOP/s, achieved GB/s) with their bases: read from the roofline once
+        for both metrics."""
+        return _roof_rates(self)
+
+    @cached_property
     def classes(self) -> pd.DataFrame:
         # After the roofline: a kernel launched inside a memory-bound op is memory
         # evidence its name may not give.
@@ -354,7 +361,7 @@ class Device:
 
     @cached_property
     def class_pct(self) -> dict[str, float]:
-        return class_shares(self.kdur, self.classes["cls"].to_numpy())
+        return class_shares(self.kdur, _frames.column(self.classes, "cls"))
 
     @property
     def ktime(self) -> float:
@@ -392,7 +399,7 @@ def _gpu_span(d: Device) -> Measure:
 
 
 def _kernel_busy(d: Device) -> Measure:
-    s = d.k["ts"].to_numpy(dtype="float64")
+    s = _frames.column(d.k, "ts", "float64")
     how = (
         f"union of kernel intervals ÷ GPU span: what {utilization_tool(d.vendor_name)}'s "
         "utilization averages to"
@@ -402,7 +409,7 @@ def _kernel_busy(d: Device) -> Measure:
 
 def _gpu_busy(d: Device) -> Measure:
     ev = d.events
-    s, e = ev["ts"].to_numpy(dtype="float64"), ev["end"].to_numpy(dtype="float64")
+    s, e = _frames.column(ev, "ts", "float64"), _frames.column(ev, "end", "float64")
     how = "union of kernel, memcpy and memset intervals ÷ span"
     return busy_pct(s, e, d.span_us), Basis("trace", how)
 
@@ -432,7 +439,7 @@ def _occupancy(d: Device) -> Measure:
 
 def _tensor_core_pct(d: Device) -> Measure:
     tc, how = d.tensor_cores
-    flags = d.classes["tensor_core"].to_numpy(bool)
+    flags = _frames.column(d.classes, "tensor_core", bool)
     if tc.basis == "unknown":
         value = None
     else:
@@ -454,7 +461,7 @@ def _tensor_core_basis(d: Device) -> Measure:
 def _memcpy_bytes(d: Device) -> Measure:
     if d.mc.empty:
         return 0, Basis("trace", "no memcpy events")
-    b = d.mc["bytes"].to_numpy(dtype="int64")
+    b = _frames.column(d.mc, "bytes", "int64")
     known = b >= 0
     if not known.any():
         return None, Basis("unknown", "no memcpy event carries a byte count")
@@ -555,15 +562,15 @@ def _step_frame(d: Device) -> pd.DataFrame:
     if d.steps.empty:
         return pd.DataFrame({"ts": [], "dur": [], "pre_gpu_us": []})
     s, dur, pre = _step_arrays(d)
-    return pd.DataFrame({"ts": s, "dur": dur, "pre_gpu_us": pre})
+    return frame_from_arrays({"ts": s, "dur": dur, "pre_gpu_us": pre})  # three float columns
 
 
 def _step_arrays(d: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_step_frame`'s columns (the rank has steps)."""
     st = d.steps
-    ev = np.sort(d.events["ts"].to_numpy(dtype="float64"))
-    s = st["ts"].to_numpy(dtype="float64")
-    e = s + st["dur"].to_numpy(dtype="float64")
+    ev = np.sort(_frames.column(d.events, "ts", "float64"))
+    s = _frames.column(st, "ts", "float64")
+    e = s + _frames.column(st, "dur", "float64")
     if not len(ev):  # nothing ran on the device: no step has a first GPU event
         return s, e - s, np.full(len(s), np.nan)
     j = np.searchsorted(ev, s, side="left")
@@ -577,7 +584,7 @@ def _step(d: Device) -> Measure:
     if st.empty:
         return None, Basis("unknown", "no ProfilerStep annotations in the trace")
     how = f"median of {len(st)} ProfilerStep durations"
-    return float(np.median(st["dur"].to_numpy(dtype="float64"))), Basis("trace", how)
+    return float(np.median(_frames.column(st, "dur", "float64"))), Basis("trace", how)
 
 
 def _pre_gpu_step(d: Device) -> Measure:
@@ -639,9 +646,9 @@ def _sync_pct(d: Device) -> Measure:
     )
     if d.span_us <= 0 or calls.empty:
         return 0.0, Basis("trace", how)
-    s = calls["ts"].to_numpy(dtype="float64")
+    s = _frames.column(calls, "ts", "float64")
     blocked = iv.intersect(
-        iv.merge(s, s + calls["dur"].to_numpy(dtype="float64")), (np.array([t0]), np.array([t1]))
+        iv.merge(s, s + _frames.column(calls, "dur", "float64")), (np.array([t0]), np.array([t1]))
     )
     return iv.total(blocked) / d.span_us * 100.0, Basis("trace", how)
 
@@ -673,11 +680,11 @@ def _roof_rates(d: Device) -> tuple[Measure, Measure]:
 
 
 def _achieved_tflops(d: Device) -> Measure:
-    return _roof_rates(d)[0]
+    return d.roof_rates[0]
 
 
 def _achieved_gbps(d: Device) -> Measure:
-    return _roof_rates(d)[1]
+    return d.roof_rates[1]
 
 
 def _no_peak(d: Device) -> str:
@@ -710,8 +717,8 @@ def _peak_tflops(d: Device) -> Measure:
 def _busiest_dtype(roof: pd.DataFrame) -> str:
     """The dtype whose ops took the most GPU time (the first in sorted order on a tie):
     ``groupby("dtype")["total_us"].sum().idxmax()``, grouped in plain Python."""
-    dtypes = roof["dtype"].to_numpy()
-    total = _group.sums_or_none(dtypes, roof["total_us"].to_numpy(dtype="float64"))
+    dtypes = _frames.column(roof, "dtype")
+    total = _group.sums_or_none(dtypes, _frames.column(roof, "total_us", "float64"))
     if total is None:
         return str(roof.groupby("dtype")["total_us"].sum().idxmax())
     uniq, sums = total
@@ -847,8 +854,8 @@ class Signals:
         if c.empty:
             return c
         t0, t1 = self.view.span
-        ts = c["ts"].to_numpy()
-        return _rows(c, (ts < t1) & (ts + c["dur"].to_numpy() > t0))
+        ts = _frames.column(c, "ts")
+        return _rows(c, (ts < t1) & (ts + _frames.column(c, "dur") > t0))
 
     @property
     def mean_kernel_us(self) -> float | None:
@@ -889,11 +896,11 @@ class Signals:
         mine = ~v.collective
         if not mine.any() or v.sm_count is None or v.span_us <= 0:
             return None
-        grid = v.k["grid"].to_numpy(dtype="float64")
+        grid = _frames.column(v.k, "grid", "float64")
         ok = mine & (grid > 0)
         if not ok.any():
             return None
-        s = v.k["ts"].to_numpy(dtype="float64")[ok]
+        s = _frames.column(v.k, "ts", "float64")[ok]
         e = s + v.kdur[ok]
         w = np.minimum(grid[ok] / float(v.sm_count), 1.0)
         eff = weighted_coverage(s, e, w) / v.span_us * 100.0
@@ -912,7 +919,7 @@ class Signals:
         if total <= 0:
             return zero
         rb = v.roof_bounds[keep]
-        cls = v.classes["cls"].to_numpy()[keep]
+        cls = _frames.column(v.classes, "cls")[keep]
         by_class = rb == ""
         comp_cls = by_class & np.isin(cls, ["tensor_core", "compute"])
         mem_cls = by_class & (cls == "memory")
@@ -934,7 +941,7 @@ class Signals:
         p = transfers.pageable_mask(mc)
         if not len(p):
             return 0
-        b = mc["bytes"].to_numpy()
+        b = _frames.column(mc, "bytes")
         if b.dtype.kind == "i":
             return int(np.clip(b[p], 0, None).sum())
         return int(mc.loc[p, "bytes"].clip(lower=0).sum())
@@ -957,9 +964,9 @@ class Signals:
         if t0 <= lo:
             return 0.0, 0.0
         st = self.view.setup
-        s = st["ts"].to_numpy(dtype="float64")
+        s = _frames.column(st, "ts", "float64")
         setup = iv.intersect(
-            iv.merge(s, s + st["dur"].to_numpy(dtype="float64")), (np.array([lo]), np.array([t0]))
+            iv.merge(s, s + _frames.column(st, "dur", "float64")), (np.array([lo]), np.array([t0]))
         )
         return t0 - lo, iv.total(setup)
 
@@ -975,5 +982,5 @@ def analyze_device(
         values[name], basis[name] = measure(d)
     basis.pop("tensor_core_basis")  # itself a basis
     m = DeviceMetrics(rank=rank, device=device, name=d.name, basis=basis, **values)
-    gaps = idle.name_cpu_work(idle.stream_gaps(d.events, largest_first=True), d.activity)
+    gaps = idle.stream_gaps(d.events, largest_first=True, host=d.activity)
     return Signals(m, d), d.classes, gaps

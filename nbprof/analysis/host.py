@@ -63,7 +63,7 @@ class Launches:
 
     @property
     def kernel_calls(self) -> pd.DataFrame:
-        return self.calls[self.calls["kernel"].to_numpy(bool)]
+        return self.calls[_frames.column(self.calls, "kernel", bool)]
 
 
 def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Set) -> Launches:
@@ -72,15 +72,15 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
     cols = ["ts", "dur", "tid", "name", "kernel"]
     if runtime.empty or events.empty:
         return Launches(_frames.empty(cols))
-    corr = events["correlation"].to_numpy(dtype="int64")
+    corr = _frames.column(events, "correlation", "int64")
     corr = corr[corr >= 0]
     # Row numbers, not filtered frames; the name patterns are matched on the whole column
     # (factorized once per analysis), then read at the rows.
-    ok = np.isin(runtime["correlation"].to_numpy(), corr) & (
-        runtime["cat"].to_numpy() != "cuda_sync"
+    ok = np.isin(_frames.column(runtime, "correlation"), corr) & (
+        _frames.column(runtime, "cat") != "cuda_sync"
     )
     rows = np.flatnonzero(ok & matches(runtime["name"], WORK_LAUNCH))
-    ts = runtime["ts"].to_numpy(dtype="float64")[rows]
+    ts = _frames.column(runtime, "ts", "float64")[rows]
     keep = ~inside(ts, captured)
     rows, ts = rows[keep], ts[keep]
     order = np.argsort(ts, kind="stable")  # by start, ties and missing ones (last) in order
@@ -89,8 +89,8 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
         pd.DataFrame(
             {
                 "ts": ts,
-                "dur": runtime["dur"].to_numpy(dtype="float64")[rows],
-                "tid": runtime["tid"].to_numpy()[rows],
+                "dur": _frames.column(runtime, "dur", "float64")[rows],
+                "tid": _frames.column(runtime, "tid")[rows],
                 "name": _text(runtime, rows),
                 "kernel": matches(runtime["name"], KERNEL_LAUNCH)[rows],
             }
@@ -100,7 +100,7 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
 
 def _text(runtime: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """The names at ``rows`` as text (what ``astype(str)`` gives)."""
-    names = runtime["name"].to_numpy()[rows]
+    names = _frames.column(runtime, "name")[rows]
     if _group.all_text(names):
         return names
     return pd.Series(names, dtype=object).astype(str).to_numpy()
@@ -111,23 +111,27 @@ def host_us_per_kernel(launches: Launches) -> float | None:
     c = launches.calls
     if len(c) < 2:
         return None
-    tid = c["tid"].to_numpy()
+    tid = _frames.column(c, "tid")
     if tid.dtype.kind in "iu":
         # Each thread's calls together, in their order: the intervals within a thread
         # (the median does not depend on the threads' order).
         order = np.argsort(tid, kind="stable")
-        t, ts = tid[order], c["ts"].to_numpy(dtype="float64")[order]
+        t, ts = tid[order], _frames.column(c, "ts", "float64")[order]
         d = np.diff(ts)[t[1:] == t[:-1]]
         return float(np.median(d)) if len(d) else None
-    steps = [np.diff(g["ts"].to_numpy(dtype="float64")) for _, g in c.groupby("tid", sort=False)]
+    steps = [np.diff(_frames.column(g, "ts", "float64")) for _, g in c.groupby("tid", sort=False)]
     d = np.concatenate([s for s in steps if len(s)]) if any(len(s) for s in steps) else np.empty(0)
     return float(np.median(d)) if len(d) else None
 
 
 def launch_us_per_kernel(launches: Launches) -> float | None:
     """Median duration of the kernel launch calls (µs)."""
-    k = launches.kernel_calls
-    return float(np.median(k["dur"].to_numpy(dtype="float64"))) if len(k) else None
+    c = launches.calls
+    if c.empty:
+        return None
+    # The kernel calls' durations from the columns (not a filtered copy of the calls).
+    dur = _frames.column(c, "dur", "float64")[_frames.column(c, "kernel", bool)]
+    return float(np.median(dur)) if len(dur) else None
 
 
 def launch_to_start_us(kernels: pd.DataFrame, captured: iv.Set) -> float | None:
@@ -135,12 +139,12 @@ def launch_to_start_us(kernels: pd.DataFrame, captured: iv.Set) -> float | None:
     launch is known and was not recorded into a graph."""
     if kernels.empty:
         return None
-    launch = kernels["launch_ts"].to_numpy(dtype="float64")
+    launch = _frames.column(kernels, "launch_ts", "float64")
     ok = ~np.isnan(launch)
     ok &= ~inside(np.nan_to_num(launch), captured)
     if not ok.any():
         return None
-    return float(np.median(kernels["ts"].to_numpy(dtype="float64")[ok] - launch[ok]))
+    return float(np.median(_frames.column(kernels, "ts", "float64")[ok] - launch[ok]))
 
 
 def inside(ts: np.ndarray, windows: iv.Set) -> np.ndarray:
@@ -195,7 +199,7 @@ def capture_windows(runtime: pd.DataFrame) -> Capture:
             ends.append(float((runtime["ts"] + runtime["dur"]).max()))
     windows = iv.merge(np.array(starts), np.array(ends))
     launch = matches(names, KERNEL_LAUNCH) | matches(names, re.compile(r"Memcpy|Memset"))
-    recorded = int(inside(runtime["ts"].to_numpy(dtype="float64")[launch], windows).sum())
+    recorded = int(inside(_frames.column(runtime, "ts", "float64")[launch], windows).sum())
     return Capture(windows, recorded)
 
 
@@ -206,23 +210,23 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
     cols = ["ts", "dur", "name"]
     if runtime.empty:
         return _frames.empty(cols)
-    rows = np.flatnonzero(runtime["cat"].to_numpy() != "cuda_sync")
+    rows = np.flatnonzero(_frames.column(runtime, "cat") != "cuda_sync")
     setup = matches(runtime["name"], SETUP)[rows]
     launch = matches(runtime["name"], KERNEL_LAUNCH)[rows]
-    durs = runtime["dur"].to_numpy(dtype="float64")[rows]
+    durs = _frames.column(runtime, "dur", "float64")[rows]
     if launch.any():
         med = float(np.median(durs[launch]))
         # A slow launch also happens when the launch queue is full, but then the GPU has
         # work queued and no idle time is charged to it: only idle time is attributed.
         setup = setup | (launch & (durs >= LAZY_LOAD_FACTOR * max(med, 1.0)))
     rows = rows[setup]
-    ts = runtime["ts"].to_numpy(dtype="float64")[rows]
+    ts = _frames.column(runtime, "ts", "float64")[rows]
     keep = ~inside(ts, captured)
     rows = rows[keep]
     return pd.DataFrame(
         {
             "ts": ts[keep],
-            "dur": runtime["dur"].to_numpy(dtype="float64")[rows],
+            "dur": _frames.column(runtime, "dur", "float64")[rows],
             "name": _text(runtime, rows),
         }
     )
@@ -231,7 +235,7 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
 def window(frames: list[pd.DataFrame]) -> tuple[float, float]:
     """(first start, last end) over events of any kind; (0, 0) without events."""
     return window_of(
-        [(f["ts"].to_numpy(dtype="float64"), f["dur"].to_numpy(dtype="float64")) for f in frames]
+        [(_frames.column(f, "ts", "float64"), _frames.column(f, "dur", "float64")) for f in frames]
     )
 
 

@@ -43,8 +43,7 @@ def gpu_events(
     if not frames:
         ev = _frames.empty([*cols, "end"], "float64")
         return ev.assign(**extra) if extra else ev
-    got = [{c: f[c] for c in cols} for f in frames]
-    if any(g[c].dtype != got[0][c].dtype for g in got for c in cols):
+    if any(_frames.dtype_of(g, c) != _frames.dtype_of(frames[0], c) for g in frames for c in cols):
         # Columns of different types: pandas' concatenation decides the common ones.
         ev = pd.concat([f[cols] for f in frames], ignore_index=True)
         ev["end"] = ev["ts"] + ev["dur"]
@@ -52,28 +51,33 @@ def gpu_events(
     # Built once from the concatenated columns (each keeps its type, text stays object).
     out: dict[str, object] = {}
     for c in cols:
-        v = np.concatenate([g[c].to_numpy() for g in got])
+        v = np.concatenate([_frames.column(g, c) for g in frames])
         out[c] = pd.Series(v, dtype=object) if v.dtype == object else v
-    ts = np.concatenate([g["ts"].to_numpy() for g in got])
-    out["end"] = ts + np.concatenate([g["dur"].to_numpy() for g in got])
+    ts = np.concatenate([_frames.column(g, "ts") for g in frames])
+    out["end"] = ts + np.concatenate([_frames.column(g, "dur") for g in frames])
     out.update(extra or {})
     return pd.DataFrame(out)
 
 
 def stream_gaps(
-    events: pd.DataFrame, threshold_us: float = KERNEL_WAIT_US, *, largest_first: bool = False
+    events: pd.DataFrame,
+    threshold_us: float = KERNEL_WAIT_US,
+    *,
+    largest_first: bool = False,
+    host: HostActivity | None = None,
 ) -> pd.DataFrame:
     """Every idle gap between consecutive GPU events of each stream, with its cause: by
     stream and time, or ``largest_first`` (ties in that order, as the idle-gaps table
-    lists them)."""
+    lists them). With ``host``, the ``cpu_work`` of the largest gaps is filled as
+    :func:`name_cpu_work` fills it, in the one frame built (not a second copy of it)."""
     if events.empty:
         return _frames.empty(IDLE_COLUMNS)
     # By stream, then start (stable; NaN starts last, as sort_values puts them).
-    order = np.lexsort((events["ts"].to_numpy(dtype="float64"), events["stream"].to_numpy()))
-    stream = events["stream"].to_numpy()[order]
-    ts = events["ts"].to_numpy(dtype="float64")[order]
-    end = events["end"].to_numpy(dtype="float64")[order]
-    launch = events["launch_ts"].to_numpy(dtype="float64")[order]
+    order = np.lexsort((_frames.column(events, "ts", "float64"), _frames.column(events, "stream")))
+    stream = _frames.column(events, "stream")[order]
+    ts = _frames.column(events, "ts", "float64")[order]
+    end = _frames.column(events, "end", "float64")[order]
+    launch = _frames.column(events, "launch_ts", "float64")[order]
     same = np.concatenate(([False], stream[1:] == stream[:-1]))
     # Running max of ends within each stream: an event nested in a longer one ends nothing
     # (a missing end stays missing, as pandas' cummax leaves it).
@@ -87,25 +91,34 @@ def stream_gaps(
     keep = same & (gap > 0)
     idx = np.flatnonzero(keep)
     g_start, g_end, g_dur = prev_end[idx], ts[idx], gap[idx]
-    host = launch[idx] > g_start  # NaN launch compares False: not provably host wait
-    cause = np.where(host, "host_wait", np.where(g_dur < threshold_us, "kernel_wait", "other"))
+    late = launch[idx] > g_start  # NaN launch compares False: not provably host wait
+    cause = np.where(late, "host_wait", np.where(g_dur < threshold_us, "kernel_wait", "other"))
     by = np.arange(len(idx))
-    if largest_first and not np.isnan(g_dur).any():
+    work: str | list[str] = ""
+    sorted_here = largest_first and not np.isnan(g_dur).any()
+    if sorted_here:
         by = np.argsort(-g_dur, kind="stable")  # pandas' stable descending sort
+        if host is not None and len(idx):
+            # Largest first already: name_cpu_work's choice is the first rows.
+            work = [""] * len(idx)
+            for p in range(min(NAMED_GAPS, len(idx))):
+                work[p] = host.describe(float(g_start[by[p]]), float(g_end[by[p]]))
     out = pd.DataFrame(
         {
-            "rank": events["rank"].to_numpy()[order][idx][by],
-            "device": events["device"].to_numpy()[order][idx][by],
+            "rank": _frames.column(events, "rank")[order][idx][by],
+            "device": _frames.column(events, "device")[order][idx][by],
             "stream": stream[idx][by],
             "start": g_start[by],
             "end": g_end[by],
             "dur": g_dur[by],
             "cause": cause[by],
-            "cpu_work": "",
+            "cpu_work": work,
         }
     )
     if largest_first and np.isnan(g_dur).any():
         out = out.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
+    if host is not None and not sorted_here:
+        return name_cpu_work(out, host)
     return out
 
 
@@ -114,12 +127,12 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
     (:meth:`~nbprof.analysis.stalls.HostActivity.describe`)."""
     if gaps.empty:
         return gaps
-    dur = gaps["dur"].to_numpy()
+    dur = _frames.column(gaps, "dur")
     if dur.dtype == "float64" and not np.isnan(dur).any():
         # nlargest's choice (the largest, the first of equal ones), from the array.
-        start = gaps["start"].to_numpy(dtype="float64")
-        end = gaps["end"].to_numpy(dtype="float64")
-        work = list(gaps["cpu_work"].to_numpy(dtype=object))
+        start = _frames.column(gaps, "start", "float64")
+        end = _frames.column(gaps, "end", "float64")
+        work = list(_frames.column(gaps, "cpu_work", object))
         for p in np.argsort(-dur, kind="stable")[: min(top, len(dur))].tolist():
             work[p] = host.describe(float(start[p]), float(end[p]))
         return gaps.assign(cpu_work=work)
@@ -132,9 +145,9 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
             )
         return out
     # Read and written as arrays: a cell at a time through .at costs more than the describing.
-    start = out["start"].to_numpy(dtype="float64")
-    end = out["end"].to_numpy(dtype="float64")
-    work = list(out["cpu_work"].to_numpy(dtype=object))
+    start = _frames.column(out, "start", "float64")
+    end = _frames.column(out, "end", "float64")
+    work = list(_frames.column(out, "cpu_work", object))
     for p in out.index.get_indexer(chosen):
         work[p] = host.describe(float(start[p]), float(end[p]))
     out["cpu_work"] = work

@@ -17,6 +17,7 @@ import pandas as pd
 from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import matches
+from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -28,31 +29,49 @@ _DATALOADER = re.compile(
 
 def dataloader_ops(cpu_ops: pd.DataFrame, annotations: pd.DataFrame | None = None) -> pd.DataFrame:
     """The batch fetches: rank, tid, name, ts, dur, from CPU ops and CPU-side annotations."""
-    parts = []
+    parts: list[tuple[pd.DataFrame, np.ndarray]] = []
     for f in (cpu_ops, annotations):
         if f is None or f.empty:
             continue
         # Row numbers first (most ranks have no fetch): a frame only of the hits.
         hit = matches(f["name"], _DATALOADER)
         if "on_gpu" in f:
-            hit &= ~f["on_gpu"].to_numpy(bool)
+            hit &= ~_frames.column(f, "on_gpu", bool)
         rows = np.flatnonzero(hit)
         if len(rows):
-            parts.append(f.iloc[rows][["rank", "tid", "name", "ts", "dur"]])
+            parts.append((f, rows))
     if not parts:
         return _frames.empty_typed(
             (("rank", "int32"), ("tid", "int64"), ("name", "object"), ("ts", "float64"),
              ("dur", "float64"))
         )  # fmt: skip
-    return pd.concat(parts, ignore_index=True)
+    types = [[_frames.dtype_of(f, c) for c in _FETCH_COLUMNS] for f, _ in parts]
+    if all(
+        isinstance(t, np.dtype) and t == first
+        for ts in types
+        for t, first in zip(ts, types[0], strict=True)
+    ):
+        # NumPy columns of one type in every part: what concatenating the parts' rows
+        # gives, from the columns' arrays (a frame per part, then their concatenation,
+        # cost more than the rest of the search).
+        return frame_from_arrays(
+            {
+                c: np.concatenate([_frames.column(f, c)[rows] for f, rows in parts])
+                for c in _FETCH_COLUMNS
+            }
+        )
+    return pd.concat([f.iloc[rows][list(_FETCH_COLUMNS)] for f, rows in parts], ignore_index=True)
+
+
+_FETCH_COLUMNS = ("rank", "tid", "name", "ts", "dur")
 
 
 def dataloader_set(fetches: pd.DataFrame) -> iv.Set:
     """The time the host spent fetching batches, as an interval set."""
     if fetches.empty:
         return iv.EMPTY
-    s = fetches["ts"].to_numpy(dtype="float64")
-    return iv.merge(s, s + fetches["dur"].to_numpy(dtype="float64"))
+    s = _frames.column(fetches, "ts", "float64")
+    return iv.merge(s, s + _frames.column(fetches, "dur", "float64"))
 
 
 def dataloader_pct(
@@ -63,8 +82,8 @@ def dataloader_pct(
         return None, "no DataLoader __next__ ops or annotations in the trace"
     fetch = dataloader_set(fetches)
     if not steps.empty:
-        ss = steps["ts"].to_numpy(dtype="float64")
-        within = iv.merge(ss, ss + steps["dur"].to_numpy(dtype="float64"))
+        ss = _frames.column(steps, "ts", "float64")
+        within = iv.merge(ss, ss + _frames.column(steps, "dur", "float64"))
         how = f"DataLoader __next__ time ÷ {len(steps)} ProfilerStep(s)"
     elif window is not None and window[1] > window[0]:
         within = (np.array([window[0]]), np.array([window[1]]))

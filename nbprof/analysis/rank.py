@@ -150,7 +150,7 @@ def _head(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mine(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    return df[df["rank"].to_numpy() == rank] if not df.empty else df
+    return df[_frames.column(df, "rank") == rank] if not df.empty else df
 
 
 def _window(signals: list[Signals]) -> tuple[float, float]:
@@ -164,8 +164,8 @@ def _sets(s: Signals) -> tuple[iv.Set, iv.Set]:
     """(compute, collectives) of the device as the time accounting cuts them: kernels that
     are not collectives, and collective kernels."""
     k = s.view.k
-    ts = k["ts"].to_numpy(dtype="float64")
-    end = ts + k["dur"].to_numpy(dtype="float64")
+    ts = _frames.column(k, "ts", "float64")
+    end = ts + _frames.column(k, "dur", "float64")
     comm = s.view.collective
     return iv.merge(ts[~comm], end[~comm]), iv.merge(ts[comm], end[comm])
 
@@ -177,7 +177,7 @@ def _steps(s: Signals, compute: iv.Set, comm: iv.Set) -> pd.DataFrame:
     if st.empty:
         return pd.DataFrame([], columns=cols)
     # The steps' fields as plain values (a row tuple at a time costs more than the rest).
-    step, name, ts, dur = (st[c].to_numpy().tolist() for c in ("step", "name", "ts", "dur"))
+    step, name, ts, dur = (_frames.column(st, c).tolist() for c in ("step", "name", "ts", "dur"))
     out: dict[str, list[Any]] = {c: [] for c in cols}
     for k, n, t, d in zip(step, name, ts, dur, strict=True):
         w = (np.array([float(t)]), np.array([float(t + d)]))
@@ -199,14 +199,14 @@ def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, in
         if t.empty:
             continue
         if kind == "kernel" and len(cls) == len(t):
-            c = cls["cls"].to_numpy(dtype=object)
+            c = _frames.column(cls, "cls", object)
         else:
             c = np.full(len(t), "copy" if kind != "kernel" else "other", dtype=object)
         cols["device"].append(as_text(t["device"]).to_numpy())
-        cols["stream"].append(t["stream"].to_numpy(dtype="int64"))
-        cols["name"].append(t["name"].to_numpy(dtype=object))
-        cols["ts"].append(t["ts"].to_numpy(dtype="float64"))
-        cols["dur"].append(t["dur"].to_numpy(dtype="float64"))
+        cols["stream"].append(_frames.column(t, "stream", "int64"))
+        cols["name"].append(_frames.column(t, "name", object))
+        cols["ts"].append(_frames.column(t, "ts", "float64"))
+        cols["dur"].append(_frames.column(t, "dur", "float64"))
         cols["kind"].append(np.full(len(t), kind, dtype=object))
         cols["cls"].append(c)
     if not cols["ts"]:
@@ -235,7 +235,7 @@ def _timeline_frames(cols: dict[str, list[np.ndarray]], cap: int) -> tuple[pd.Da
     n = len(ev)
     if n > cap:
         first = (ev["cls"] != "communication").to_numpy()
-        order = np.lexsort((-ev["dur"].to_numpy(dtype="float64"), first))
+        order = np.lexsort((-_frames.column(ev, "dur", "float64"), first))
         ev = ev.iloc[np.sort(order[:cap])]
     ev = ev.sort_values("ts", kind="stable").reset_index(drop=True)
     return ev[list(_TIMELINE_COLUMNS)], n

@@ -105,7 +105,7 @@ def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     none, matrix products estimated from ``record_shapes``. The flag says which."""
     if cpu_ops.empty:
         return cpu_ops, False
-    fl = cpu_ops["flops"].to_numpy(dtype="float64")
+    fl = _frames.column(cpu_ops, "flops", "float64")
     if (fl > 0).any():
         return cpu_ops, False
     names = cpu_ops["name"]
@@ -113,7 +113,7 @@ def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
         names = names.astype(str)
     # Shapes are read (as text) for the matrix products only.
     rows = np.flatnonzero(matches(names, _MATMUL))
-    dims = cpu_ops["input_dims"].to_numpy()[rows].tolist()
+    dims = _frames.column(cpu_ops, "input_dims")[rows].tolist()
     rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
     cand = cpu_ops.iloc[rows]
     if cand.empty:
@@ -126,15 +126,15 @@ def outermost_flops_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     """CPU ops with a FLOP count that are not nested in another such op on their thread."""
     if cpu_ops.empty:
         return cpu_ops
-    f = cpu_ops[cpu_ops["flops"].to_numpy(dtype="float64") > 0]
+    f = cpu_ops[_frames.column(cpu_ops, "flops", "float64") > 0]
     if f.empty:
         return f
-    ts = f["ts"].to_numpy(dtype="float64")
-    rank, pid, tid = (f[c].to_numpy() for c in ("rank", "pid", "tid"))
+    ts = _frames.column(f, "ts", "float64")
+    rank, pid, tid = (_frames.column(f, c) for c in ("rank", "pid", "tid"))
     # By thread, then start (stable, NaN starts last, as sort_values puts them).
     order = np.lexsort((ts, tid, pid, rank))
     ts, rank, pid, tid = ts[order], rank[order], pid[order], tid[order]
-    end = ts + f["dur"].to_numpy(dtype="float64")[order]
+    end = ts + _frames.column(f, "dur", "float64")[order]
     same = np.concatenate(
         ([False], (rank[1:] == rank[:-1]) & (pid[1:] == pid[:-1]) & (tid[1:] == tid[:-1]))
     )
@@ -160,29 +160,29 @@ def gpu_time_per_op(
     out = np.zeros(len(ops))
     if ops.empty or kernels.empty:
         return out
-    idx = kernels["op_index"].to_numpy(dtype="int64")
+    idx = _frames.column(kernels, "op_index", "int64")
     ok = (
         (idx >= 0)
         & (idx < len(cpu_ops))
-        & ~np.isnan(kernels["launch_ts"].to_numpy(dtype="float64"))
+        & ~np.isnan(_frames.column(kernels, "launch_ts", "float64"))
     )
     if not ok.any():
         return out
     # Plain arrays, not a DataFrame and a groupby: an op's sum is a slice of one cumulative
     # sum per thread, and pandas' per-group overhead is most of the cost on a small rank.
-    pid = cpu_ops["pid"].to_numpy()[idx[ok]]
-    tid = cpu_ops["tid"].to_numpy()[idx[ok]]
-    launch = kernels["launch_ts"].to_numpy(dtype="float64")[ok]
+    pid = _frames.column(cpu_ops, "pid")[idx[ok]]
+    tid = _frames.column(cpu_ops, "tid")[idx[ok]]
+    launch = _frames.column(kernels, "launch_ts", "float64")[ok]
     dur = (
-        kernels["dur"].to_numpy(dtype="float64")
+        _frames.column(kernels, "dur", "float64")
         * (1.0 if mask is None else np.asarray(mask, dtype="float64"))
     )[ok]
     order = np.lexsort((launch, tid, pid))
     pid, tid, launch, dur = pid[order], tid[order], launch[order], dur[order]
     cut = np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1
-    o_ts = ops["ts"].to_numpy(dtype="float64")
-    o_end = o_ts + ops["dur"].to_numpy(dtype="float64")
-    o_pid, o_tid = ops["pid"].to_numpy(), ops["tid"].to_numpy()
+    o_ts = _frames.column(ops, "ts", "float64")
+    o_end = o_ts + _frames.column(ops, "dur", "float64")
+    o_pid, o_tid = _frames.column(ops, "pid"), _frames.column(ops, "tid")
     for a, b in zip(np.concatenate(([0], cut)), np.concatenate((cut, [len(pid)])), strict=True):
         sel = np.flatnonzero((o_pid == pid[a]) & (o_tid == tid[a]))
         if not len(sel):
@@ -227,20 +227,20 @@ def roofline(
     if not len(keep):
         return _frames.empty(ROOFLINE_COLUMNS)
     gpu_us, tc_us = gpu_us[keep], tc_us[keep]
-    names = ops["name"].to_numpy()[keep]
+    names = _frames.column(ops, "name")[keep]
     est = [
         op_bytes_dtype(n, d, t)
         for n, d, t in zip(
             names.tolist(),
-            ops["input_dims"].to_numpy()[keep].tolist(),
-            ops["input_types"].to_numpy()[keep].tolist(),
+            _frames.column(ops, "input_dims")[keep].tolist(),
+            _frames.column(ops, "input_types")[keep].tolist(),
             strict=True,
         )
     ]
     dtypes = np.array([d for _, d in est], dtype=object)
     tf32 = (dtypes == "fp32") & (tc_us > 0.5 * gpu_us)
     dtypes[tf32] = "tf32"
-    op_flops = ops["flops"].to_numpy(dtype="float64")[keep]
+    op_flops = _frames.column(ops, "flops", "float64")[keep]
     if _group.all_text(names):
         # Grouped in plain Python: the same sums pandas' groupby gives, without its fixed
         # cost on the few ops of a rank.

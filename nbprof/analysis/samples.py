@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nbprof.analysis import _frames
 from nbprof.telemetry.model import Samples
 
 logger = logging.getLogger(__name__)
@@ -75,15 +76,15 @@ def measured_for(
     f = samples.frame
     lo = origin_ns + int(start_us * 1000)
     hi = origin_ns + math.ceil(end_us * 1000)
-    t = f["time_ns"].to_numpy(dtype="int64")
-    sel = f[(f["gpu"].to_numpy() == gpu) & (t >= lo) & (t <= hi)]
+    t = _frames.column(f, "time_ns", "int64")
+    sel = f[(_frames.column(f, "gpu") == gpu) & (t >= lo) & (t <= hi)]
     if sel.empty:
         return None
 
     def mean(col: str) -> float | None:
         if col not in sel:
             return None
-        v = sel[col].to_numpy(dtype="float64")
+        v = _frames.column(sel, col, "float64")
         v = v[~np.isnan(v)]
         return float(v.mean()) if len(v) else None
 

@@ -41,9 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
 from nbprof.analysis.model import STALLS_TABLE
 from nbprof.analysis.syncs import SYNC_OPS
+from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +97,9 @@ class HostActivity:
     _lists: list[tuple[list[float], list[float]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        s = self.blocking["ts"].to_numpy(dtype="float64")
-        e = s + self.blocking["dur"].to_numpy(dtype="float64")
-        names = self.blocking["name"].to_numpy(str)
+        s = _frames.column(self.blocking, "ts", "float64")
+        e = s + _frames.column(self.blocking, "dur", "float64")
+        names = _frames.column(self.blocking, "name", str)
         object.__setattr__(self, "_blocked", _Calls(s, e, names))
         # A block's release window: as long as the block, from its end.
         object.__setattr__(self, "_released", _Calls(e, e + (e - s), names))
@@ -105,9 +107,9 @@ class HostActivity:
         object.__setattr__(self, "_ops", _Calls.of(self.top_ops))
         object.__setattr__(self, "block_set", iv.merge(s, e))
         object.__setattr__(self, "release_set", iv.merge(e, e + (e - s)))
-        ss = self.setup["ts"].to_numpy(dtype="float64")
+        ss = _frames.column(self.setup, "ts", "float64")
         object.__setattr__(
-            self, "setup_set", iv.merge(ss, ss + self.setup["dur"].to_numpy(dtype="float64"))
+            self, "setup_set", iv.merge(ss, ss + _frames.column(self.setup, "dur", "float64"))
         )
         sets = (self.block_set, self.release_set, self.capture, self.fetch, self.setup_set)
         object.__setattr__(self, "_lists", [(x[0].tolist(), x[1].tolist()) for x in sets])
@@ -210,8 +212,10 @@ class _Calls:
 
     @classmethod
     def of(cls, calls: pd.DataFrame) -> _Calls:
-        s = calls["ts"].to_numpy(dtype="float64")
-        return cls(s, s + calls["dur"].to_numpy(dtype="float64"), calls["name"].to_numpy(str))
+        s = _frames.column(calls, "ts", "float64")
+        return cls(
+            s, s + _frames.column(calls, "dur", "float64"), _frames.column(calls, "name", str)
+        )
 
     def covering(self, a: float, b: float, at_least: float = 0.0) -> str:
         """The name whose intervals cover the most of [a, b] (at least ``at_least``), or ""."""
@@ -264,19 +268,18 @@ def host_activity(
     if cpu_ops.empty:
         top = pd.DataFrame({"ts": [], "dur": [], "name": []})
     else:
-        names = cpu_ops["name"].to_numpy()
+        names = _frames.column(cpu_ops, "name")
         # .item() is blocking, already counted as such: never the op that "ran".
         sync = np.fromiter(
             (type(n) is str and n in _SYNC_OPS for n in names.tolist()), bool, len(names)
         )
-        rows = np.flatnonzero((cpu_ops["depth"].to_numpy() == 0) & ~sync)
-        top = pd.DataFrame(
-            {
-                "ts": cpu_ops["ts"].to_numpy()[rows],
-                "dur": cpu_ops["dur"].to_numpy()[rows],
-                "name": pd.Series(names[rows], dtype=object),
-            }
-        )
+        rows = np.flatnonzero((_frames.column(cpu_ops, "depth") == 0) & ~sync)
+        ts, dur = _frames.column(cpu_ops, "ts")[rows], _frames.column(cpu_ops, "dur")[rows]
+        if ts.dtype.kind in "iuf" and dur.dtype.kind in "iuf":
+            # Numbers and object text, as the public constructor keeps them: built directly.
+            top = frame_from_arrays({"ts": ts, "dur": dur, "name": names[rows].astype(object)})
+        else:
+            top = pd.DataFrame({"ts": ts, "dur": dur, "name": pd.Series(names[rows], dtype=object)})
     # Only ts, dur and name are read from the call frames.
     return HostActivity(blocking, fetch, setup, top, capture)
 
@@ -310,8 +313,8 @@ def _queued_at_open(ev: pd.DataFrame, gaps: iv.Set) -> tuple[np.ndarray, np.ndar
     n = len(gaps[0])
     if not n:
         return np.zeros(0, bool), np.zeros(0, bool)
-    order = np.argsort(ev["ts"].to_numpy(dtype="float64"), kind="stable")
-    ts = ev["ts"].to_numpy(dtype="float64")[order]
+    order = np.argsort(_frames.column(ev, "ts", "float64"), kind="stable")
+    ts = _frames.column(ev, "ts", "float64")[order]
     queued_at = ev["launch_end"] if "launch_end" in ev else ev["launch_ts"]
     launch = queued_at.to_numpy(dtype="float64")[order]
     known = ~np.isnan(launch)
@@ -331,9 +334,11 @@ def _charged(calls: pd.DataFrame, blocked: iv.Set, released: iv.Set) -> dict[str
     names that explain the most take their share first."""
     if calls.empty:
         return {}
-    s = calls["ts"].to_numpy(dtype="float64")
-    e = s + calls["dur"].to_numpy(dtype="float64")
-    names = calls["name"].astype(str).to_numpy()
+    s = _frames.column(calls, "ts", "float64")
+    e = s + _frames.column(calls, "dur", "float64")
+    names = _frames.column(calls, "name")
+    if not _group.all_text(names):  # as text, what astype(str) gives
+        names = calls["name"].astype(str).to_numpy()
     own: dict[str, iv.Set] = {}
     for n in dict.fromkeys(names):
         m = names == n
@@ -368,9 +373,9 @@ def account(
     when the launch call returned, table ``"kernel"``/``"memcpy"``/``"memset"``);
     ``collective`` marks its collective kernels.
     """
-    ts = events["ts"].to_numpy(dtype="float64")
-    end = ts + events["dur"].to_numpy(dtype="float64")
-    is_kernel = events["table"].to_numpy() == "kernel"
+    ts = _frames.column(events, "ts", "float64")
+    end = ts + _frames.column(events, "dur", "float64")
+    is_kernel = _frames.column(events, "table") == "kernel"
     comm = np.asarray(collective, dtype=bool) & is_kernel
     t0, t1 = (float(ts.min()), float(end.max())) if len(ts) else (0.0, 0.0)
     span_us = t1 - t0
@@ -503,7 +508,7 @@ def _gap_table_sorted(
     )
     gaps = gaps.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
     # Read and written as arrays: a cell at a time through .at costs more than the describing.
-    cause_of, g0, g1 = (gaps[c].to_numpy() for c in ("cause", "start", "end"))
+    cause_of, g0, g1 = (_frames.column(gaps, c) for c in ("cause", "start", "end"))
     work = _gap_work(cause_of, g0, g1, host)
     if work:
         gaps["cpu_work"] = work

@@ -51,13 +51,13 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     hit = np.flatnonzero(matches(runtime["name"], _COPY_CALL))
     if not len(hit):
         return _empty()
-    call_names = runtime["name"].to_numpy()[hit]
-    kinds = memcpy["kind"].to_numpy()
+    call_names = _frames.column(runtime, "name")[hit]
+    kinds = _frames.column(memcpy, "kind")
     if not _group.all_text(kinds) or not _group.all_text(call_names):
         return _blocking_copies_merged(runtime.iloc[hit], memcpy)
     # The join on (rank, correlation), as an inner merge orders it: each call in turn,
     # with its copies in their order.
-    c_rank, c_corr = memcpy["rank"].to_numpy(), memcpy["correlation"].to_numpy()
+    c_rank, c_corr = _frames.column(memcpy, "rank"), _frames.column(memcpy, "correlation")
     by_key: dict[tuple[int, int], list[int]] = {}
     for i, (r, c) in enumerate(zip(c_rank.tolist(), c_corr.tolist(), strict=True)):
         if c >= 0:
@@ -65,8 +65,8 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     left: list[int] = []
     right: list[int] = []
     keys = zip(
-        runtime["rank"].to_numpy()[hit].tolist(),
-        runtime["correlation"].to_numpy()[hit].tolist(),
+        _frames.column(runtime, "rank")[hit].tolist(),
+        _frames.column(runtime, "correlation")[hit].tolist(),
         strict=True,
     )
     for i, key in enumerate(keys):
@@ -77,10 +77,10 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
         return _empty()
     li, ri = np.array(left, dtype="int64"), np.array(right, dtype="int64")
     rows = hit[li]
-    ts = runtime["ts"].to_numpy(dtype="float64")[rows]
-    dur = runtime["dur"].to_numpy(dtype="float64")[rows]
-    c_ts = memcpy["ts"].to_numpy(dtype="float64")[ri]
-    waited = ts + dur >= c_ts + memcpy["dur"].to_numpy(dtype="float64")[ri]
+    ts = _frames.column(runtime, "ts", "float64")[rows]
+    dur = _frames.column(runtime, "dur", "float64")[rows]
+    c_ts = _frames.column(memcpy, "ts", "float64")[ri]
+    waited = ts + dur >= c_ts + _frames.column(memcpy, "dur", "float64")[ri]
     if not waited.any():
         return _empty()
     li, ri, rows = li[waited], ri[waited], rows[waited]
@@ -88,23 +88,23 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     names = call_names[li]
     return pd.DataFrame(
         {
-            "rank": runtime["rank"].to_numpy(dtype="int32")[rows],
-            "pid": runtime["pid"].to_numpy(dtype="int64")[rows],
-            "tid": runtime["tid"].to_numpy(dtype="int64")[rows],
+            "rank": _frames.column(runtime, "rank", "int32")[rows],
+            "pid": _frames.column(runtime, "pid", "int64")[rows],
+            "tid": _frames.column(runtime, "tid", "int64")[rows],
             "name": np.array(
                 [f"{n} ({k})" for n, k in zip(names, kind, strict=True)], dtype=object
             ),
             "ts": ts[waited],
             "dur": dur[waited],
             "kind": kind,
-            "bytes": memcpy["bytes"].to_numpy(dtype="int64")[ri],
+            "bytes": _frames.column(memcpy, "bytes", "int64")[ri],
         }
     )
 
 
 def _blocking_copies_merged(calls: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame:
     """:func:`blocking_copies` by pandas' merge, for names or kinds with missing values."""
-    copies = memcpy[memcpy["correlation"].to_numpy() >= 0][
+    copies = memcpy[_frames.column(memcpy, "correlation") >= 0][
         ["rank", "correlation", "ts", "dur", "kind", "bytes"]
     ]
     j = calls.merge(copies, on=["rank", "correlation"], suffixes=("", "_copy"))
@@ -115,14 +115,14 @@ def _blocking_copies_merged(calls: pd.DataFrame, memcpy: pd.DataFrame) -> pd.Dat
     kind = j["kind"].astype(str).replace("", "copy")
     return pd.DataFrame(
         {
-            "rank": j["rank"].to_numpy(dtype="int32"),
-            "pid": j["pid"].to_numpy(dtype="int64"),
-            "tid": j["tid"].to_numpy(dtype="int64"),
+            "rank": _frames.column(j, "rank", "int32"),
+            "pid": _frames.column(j, "pid", "int64"),
+            "tid": _frames.column(j, "tid", "int64"),
             "name": (j["name"].astype(str) + " (" + kind + ")").to_numpy(),
-            "ts": j["ts"].to_numpy(dtype="float64"),
-            "dur": j["dur"].to_numpy(dtype="float64"),
+            "ts": _frames.column(j, "ts", "float64"),
+            "dur": _frames.column(j, "dur", "float64"),
             "kind": kind.to_numpy(),
-            "bytes": j["bytes"].to_numpy(dtype="int64"),
+            "bytes": _frames.column(j, "bytes", "int64"),
         }
     )
 
@@ -139,14 +139,14 @@ def sync_calls(
     # Row numbers of each source frame, in the order their rows are listed.
     picked: list[tuple[pd.DataFrame, np.ndarray]] = []
     if not runtime.empty:
-        cat = runtime["cat"].to_numpy()
-        sync = _is_in(runtime["name"].to_numpy(), _SYNC_RUNTIME_SET)
+        cat = _frames.column(runtime, "cat")
+        sync = _is_in(_frames.column(runtime, "name"), _SYNC_RUNTIME_SET)
         rt = np.flatnonzero(sync & (cat != "cuda_sync"))
         picked.append((runtime, rt))
         if not len(rt):
             picked.append((runtime, np.flatnonzero(cat == "cuda_sync")))
     if not cpu_ops.empty:
-        names = cpu_ops["name"].to_numpy()
+        names = _frames.column(cpu_ops, "name")
         ops = np.flatnonzero(_is_in(names, _SYNC_OPS_SET))
         # aten::item encloses aten::_local_scalar_dense: count the outer one only.
         item = ops[names[ops] == "aten::item"]
@@ -174,11 +174,11 @@ def _assemble(picked: list[tuple[pd.DataFrame, np.ndarray]], copies: pd.DataFram
     """The picked rows (``kind`` "", ``bytes`` -1) and then the blocking copies, as one
     frame: what concatenating their frames gives, built once from the columns."""
     cols = ["rank", "pid", "tid", "name", "ts", "dur"]
-    got = [{c: f[c] for c in cols} for f, _ in picked]
+    got = [f for f, _ in picked]
     if not copies.empty:
-        got.append({c: copies[c] for c in cols})
-    if any(g[c].dtype != _KEY_DTYPES[c] for g in got for c in _KEY_DTYPES) or any(
-        g["name"].dtype != object for g in got[: len(picked)]
+        got.append(copies)
+    if any(_frames.dtype_of(g, c) != _KEY_DTYPES[c] for g in got for c in _KEY_DTYPES) or any(
+        _frames.dtype_of(g, "name") != np.dtype(object) for g in got[: len(picked)]
     ):  # other column types: pandas' concatenation decides the common ones
         parts = [f.iloc[rows][cols].assign(kind="", bytes=-1) for f, rows in picked]
         if not copies.empty:
@@ -186,7 +186,7 @@ def _assemble(picked: list[tuple[pd.DataFrame, np.ndarray]], copies: pd.DataFram
         return pd.concat(parts, ignore_index=True)[list(_CALL_COLUMNS)]
     rows_of = [rows for _, rows in picked] + [slice(None)] * (not copies.empty)
     out: dict[str, Any] = {
-        c: np.concatenate([g[c].to_numpy()[r] for g, r in zip(got, rows_of, strict=True)])
+        c: np.concatenate([_frames.column(g, c)[r] for g, r in zip(got, rows_of, strict=True)])
         for c in cols
     }
     n = len(out["ts"])
@@ -194,8 +194,8 @@ def _assemble(picked: list[tuple[pd.DataFrame, np.ndarray]], copies: pd.DataFram
     kind = np.full(n, "", dtype=object)
     nbytes = np.full(n, -1, dtype="int64")
     if n_copies:
-        kind[n - n_copies :] = copies["kind"].to_numpy(dtype=object)
-        nbytes[n - n_copies :] = copies["bytes"].to_numpy(dtype="int64")
+        kind[n - n_copies :] = _frames.column(copies, "kind", object)
+        nbytes[n - n_copies :] = _frames.column(copies, "bytes", "int64")
     out["name"] = pd.Series(out["name"], dtype=object)  # object, as the trace's names are
     out["kind"] = kind
     out["bytes"] = nbytes
@@ -205,15 +205,15 @@ def _assemble(picked: list[tuple[pd.DataFrame, np.ndarray]], copies: pd.DataFram
 def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:
     if calls.empty:
         return _frames.empty(SYNC_COLUMNS)
-    names = calls["name"].to_numpy()
+    names = _frames.column(calls, "name")
     if not _group.all_text(names):  # pandas drops missing names from the groups
         g = calls.groupby("name", sort=False).agg(count=("dur", "size"), total_us=("dur", "sum"))
         g = g.reset_index().sort_values("total_us", ascending=False, kind="stable")
-        tot = g["total_us"].to_numpy(dtype="float64")
+        tot = _frames.column(g, "total_us", "float64")
         g["pct"] = tot / span_us * 100.0 if span_us > 0 else np.nan
         return g.reset_index(drop=True)[list(SYNC_COLUMNS)]
     uniq, code = _group.codes(names.tolist())
-    total_us = _group.sums(code, calls["dur"].to_numpy(dtype="float64"), len(uniq))
+    total_us = _group.sums(code, _frames.column(calls, "dur", "float64"), len(uniq))
     order = np.argsort(-total_us, kind="stable")
     tot = total_us[order]
     return pd.DataFrame(

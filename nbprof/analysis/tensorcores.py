@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import TensorCoreBasis
 
@@ -110,7 +111,7 @@ def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     if n == 0 or cpu_ops.empty:
         return out
-    idx = kernels["op_index"].to_numpy(dtype="int64")
+    idx = _frames.column(kernels, "op_index", "int64")
     valid = (idx >= 0) & (idx < len(cpu_ops))
     if not valid.any():
         return out
@@ -170,7 +171,7 @@ def classify(
         return TensorCoreResult(flags, "unknown", "AMD GPU: no MFMA kernel names seen")
     by_op = op_evidence(kernels, cpu_ops) & (ev == 0)
     flags = flags | by_op
-    kt = kernels["dur"].to_numpy(dtype="float64")
+    kt = _frames.column(kernels, "dur", "float64")
     name_time = float(kt[ev > 0].sum())
     op_time = float(kt[by_op].sum())
     decided = ev != 0

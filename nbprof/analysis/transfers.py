@@ -26,7 +26,7 @@ def pageable_mask(memcpy: pd.DataFrame) -> np.ndarray:
     """Per copy: is either side pageable host memory (the name or the columns say so)."""
     if memcpy.empty:
         return np.zeros(0, dtype=bool)
-    src, dst = memcpy["src"].to_numpy(), memcpy["dst"].to_numpy()
+    src, dst = _frames.column(memcpy, "src"), _frames.column(memcpy, "dst")
     return (src == "Pageable") | (dst == "Pageable") | matches(memcpy["name"], "Pageable")
 
 
@@ -42,18 +42,18 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     if memcpy.empty:
         return _frames.empty(COPY_COLUMNS)
     pageable = pageable_mask(memcpy)
-    b = memcpy["bytes"].to_numpy()
+    b = _frames.column(memcpy, "bytes")
     nbytes = np.maximum(b, 0) if b.dtype.kind == "i" else memcpy["bytes"].clip(lower=0).to_numpy()
-    keys = [memcpy[c].to_numpy() for c in ("device", "kind", "src", "dst")]
+    keys = [_frames.column(memcpy, c) for c in ("device", "kind", "src", "dst")]
     if all(_group.all_text(k) for k in keys) and nbytes.dtype.kind == "i":
-        rank = memcpy["rank"].to_numpy()
+        rank = _frames.column(memcpy, "rank")
         rows = list(zip(rank.tolist(), *(k.tolist() for k in keys), strict=True))
         uniq, code = _group.codes(rows, sort=True)
         n = len(uniq)
         cols = list(zip(*uniq, strict=True))
         total_b = np.zeros(n, dtype="int64")
         np.add.at(total_b, code, nbytes.astype("int64"))
-        tot = _group.sums(code, memcpy["dur"].to_numpy(dtype="float64"), n)
+        tot = _group.sums(code, _frames.column(memcpy, "dur", "float64"), n)
         if not np.isnan(tot).any():
             # Built once, in its final order (largest total first, ties in group order,
             # as the stable sort below puts them).
@@ -95,7 +95,7 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
             pageable=("pageable", "any"),
         ).reset_index()
     out["gbps"] = _rate(
-        out["bytes"].to_numpy(dtype="float64"), out["total_us"].to_numpy(dtype="float64")
+        _frames.column(out, "bytes", "float64"), _frames.column(out, "total_us", "float64")
     )
     out = out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
     return out[list(COPY_COLUMNS)]
@@ -134,15 +134,15 @@ def copies_by_kind(memcpy: pd.DataFrame) -> list[dict[str, object]]:
     kinds = [
         copy_kind(str(k), str(a), str(b))
         for k, a, b in zip(
-            memcpy["kind"].to_numpy().tolist(),
-            memcpy["src"].to_numpy().tolist(),
-            memcpy["dst"].to_numpy().tolist(),
+            _frames.column(memcpy, "kind").tolist(),
+            _frames.column(memcpy, "src").tolist(),
+            _frames.column(memcpy, "dst").tolist(),
             strict=True,
         )
     ]
     kind_of = np.array(kinds, dtype=object)
-    all_bytes = memcpy["bytes"].to_numpy(dtype="int64")
-    all_dur = memcpy["dur"].to_numpy(dtype="float64")
+    all_bytes = _frames.column(memcpy, "bytes", "int64")
+    all_dur = _frames.column(memcpy, "dur", "float64")
     out: list[dict[str, object]] = []
     present = set(kinds)
     for kind in [k for k in COPY_KINDS if k in present]:

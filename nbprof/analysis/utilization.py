@@ -12,6 +12,8 @@ import logging
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
+
 logger = logging.getLogger(__name__)
 
 #: Kernels shorter than this (µs) count as "short" in ``short_kernel_pct``.
@@ -80,13 +82,13 @@ def sm_efficiency_pct(
     """
     if not sm_count or sm_count <= 0 or span_us <= 0 or kernels.empty:
         return None, 0
-    grid = kernels["grid"].to_numpy(dtype="float64")
+    grid = _frames.column(kernels, "grid", "float64")
     known = grid > 0
     if not known.any():
         return None, len(kernels)
     w = np.minimum(grid[known] / float(sm_count), 1.0)
-    s = kernels["ts"].to_numpy(dtype="float64")[known]
-    e = s + kernels["dur"].to_numpy(dtype="float64")[known]
+    s = _frames.column(kernels, "ts", "float64")[known]
+    e = s + _frames.column(kernels, "dur", "float64")[known]
     return weighted_coverage(s, e, w) / span_us * 100.0, int((~known).sum())
 
 
@@ -94,8 +96,8 @@ def occupancy_pct(kernels: pd.DataFrame) -> float | None:
     """Kernel-duration-weighted mean of Kineto's ``est. achieved occupancy %``."""
     if kernels.empty:
         return None
-    occ = kernels["occupancy"].to_numpy(dtype="float64")
-    dur = kernels["dur"].to_numpy(dtype="float64")
+    occ = _frames.column(kernels, "occupancy", "float64")
+    dur = _frames.column(kernels, "dur", "float64")
     ok = ~np.isnan(occ)
     total = dur[ok].sum()
     if not ok.any() or total <= 0:
@@ -107,4 +109,4 @@ def short_kernel_pct(kernels: pd.DataFrame, threshold_us: float = SHORT_KERNEL_U
     """Share of kernels (by count) shorter than ``threshold_us``."""
     if kernels.empty:
         return None
-    return float((kernels["dur"].to_numpy() < threshold_us).mean() * 100.0)
+    return float((_frames.column(kernels, "dur") < threshold_us).mean() * 100.0)

@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from nbprof.analysis import _frames
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Bottleneck, Confidence, Verdict, VerdictBasis
 from nbprof.analysis.stalls import KERNEL_WAIT_US
@@ -245,10 +246,14 @@ def blocker_clause(s: Signals, name: str) -> str:
     """One blocking call's numbers in a clause: how many calls, how long the host blocked
     in them (per ProfilerStep), and the longest call (with its copy's size)."""
     calls = s.blocking
-    at = np.flatnonzero(calls["name"].to_numpy() == name) if not calls.empty else np.zeros(0, int)
+    at = (
+        np.flatnonzero(_frames.column(calls, "name") == name)
+        if not calls.empty
+        else np.zeros(0, int)
+    )
     if not len(at):
         return f"{name}: no call inside the GPU span"
-    dur = calls["dur"].to_numpy(dtype="float64")[at]
+    dur = _frames.column(calls, "dur", "float64")[at]
     host_us = float(np.nansum(dur))  # a missing duration adds nothing, as pandas' sum
     steps = len(s.steps)
     n = len(at)
@@ -256,8 +261,8 @@ def blocker_clause(s: Signals, name: str) -> str:
     per = f" ({_us(host_us / steps)} per ProfilerStep)" if steps and n >= steps else ""
     i = int(dur.argmax())
     longest = at[i]
-    nbytes = int(calls["bytes"].to_numpy()[longest])
-    kind = _COPY_WORDS.get(str(calls["kind"].to_numpy()[longest]), "")
+    nbytes = int(_frames.column(calls, "bytes")[longest])
+    kind = _COPY_WORDS.get(str(_frames.column(calls, "kind")[longest]), "")
     size = f" for a {_size(nbytes)} {kind} copy" if nbytes >= 0 and kind else ""
     return (
         f"the host blocked {_us(host_us)} in {n} call{'s' if n != 1 else ''} of {name}{per}, "

@@ -1,0 +1,73 @@
+"""Name matching remembers whole answers across calls and ranks, without changing them."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from nbprof.analysis import _text
+from nbprof.analysis.classes import is_collective, kernel_classes
+
+
+def _fresh(values: list[object], pattern: str) -> np.ndarray:
+    """What matches gives, worked out name by name (no remembered answer)."""
+    rx = re.compile(pattern)
+    return np.array([rx.search(str(v)[: _text.NAME_PREFIX]) is not None for v in values])
+
+
+def test_remembered_answers_are_the_computed_ones() -> None:
+    # Two "ranks" with the same names in the same first-seen order: the second gets the
+    # remembered answer, equal to the first and to a fresh computation.
+    names = ["ncclKernel_AllReduce", "volta_sgemm_128x64_nn", "elementwise_kernel", "x"]
+    a = pd.Series(names * 3, dtype=object)
+    b = pd.Series(names * 2, dtype=object)  # other rows, the same distinct names
+    _text._MEMO.clear()  # earlier tests may have filled it: count from empty
+    before = len(_text._MEMO)
+    first = _text.matches(a, r"gemm|nccl")
+    assert len(_text._MEMO) == before + 1
+    again = _text.matches(b, r"gemm|nccl")
+    assert len(_text._MEMO) == before + 1  # answered from memory
+    np.testing.assert_array_equal(first, _fresh(a.tolist(), r"gemm|nccl"))
+    np.testing.assert_array_equal(again, _fresh(b.tolist(), r"gemm|nccl"))
+    # Another pattern, or the same names in another order, is another question.
+    np.testing.assert_array_equal(_text.matches(a, "kernel"), _fresh(a.tolist(), "kernel"))
+    rev = pd.Series(names[::-1], dtype=object)
+    np.testing.assert_array_equal(_text.matches(rev, "gemm"), _fresh(rev.tolist(), "gemm"))
+    # The caller owns what it gets: changing it changes no later answer.
+    got = _text.matches(b, r"gemm|nccl")
+    got[:] = False
+    np.testing.assert_array_equal(_text.matches(b, r"gemm|nccl"), first[: len(b)])
+
+
+def test_names_that_are_not_all_text_are_never_remembered_as_text() -> None:
+    # 1, 1.0 and True are equal keys in Python but different text: each is matched anew.
+    for values, want in (([1], False), ([1.0], True), ([True], False)):
+        got = _text.matches(pd.Series(values, dtype=object), r"\.0")
+        assert got.tolist() == [want], values
+
+
+def test_memory_is_bounded() -> None:
+    for i in range(_text._MEMO_SIZE + 20):
+        _text.matches(pd.Series([f"kernel_{i}", "gemm"], dtype=object), "gemm")
+    assert len(_text._MEMO) <= _text._MEMO_SIZE
+    # A set of names longer than the limit is worked out each time, never kept.
+    long_name = "k" * (_text._MEMO_CHARS + 1)
+    assert _text.matches(pd.Series([long_name], dtype=object), "k").tolist() == [True]
+    assert all(long_name not in key[-1] for key in _text._MEMO)
+
+
+def test_token_tests_give_the_same_classes_twice() -> None:
+    names = pd.Series(
+        ["ncclDevKernel_AllGather_RING_LL", "ampere_fp16_s16816gemm_fp16_128x128",
+         "void at::native::vectorized_elementwise_kernel<4>", "one_shot_all_reduce"] * 2,
+        dtype=object,
+    )  # fmt: skip
+    tc = np.array([False, True, False, False] * 2)
+    first = kernel_classes(names, tc)
+    second = kernel_classes(names.iloc[::-1].reset_index(drop=True), tc[::-1])
+    assert first["cls"].tolist()[:4] == ["communication", "tensor_core", "memory",
+                                         "communication"]  # fmt: skip
+    assert second["cls"].tolist() == first["cls"].tolist()[::-1]
+    assert is_collective(names).tolist() == [True, False, False, True] * 2
