@@ -110,7 +110,16 @@ def test_column_is_to_numpy() -> None:
         for c, dtype in cases:
             got, want = _frames.column(f, c, dtype), f[c].to_numpy(dtype=dtype)
             assert got.dtype == want.dtype, (c, dtype)
-            assert got.flags.writeable == want.flags.writeable, (c, dtype)
+            # The frame's own NumPy array is never handed out writable (pandas 3's to_numpy,
+            # under copy-on-write, is not either; pandas 2's is, but no caller writes to it);
+            # a converted copy, or a column pandas keeps in an extension type, is as to_numpy's.
+            stored = f._get_column_array(f.columns.get_loc(c))
+            if isinstance(stored, np.ndarray) and (
+                dtype is None or np.dtype(dtype) == stored.dtype
+            ):
+                assert not got.flags.writeable, (c, dtype)
+            else:
+                assert got.flags.writeable == want.flags.writeable, (c, dtype)
             np.testing.assert_array_equal(got, want)
     # The stored array, never writable: a caller cannot change the frame through it.
     assert not _frames.column(df, "ts").flags.writeable
@@ -175,7 +184,8 @@ def test_dtype_of_is_the_columns_dtype() -> None:
     )
     for c in df.columns:
         assert _frames.dtype_of(df, c) == df[c].dtype, c
-    assert _frames.dtype_of(df, "s") != np.dtype(object)  # text dtype, not object
+    if df["s"].dtype != np.dtype(object):  # pandas 3's text dtype; pandas 2 stores objects
+        assert _frames.dtype_of(df, "s") == df["s"].dtype
     assert _frames.dtype_of({"x": pd.Series([1])}, "x") == np.dtype("int64")
 
 
