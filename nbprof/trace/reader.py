@@ -109,8 +109,7 @@ class _Rank:
     file_rank: int | None = None
 
     def frame(self, table: str) -> pd.DataFrame:
-        got = self.tables[table]
-        return got if isinstance(got, pd.DataFrame) else tb.frame_of(table, got)
+        return _as_frame(table, self.tables[table])
 
     def rows(self, table: str) -> int:
         got = self.tables[table]
@@ -255,9 +254,7 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
         if not parts:
             built[table] = empty_table(table)
         elif len(parts) == 1 and not parts[0][1] and not parts[0][2]:
-            got = parts[0][0]
-            frame = got if isinstance(got, pd.DataFrame) else tb.frame_of(table, got)
-            built[table] = tb.typed(table, frame)
+            built[table] = tb.typed(table, _as_frame(table, parts[0][0]))
         else:
             built[table] = tb.typed(table, _joined(table, parts))
     metadata: dict[Any, Any] = (  # by rank for a folder
@@ -298,10 +295,7 @@ def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
     dtypes = [a.dtype for a in cols[0].values()]
     if any(list(c) != names or [a.dtype for a in c.values()] != dtypes for c in cols):
         # Ranks whose columns differ (from the cache of another version): pandas aligns them.
-        frames = [
-            _shifted(p if isinstance(p, pd.DataFrame) else tb.frame_of(table, p), shift, offset)
-            for p, shift, offset in parts
-        ]
+        frames = [_shifted(_as_frame(table, p), shift, offset) for p, shift, offset in parts]
         return pd.concat(frames, ignore_index=True)
     joined: tb.Columns = {}
     for c in names:
@@ -315,6 +309,11 @@ def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
             ]
         joined[c] = np.concatenate(pieces)
     return tb.frame_of(table, joined)
+
+
+def _as_frame(table: str, got: tb.Columns | pd.DataFrame) -> pd.DataFrame:
+    """A table as a frame: a file read now keeps its columns, one from the cache a frame."""
+    return got if isinstance(got, pd.DataFrame) else tb.frame_of(table, got)
 
 
 def _columns(got: tb.Columns | pd.DataFrame) -> tb.Columns:
