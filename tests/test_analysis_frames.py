@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,14 +49,9 @@ def test_joined_is_concat() -> None:
     pd.testing.assert_frame_equal(_joined([a, b]), pd.DataFrame({"x": [1, 2, 3]}))
 
 
-def test_stream_gaps_largest_first_is_the_sorted_table() -> None:
-    """Stream 1 runs [0, 10), [15, 20), [50, 60): gaps of 5 and 30; stream 2 runs [0, 5),
-    [8, 9), [30, 31), [36, 37): gaps of 3, 21 and 5 (a tie with stream 1's 5, which comes
-    first by stream). Largest first: 30, 21, 5 (stream 1), 5 (stream 2), 3."""
-    from nbprof.analysis.idle import stream_gaps
-
-    spans = [(1, 0, 10), (1, 15, 5), (1, 50, 10), (2, 0, 5), (2, 8, 1), (2, 30, 1), (2, 36, 1)]
-    ev = pd.DataFrame(
+def _gpu_events(spans: Sequence[tuple[float, float, float]]) -> pd.DataFrame:
+    """GPU events of rank 0, device "0", as (stream, start, duration) in µs."""
+    return pd.DataFrame(
         {
             "rank": np.zeros(len(spans), dtype="int32"),
             "device": pd.Series(["0"] * len(spans), dtype=object),
@@ -65,6 +61,16 @@ def test_stream_gaps_largest_first_is_the_sorted_table() -> None:
             "launch_ts": np.full(len(spans), np.nan),
         }
     ).assign(end=lambda f: f["ts"] + f["dur"])
+
+
+def test_stream_gaps_largest_first_is_the_sorted_table() -> None:
+    """Stream 1 runs [0, 10), [15, 20), [50, 60): gaps of 5 and 30; stream 2 runs [0, 5),
+    [8, 9), [30, 31), [36, 37): gaps of 3, 21 and 5 (a tie with stream 1's 5, which comes
+    first by stream). Largest first: 30, 21, 5 (stream 1), 5 (stream 2), 3."""
+    from nbprof.analysis.idle import stream_gaps
+
+    spans = [(1, 0, 10), (1, 15, 5), (1, 50, 10), (2, 0, 5), (2, 8, 1), (2, 30, 1), (2, 36, 1)]
+    ev = _gpu_events(spans)
     plain = stream_gaps(ev)
     got = stream_gaps(ev, largest_first=True)
     assert got["dur"].tolist() == [30.0, 21.0, 5.0, 5.0, 3.0]
@@ -154,16 +160,7 @@ def test_stream_gaps_with_host_are_name_cpu_work_of_them() -> None:
         [(1, 0, 10), (1, 15, 5), (3, 0, np.nan), (3, 4, 1), (3, 9, 1)],
         [(1, 0, 10), (1, 12, 1)] + [(1, 13.0 + 2 * i, 1) for i in range(NAMED_GAPS + 3)],
     ):
-        ev = pd.DataFrame(
-            {
-                "rank": np.zeros(len(spans), dtype="int32"),
-                "device": pd.Series(["0"] * len(spans), dtype=object),
-                "stream": [s for s, _, _ in spans],
-                "ts": [float(t) for _, t, _ in spans],
-                "dur": [float(d) for _, _, d in spans],
-                "launch_ts": np.full(len(spans), np.nan),
-            }
-        ).assign(end=lambda f: f["ts"] + f["dur"])
+        ev = _gpu_events(spans)
         want = name_cpu_work(stream_gaps(ev, largest_first=True), host)
         got = stream_gaps(ev, largest_first=True, host=host)
         pd.testing.assert_frame_equal(got, want)
