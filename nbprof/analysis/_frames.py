@@ -43,6 +43,18 @@ def numbered(df: pd.DataFrame) -> bool:
 _STORED: Any = getattr(pd.DataFrame, "_get_column_array", None)
 
 
+def _stored(df: Any, name: Any) -> Any:
+    """The array pandas stores for column ``name`` of a plain frame, read without a Series;
+    None where that does not apply (not a frame, a repeated or missing name, no accessor)."""
+    if type(df) is not pd.DataFrame or _STORED is None:
+        return None
+    try:
+        at = df.columns.get_loc(name)
+        return _STORED(df, at) if type(at) is int else None
+    except (KeyError, TypeError, AttributeError, pd.errors.InvalidIndexError):
+        return None
+
+
 def column(df: Any, name: Any, dtype: Any = None) -> np.ndarray:
     """``df[name].to_numpy(dtype)``, the same array (a read-only view where it shares the
     frame's memory), without building the Series.
@@ -53,29 +65,18 @@ def column(df: Any, name: Any, dtype: Any = None) -> np.ndarray:
     blocks directly; anything else (an extension type such as pandas' text dtype, a
     repeated column name, not a frame at all) goes through the Series as before.
     """
-    if type(df) is pd.DataFrame and _STORED is not None:
-        try:
-            at = df.columns.get_loc(name)
-            values = _STORED(df, at) if type(at) is int else None
-        except (KeyError, TypeError, AttributeError, pd.errors.InvalidIndexError):
-            values = None
-        if type(values) is np.ndarray:
-            out = np.asarray(values, dtype=dtype)
-            # What to_numpy gives: the stored array is never handed out writable.
-            if out is values or np.shares_memory(values[:2], out[:2]):
-                out = out.view()
-                out.flags.writeable = False
-            return out
+    values = _stored(df, name)
+    if type(values) is np.ndarray:
+        out = np.asarray(values, dtype=dtype)
+        # What to_numpy gives: the stored array is never handed out writable.
+        if out is values or np.shares_memory(values[:2], out[:2]):
+            out = out.view()
+            out.flags.writeable = False
+        return out
     return np.asarray(df[name].to_numpy(dtype=dtype))
 
 
 def dtype_of(df: Any, name: Any) -> Any:
     """``df[name].dtype`` without building the Series."""
-    if type(df) is pd.DataFrame and _STORED is not None:
-        try:
-            at = df.columns.get_loc(name)
-            if type(at) is int:
-                return _STORED(df, at).dtype
-        except (KeyError, TypeError, AttributeError, pd.errors.InvalidIndexError):
-            pass
-    return df[name].dtype
+    values = _stored(df, name)
+    return df[name].dtype if values is None else values.dtype

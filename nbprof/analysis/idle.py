@@ -73,9 +73,11 @@ def stream_gaps(
     if events.empty:
         return _frames.empty(IDLE_COLUMNS)
     # By stream, then start (stable; NaN starts last, as sort_values puts them).
-    order = np.lexsort((_frames.column(events, "ts", "float64"), _frames.column(events, "stream")))
-    stream = _frames.column(events, "stream")[order]
-    ts = _frames.column(events, "ts", "float64")[order]
+    all_ts = _frames.column(events, "ts", "float64")
+    all_stream = _frames.column(events, "stream")
+    order = np.lexsort((all_ts, all_stream))
+    stream = all_stream[order]
+    ts = all_ts[order]
     end = _frames.column(events, "end", "float64")[order]
     launch = _frames.column(events, "launch_ts", "float64")[order]
     same = np.concatenate(([False], stream[1:] == stream[:-1]))
