@@ -51,6 +51,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
 from nbprof.analysis.collectives import P2P_KINDS, bus_factor, link_peak
 from nbprof.analysis.model import (
@@ -327,8 +328,11 @@ def analyze_job(
     backend = info.get("backend") if isinstance(info.get("backend"), str) else None
     missing = _missing(ranks, summaries, failures, world)
     shifts, clock = _clock(summaries)
-    colls = _match(summaries, ranks, shifts, world, notes)
-    per_rank = _per_rank(summaries, ranks, colls)
+    # Each rank's collectives as plain rows, made once: matching reads every call's
+    # fields, and a frame's row lookup costs tens of µs where a dict's costs nothing.
+    records = [_records(s.collectives) for s in summaries]
+    colls = _match(summaries, records, ranks, shifts, world, notes)
+    per_rank = _per_rank(summaries, records, ranks, colls)
     median_span = float(np.median([s.metrics.gpu_span_us for s in summaries if s.device]))
     stragglers = _stragglers(summaries, ranks, colls, per_rank, median_span)
     rows = [_row(s, ranks[i], shifts[i], per_rank[ranks[i]]) for i, s in enumerate(summaries)]
@@ -427,41 +431,45 @@ class _Call:
     row: int  # row in its collectives table
 
 
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of a collectives table, each a dict of Python values."""
+    if table.empty:
+        return []
+    names = [str(c) for c in table.columns]
+    values = [_frames.column(table, c).tolist() for c in table.columns]
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+
 def _match(
     summaries: list[RankSummary],
+    records: list[list[dict[str, Any]]],
     ranks: list[int],
     shifts: list[float | None],
     world: int | None,
     notes: list[str],
 ) -> list[CollectiveRow]:
-    tables = [s.collectives for s in summaries]
     # Sequence numbers decide for a group only when every rank's calls on it carry them.
     seq_ok: dict[str, bool] = {}
-    for t in tables:
-        if t.empty:
-            continue
-        for pg, g in t.groupby("pg", sort=False):
-            ok = bool((g["seq"].to_numpy(dtype="int64") >= 0).all())
-            seq_ok[str(pg)] = seq_ok.get(str(pg), True) and ok
+    for rows in records:
+        for row in rows:
+            pg = row["pg"]
+            if pg != pg:  # a missing group (NaN) forms no group, as in a groupby
+                continue
+            seq_ok[str(pg)] = seq_ok.get(str(pg), True) and int(row["seq"]) >= 0
     groups: dict[tuple[Any, ...], list[_Call]] = {}
-    for i, t in enumerate(tables):
-        if t.empty:
-            continue
-        kinds = t["kind"].to_numpy(dtype=object)
-        pgs = t["pg"].astype(str).to_numpy()
-        seqs = t["seq"].to_numpy(dtype="int64")
-        orders = t["order"].to_numpy(dtype="int64")
-        for j in range(len(t)):
-            pg = pgs[j]
+    for i, rows in enumerate(records):
+        for j, row in enumerate(rows):
+            pg = str(row["pg"])
+            kind = row["kind"]
             if seq_ok.get(pg, False):
-                key: tuple[Any, ...] = ("seq", pg, kinds[j] in P2P_KINDS, int(seqs[j]))
+                key: tuple[Any, ...] = ("seq", pg, kind in P2P_KINDS, int(row["seq"]))
             else:
-                key = ("order", pg, kinds[j], int(orders[j]))
+                key = ("order", pg, kind, int(row["order"]))
             groups.setdefault(key, []).append(_Call(ranks[i], i, j))
     everyone = sorted(set(ranks) | set(range(world or 0)))
     out: list[CollectiveRow] = []
     for key, calls in groups.items():
-        out.append(_collective(key, calls, summaries, shifts, everyone))
+        out.append(_collective(key, calls, summaries, records, shifts, everyone))
     # _clocked: every arrival is known, so the filter drops nothing.
     out.sort(key=lambda c: (min(v for v in c.arrival_us.values() if v is not None)
                             if _clocked(c) else 0.0,
@@ -486,10 +494,11 @@ def _collective(
     key: tuple[Any, ...],
     calls: list[_Call],
     summaries: list[RankSummary],
+    records: list[list[dict[str, Any]]],
     shifts: list[float | None],
     everyone: list[int],
 ) -> CollectiveRow:
-    rows = [summaries[c.i].collectives.iloc[c.row] for c in calls]
+    rows = [records[c.i][c.row] for c in calls]
     rks = [c.rank for c in calls]
     ts = np.array([float(r["ts"]) for r in rows])
     dur = np.array([float(r["dur"]) for r in rows])
@@ -578,7 +587,10 @@ class _RankStats:
 
 
 def _per_rank(
-    summaries: list[RankSummary], ranks: list[int], colls: list[CollectiveRow]
+    summaries: list[RankSummary],
+    records: list[list[dict[str, Any]]],
+    ranks: list[int],
+    colls: list[CollectiveRow],
 ) -> dict[int, _RankStats]:
     stats = {r: _RankStats() for r in ranks}
     index = {r: i for i, r in enumerate(ranks)}
@@ -595,7 +607,7 @@ def _per_rank(
             st.wait_us += w
             if w <= 0:
                 continue
-            row = summaries[index[r]].collectives.iloc[c.rows[r]]
+            row = records[index[r]][c.rows[r]]
             a = float(row["ts"])
             hidden = iv.total(iv.intersect(row["covered"], (np.array([a]), np.array([a + w]))))
             st.exposed_wait_us += w - hidden
@@ -736,16 +748,18 @@ def _skew(
     """Per ProfilerStep: each rank's duration, the spread, who was slowest; and how far
     apart the ranks started."""
     rows = []
-    r: Any  # a row of the steps table (pandas-stubs types its fields as any scalar)
     for i, s in enumerate(summaries):
-        for r in s.steps.itertuples(index=False):
-            sh = shifts[i]
+        if s.steps.empty:
+            continue
+        sh = shifts[i]
+        cols = (_frames.column(s.steps, c).tolist() for c in ("step", "dur", "ts"))
+        for step, dur, ts in zip(*cols, strict=True):
             rows.append(
                 {
                     "rank": ranks[i],
-                    "step": int(r.step),
-                    "dur": float(r.dur),
-                    "start": float(r.ts) + sh if sh is not None else np.nan,
+                    "step": int(step),
+                    "dur": float(dur),
+                    "start": float(ts) + sh if sh is not None else np.nan,
                 }
             )
     steps = []
