@@ -232,3 +232,26 @@ def test_launch_us_per_kernel_is_the_median_of_kernel_launches() -> None:
     assert launch_us_per_kernel(Launches(calls)) == 4.0
     assert launch_us_per_kernel(Launches(calls.assign(kernel=False))) is None
     assert launch_us_per_kernel(Launches(calls.iloc[0:0])) is None
+
+
+def test_frame_keeps_each_arrays_type_and_text_as_object() -> None:
+    """_frames.frame is pd.DataFrame for 1-D arrays of one length, on a RangeIndex, with
+    text held as object (NumPy's fixed-width text too); anything else goes to pandas."""
+    cols = {
+        "n": np.array([3, 1], dtype="int32"),
+        "t": np.array(["a", "b"], dtype=object),
+        "w": np.where(np.array([True, False]), "host_wait", "other"),
+        "x": np.array([0.5, np.nan]),
+    }
+    got = _frames.frame(cols)
+    assert _frames.numbered(got) and list(got.columns) == ["n", "t", "w", "x"]
+    assert [str(got[c].dtype) for c in got.columns] == ["int32", "object", "object", "float64"]
+    assert got["w"].tolist() == ["host_wait", "other"] and got["t"].tolist() == ["a", "b"]
+    want = pd.DataFrame({c: pd.Series(v, dtype=object) if v.dtype.kind in "OU" else v
+                         for c, v in cols.items()})  # fmt: skip
+    pd.testing.assert_frame_equal(got, want)
+    # A list, a scalar or arrays of two lengths: the public constructor decides (and says).
+    assert _frames.frame({"a": [1, 2], "b": np.array([1.0, 2.0])})["a"].dtype == "int64"
+    with pytest.raises(ValueError):
+        _frames.frame({"a": np.zeros(2), "b": np.zeros(3)})
+    assert _frames.frame({}).empty

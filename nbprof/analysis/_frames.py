@@ -10,11 +10,13 @@ copy of it (cheap: no rows), never the shared frame itself.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from nbprof.trace.model import frame_from_arrays
 
 
 @functools.lru_cache(maxsize=256)
@@ -30,6 +32,23 @@ def empty(columns: Iterable[str], dtype: Any = "object") -> pd.DataFrame:
 def empty_typed(spec: Iterable[tuple[str, Any]]) -> pd.DataFrame:
     """A frame with no rows and these (column, type) pairs."""
     return _built(tuple(spec)).copy()
+
+
+def frame(columns: Mapping[str, Any]) -> pd.DataFrame:
+    """``pd.DataFrame(columns)`` on a RangeIndex, made from the arrays directly where every
+    column is a 1-D NumPy array of one length: each keeps its array's type, and text stays
+    object, as the trace's own tables hold it (the public constructor would check and
+    infer every column again, about 0.2 ms for a frame of a few columns, which a job pays
+    for each of its ranks' dozen result tables). Anything else goes to the constructor."""
+    # NumPy's fixed-width text (np.where over words gives it) is held as object.
+    arrays = {
+        c: v.astype(object) if type(v) is np.ndarray and v.dtype.kind in "US" else v
+        for c, v in columns.items()
+    }
+    lengths = {v.shape[0] if type(v) is np.ndarray and v.ndim == 1 else -1 for v in arrays.values()}
+    if len(lengths) != 1 or -1 in lengths:
+        return pd.DataFrame(arrays)
+    return frame_from_arrays(arrays)
 
 
 def numbered(df: pd.DataFrame) -> bool:

@@ -338,7 +338,7 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
             order
         ],
     }
-    return pd.DataFrame({c: g[c] for c in cols})
+    return _frames.frame({c: g[c] for c in cols})
 
 
 def _top_kernels_grouped(kernels: pd.DataFrame, classes: pd.DataFrame, n: int) -> pd.DataFrame:

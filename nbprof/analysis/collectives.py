@@ -228,7 +228,7 @@ def rank_collectives(
     col["dur"] = dur
     col["exposed_us"] = dur - np.array([float(np.sum(e - s)) for s, e in covered])
     col["covered"] = _cells(covered)
-    return pd.DataFrame({c: col[c] for c in COLUMNS})
+    return _frames.frame({c: col[c] for c in COLUMNS})
 
 
 _INT_FIELDS = ("seq", "bytes", "group_size")

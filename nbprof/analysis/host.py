@@ -86,7 +86,7 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
     order = np.argsort(ts, kind="stable")  # by start, ties and missing ones (last) in order
     rows, ts = rows[order], ts[order]
     return Launches(
-        pd.DataFrame(
+        _frames.frame(
             {
                 "ts": ts,
                 "dur": _frames.column(runtime, "dur", "float64")[rows],
@@ -223,7 +223,7 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
     ts = _frames.column(runtime, "ts", "float64")[rows]
     keep = ~inside(ts, captured)
     rows = rows[keep]
-    return pd.DataFrame(
+    return _frames.frame(
         {
             "ts": ts[keep],
             "dur": _frames.column(runtime, "dur", "float64")[rows],

@@ -52,11 +52,11 @@ def gpu_events(
     out: dict[str, object] = {}
     for c in cols:
         v = np.concatenate([_frames.column(g, c) for g in frames])
-        out[c] = pd.Series(v, dtype=object) if v.dtype == object else v
+        out[c] = v
     ts = np.concatenate([_frames.column(g, "ts") for g in frames])
     out["end"] = ts + np.concatenate([_frames.column(g, "dur") for g in frames])
     out.update(extra or {})
-    return pd.DataFrame(out)
+    return _frames.frame(out)
 
 
 def stream_gaps(
@@ -105,7 +105,7 @@ def stream_gaps(
             work = [""] * len(idx)
             for p in range(min(NAMED_GAPS, len(idx))):
                 work[p] = host.describe(float(g_start[by[p]]), float(g_end[by[p]]))
-    out = pd.DataFrame(
+    out = _frames.frame(
         {
             "rank": _frames.column(events, "rank")[order][idx][by],
             "device": _frames.column(events, "device")[order][idx][by],
@@ -114,7 +114,9 @@ def stream_gaps(
             "end": g_end[by],
             "dur": g_dur[by],
             "cause": cause[by],
-            "cpu_work": work,
+            "cpu_work": np.array(work, dtype=object)
+            if isinstance(work, list)
+            else np.full(len(idx), work, dtype=object),
         }
     )
     if largest_first and np.isnan(g_dur).any():
@@ -137,7 +139,8 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
         work = list(_frames.column(gaps, "cpu_work", object))
         for p in np.argsort(-dur, kind="stable")[: min(top, len(dur))].tolist():
             work[p] = host.describe(float(start[p]), float(end[p]))
-        return gaps.assign(cpu_work=work)
+        # Text as object, as stream_gaps holds it.
+        return gaps.assign(cpu_work=pd.Series(work, index=gaps.index, dtype=object))
     out = gaps.copy()
     chosen = out["dur"].nlargest(min(top, len(out))).index
     if not out.index.is_unique:
@@ -152,5 +155,5 @@ def name_cpu_work(gaps: pd.DataFrame, host: HostActivity, top: int = NAMED_GAPS)
     work = list(_frames.column(out, "cpu_work", object))
     for p in out.index.get_indexer(chosen):
         work[p] = host.describe(float(start[p]), float(end[p]))
-    out["cpu_work"] = work
+    out["cpu_work"] = pd.Series(work, index=out.index, dtype=object)
     return out

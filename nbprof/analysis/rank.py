@@ -223,7 +223,7 @@ def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, in
         keep = np.sort(np.lexsort((-ev["dur"], first))[:cap])
     # In time order, ties (and missing times, last) as they were: a stable sort.
     keep = keep[np.argsort(ev["ts"][keep], kind="stable")]
-    return pd.DataFrame({c: ev[c][keep] for c in _TIMELINE_COLUMNS}), n
+    return _frames.frame({c: ev[c][keep] for c in _TIMELINE_COLUMNS}), n
 
 
 def _timeline_frames(cols: dict[str, list[np.ndarray]], cap: int) -> tuple[pd.DataFrame, int]:

@@ -292,4 +292,4 @@ def roofline(
         return g.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
     # Largest total first, ties in group order (what the stable sort gives).
     order = np.argsort(-t, kind="stable")
-    return pd.DataFrame({c: np.asarray(cols[c])[order] for c in ROOFLINE_COLUMNS})
+    return _frames.frame({c: np.asarray(cols[c])[order] for c in ROOFLINE_COLUMNS})

@@ -458,7 +458,7 @@ def _gap_table(
     order = np.argsort(-dur, kind="stable")  # what pandas' stable descending sort gives
     cause_of, g0, g1 = np.asarray(main)[order], idle[0][order], idle[1][order]
     work = _gap_work(cause_of, g0, g1, host)
-    return pd.DataFrame(
+    return _frames.frame(
         {
             "rank": np.full(len(dur), rank, dtype="int32"),
             "device": np.full(len(dur), device, dtype=object),

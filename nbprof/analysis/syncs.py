@@ -86,7 +86,7 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     li, ri, rows = li[waited], ri[waited], rows[waited]
     kind = np.array([k or "copy" for k in kinds[ri].tolist()], dtype=object)
     names = call_names[li]
-    return pd.DataFrame(
+    return _frames.frame(
         {
             "rank": _frames.column(runtime, "rank", "int32")[rows],
             "pid": _frames.column(runtime, "pid", "int64")[rows],
@@ -113,15 +113,16 @@ def _blocking_copies_merged(calls: pd.DataFrame, memcpy: pd.DataFrame) -> pd.Dat
     waited = (j["ts"] + j["dur"]).to_numpy() >= (j["ts_copy"] + j["dur_copy"]).to_numpy()
     j = j[waited]
     kind = j["kind"].astype(str).replace("", "copy")
-    return pd.DataFrame(
+    # Text as object, as blocking_copies holds it.
+    return _frames.frame(
         {
             "rank": _frames.column(j, "rank", "int32"),
             "pid": _frames.column(j, "pid", "int64"),
             "tid": _frames.column(j, "tid", "int64"),
-            "name": (j["name"].astype(str) + " (" + kind + ")").to_numpy(),
+            "name": (j["name"].astype(str) + " (" + kind + ")").to_numpy(dtype=object),
             "ts": _frames.column(j, "ts", "float64"),
             "dur": _frames.column(j, "dur", "float64"),
-            "kind": kind.to_numpy(),
+            "kind": kind.to_numpy(dtype=object),
             "bytes": _frames.column(j, "bytes", "int64"),
         }
     )
@@ -196,10 +197,10 @@ def _assemble(picked: list[tuple[pd.DataFrame, np.ndarray]], copies: pd.DataFram
     if n_copies:
         kind[n - n_copies :] = _frames.column(copies, "kind", object)
         nbytes[n - n_copies :] = _frames.column(copies, "bytes", "int64")
-    out["name"] = pd.Series(out["name"], dtype=object)  # object, as the trace's names are
+    out["name"] = np.asarray(out["name"], dtype=object)  # object, as the trace's names are
     out["kind"] = kind
     out["bytes"] = nbytes
-    return pd.DataFrame(out)
+    return _frames.frame(out)
 
 
 def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:
@@ -216,7 +217,7 @@ def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:
     total_us = _group.sums(code, _frames.column(calls, "dur", "float64"), len(uniq))
     order = np.argsort(-total_us, kind="stable")
     tot = total_us[order]
-    return pd.DataFrame(
+    return _frames.frame(
         {
             "name": np.array(uniq, dtype=object)[order],
             "count": _group.counts(code, len(uniq))[order],

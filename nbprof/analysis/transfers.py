@@ -58,7 +58,7 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
             # Built once, in its final order (largest total first, ties in group order,
             # as the stable sort below puts them).
             order = np.argsort(-tot, kind="stable")
-            return pd.DataFrame(
+            return _frames.frame(
                 {
                     "rank": np.array(cols[0], dtype=rank.dtype)[order],
                     **{
@@ -72,7 +72,7 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
                     "pageable": _group.any_true(code, pageable, n)[order],
                 }
             )
-        out = pd.DataFrame(
+        out = _frames.frame(
             {
                 "rank": np.array(cols[0], dtype=rank.dtype),
                 **{
