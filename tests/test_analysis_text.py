@@ -71,3 +71,18 @@ def test_token_tests_give_the_same_classes_twice() -> None:
                                          "communication"]  # fmt: skip
     assert second["cls"].tolist() == first["cls"].tolist()[::-1]
     assert is_collective(names).tolist() == [True, False, False, True] * 2
+
+
+def test_is_in_is_series_isin_for_text_and_none_for_the_rest() -> None:
+    """is_in answers per distinct name what Series.isin answers per row; a missing value
+    (None, NaN) or a non-text one (1) is in no set of names."""
+    from nbprof.analysis._text import is_in, shared_factorizations
+
+    values = np.array(["a", "b", None, np.nan, 1, "a", "c"], dtype=object)
+    names = frozenset({"a", "c"})
+    want = [True, False, False, False, False, True, True]
+    assert is_in(values, names).tolist() == want
+    with shared_factorizations():  # the shared factorization gives the same answer
+        assert is_in(values, names).tolist() == want
+        assert is_in(values, frozenset({"b"})).tolist() == [v == "b" for v in values]
+    assert is_in(np.array([], dtype=object), names).tolist() == []

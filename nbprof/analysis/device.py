@@ -196,15 +196,14 @@ class Device:
             calls = (_frames.column(rt, "cat") != "cuda_sync") & (r_corr >= 0)
             # Each correlation's first launch call (what drop_duplicates keeps); an unknown
             # or missing duration counts as 0.
-            by_corr: dict[int, float] = {}
-            for c, dur in zip(
-                r_corr[calls].tolist(), _frames.column(rt, "dur")[calls].tolist(), strict=True
-            ):
-                by_corr.setdefault(c, dur)
-            got = (by_corr.get(c) for c in corr.tolist())
-            call_dur = np.fromiter(
-                (0.0 if v is None or v != v else v for v in got), dtype="float64", count=len(corr)
-            )
+            c_corr = r_corr[calls]
+            c_dur = _frames.column(rt, "dur", "float64")[calls]
+            uniq, first = np.unique(c_corr, return_index=True)
+            if len(uniq):
+                at = np.minimum(np.searchsorted(uniq, corr), len(uniq) - 1)
+                found = uniq[at] == corr
+                call_dur = np.where(found, c_dur[first][at], 0.0)
+                call_dur[np.isnan(call_dur)] = 0.0
         return idle.gpu_events(
             self.k, self.mc, self.ms,
             {"table": np.array(tables, dtype=object), "correlation": corr,

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import matches
+from nbprof.analysis._text import is_in, matches
 from nbprof.analysis.model import SYNCS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -141,14 +141,14 @@ def sync_calls(
     picked: list[tuple[pd.DataFrame, np.ndarray]] = []
     if not runtime.empty:
         cat = _frames.column(runtime, "cat")
-        sync = _is_in(_frames.column(runtime, "name"), _SYNC_RUNTIME_SET)
+        sync = is_in(_frames.column(runtime, "name"), _SYNC_RUNTIME_SET)
         rt = np.flatnonzero(sync & (cat != "cuda_sync"))
         picked.append((runtime, rt))
         if not len(rt):
             picked.append((runtime, np.flatnonzero(cat == "cuda_sync")))
     if not cpu_ops.empty:
         names = _frames.column(cpu_ops, "name")
-        ops = np.flatnonzero(_is_in(names, _SYNC_OPS_SET))
+        ops = np.flatnonzero(is_in(names, _SYNC_OPS_SET))
         # aten::item encloses aten::_local_scalar_dense: count the outer one only.
         item = ops[names[ops] == "aten::item"]
         picked.append((cpu_ops, item if len(item) else ops))
@@ -162,13 +162,6 @@ def sync_calls(
 _SYNC_RUNTIME_SET = frozenset(SYNC_RUNTIME)
 _SYNC_OPS_SET = frozenset(SYNC_OPS)
 _KEY_DTYPES = {"rank": "int32", "pid": "int64", "tid": "int64", "ts": "float64", "dur": "float64"}
-
-
-def _is_in(values: np.ndarray, names: frozenset[str]) -> np.ndarray:
-    """``Series.isin(names)`` for a column of names (a missing or odd value is in none)."""
-    return np.fromiter(
-        (type(v) is str and v in names for v in values.tolist()), dtype=bool, count=len(values)
-    )
 
 
 def _assemble(picked: list[tuple[pd.DataFrame, np.ndarray]], copies: pd.DataFrame) -> pd.DataFrame:
