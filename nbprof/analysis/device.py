@@ -177,7 +177,10 @@ class Device:
         """Kernels, copies and memsets together (``table`` names which), with
         ``launch_end``: when the launch call returned, i.e. when the work was queued
         (the call's start when its duration is unknown)."""
-        tables = ["kernel"] * len(self.k) + ["memcpy"] * len(self.mc) + ["memset"] * len(self.ms)
+        tables = np.repeat(
+            np.array(["kernel", "memcpy", "memset"], dtype=object),
+            [len(self.k), len(self.mc), len(self.ms)],
+        )
         parts = [f for f in (self.k, self.mc, self.ms) if not f.empty]
         corr = (
             np.concatenate([_frames.column(f, "correlation", "int64") for f in parts])
@@ -206,7 +209,7 @@ class Device:
                 call_dur[np.isnan(call_dur)] = 0.0
         return idle.gpu_events(
             self.k, self.mc, self.ms,
-            {"table": np.array(tables, dtype=object), "correlation": corr,
+            {"table": tables, "correlation": corr,
              "launch_end": launch + call_dur},
         )  # fmt: skip
 

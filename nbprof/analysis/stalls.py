@@ -43,6 +43,7 @@ import pandas as pd
 
 from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
+from nbprof.analysis._text import is_in
 from nbprof.analysis.model import STALLS_TABLE
 from nbprof.analysis.syncs import SYNC_OPS
 from nbprof.trace.model import frame_from_arrays
@@ -270,9 +271,7 @@ def host_activity(
     else:
         names = _frames.column(cpu_ops, "name")
         # .item() is blocking, already counted as such: never the op that "ran".
-        sync = np.fromiter(
-            (type(n) is str and n in _SYNC_OPS for n in names.tolist()), bool, len(names)
-        )
+        sync = is_in(names, _SYNC_OPS)
         rows = np.flatnonzero((_frames.column(cpu_ops, "depth") == 0) & ~sync)
         ts, dur = _frames.column(cpu_ops, "ts")[rows], _frames.column(cpu_ops, "dur")[rows]
         if ts.dtype.kind in "iuf" and dur.dtype.kind in "iuf":
