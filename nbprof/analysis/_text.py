@@ -172,6 +172,21 @@ def as_text(values: pd.Series) -> pd.Series:
     trace's name columns are): the same text without a copy of the column, and its
     factorization shared with every other pattern matched on it."""
     arr = values.to_numpy()
-    if arr.dtype == object and all(type(v) is str for v in arr.tolist()):
+    if arr.dtype == object and _all_text(arr):
         return values
     return values.astype(str)
+
+
+def _all_text(arr: np.ndarray) -> bool:
+    """Whether every value of the object array ``arr`` is a str: asked once per column
+    while :func:`shared_factorizations` is open (the kernel names are asked several times
+    an analysis, a Python test of every row each time)."""
+    cache = _FACTORIZED.get()
+    if cache is None:
+        return all(type(v) is str for v in arr.tolist())
+    key = ("all_text", arr.__array_interface__["data"][0], arr.shape, arr.strides)
+    got = cache.get(key)
+    if got is None:
+        # The array is kept with its answer, so its memory is not reused meanwhile.
+        got = cache[key] = (arr, all(type(v) is str for v in arr.tolist()))
+    return bool(got[1])
