@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -81,13 +81,6 @@ class Table:
         return "\n".join(rows)
 
 
-@lru_cache(maxsize=512)
-def _labels(names: tuple[str, ...]) -> pd.Index:
-    """The column labels of a frame with these names, made once: an Index is immutable, so
-    frames of the same columns share it (making it costs more than a small frame's data)."""
-    return pd.Index(list(names))
-
-
 def frame_from_arrays(columns: dict[str, np.ndarray]) -> pd.DataFrame:
     """A frame of these equal-length 1-D arrays, each column keeping its array's dtype
     (object text stays object: no string dtype inferred), on a RangeIndex.
@@ -102,9 +95,7 @@ def frame_from_arrays(columns: dict[str, np.ndarray]) -> pd.DataFrame:
     make = getattr(pd.DataFrame, "_from_arrays", None)
     if make is not None:
         try:
-            return make(
-                list(columns.values()), _labels(tuple(columns)), index, verify_integrity=False
-            )
+            return make(list(columns.values()), list(columns), index, verify_integrity=False)
         except TypeError:  # pragma: no cover - a pandas whose private signature changed
             pass
     return pd.DataFrame(  # the same frame, the public way
