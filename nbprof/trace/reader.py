@@ -254,9 +254,13 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
         if not parts:
             built[table] = empty_table(table)
         elif len(parts) == 1 and not parts[0][1] and not parts[0][2]:
-            built[table] = tb.typed(table, _as_frame(table, parts[0][0]))
+            got = parts[0][0]
+            if isinstance(got, pd.DataFrame):  # from the cache
+                built[table] = tb.typed(table, got)
+            else:
+                built[table] = tb.typed_frame(table, got)
         else:
-            built[table] = tb.typed(table, _joined(table, parts))
+            built[table] = _joined(table, parts)
     metadata: dict[Any, Any] = (  # by rank for a folder
         {r.rank: r.metadata for r in ranks} if folder else dict(ranks[0].metadata)
     )
@@ -285,7 +289,7 @@ _Part = tuple[tb.Columns | pd.DataFrame, float, int]
 
 
 def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
-    """Ranks' rows of one table, one after another, shifted (see :data:`_Part`).
+    """Ranks' rows of one table, one after another, shifted (see :data:`_Part`), typed.
 
     Column by column in numpy: shifting a frame per rank in place and concatenating them
     costs pandas' bookkeeping per column per rank, which a job of many ranks multiplies.
@@ -296,7 +300,7 @@ def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
     if any(list(c) != names or [a.dtype for a in c.values()] != dtypes for c in cols):
         # Ranks whose columns differ (from the cache of another version): pandas aligns them.
         frames = [_shifted(_as_frame(table, p), shift, offset) for p, shift, offset in parts]
-        return pd.concat(frames, ignore_index=True)
+        return tb.typed(table, pd.concat(frames, ignore_index=True))
     joined: tb.Columns = {}
     for c in names:
         pieces = [got[c] for got in cols]
@@ -308,7 +312,7 @@ def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
                 for a, (_, _, offset) in zip(pieces, parts, strict=True)
             ]
         joined[c] = np.concatenate(pieces)
-    return tb.frame_of(table, joined)
+    return tb.typed_frame(table, joined)
 
 
 def _as_frame(table: str, got: tb.Columns | pd.DataFrame) -> pd.DataFrame:

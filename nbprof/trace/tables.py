@@ -596,6 +596,14 @@ def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
     return frame.astype(cast) if cast else frame
 
 
+def typed_frame(table: str, cols: Columns) -> pd.DataFrame:
+    """``typed(table, frame_of(table, cols))``, the dtypes read off the arrays: a frame's
+    ``dtypes`` is a Series made anew, which costs a small table a third of its frame."""
+    frame = frame_of(table, cols)
+    want = _contract_dtypes(table)
+    return frame if all(cols[c].dtype == t for c, t in want.items()) else typed(table, frame)
+
+
 @functools.cache
 def _contract_dtypes(table: str) -> dict[str, Any]:
     return {str(c): t for c, t in empty_table(table).dtypes.items()}
