@@ -180,8 +180,20 @@ def _obj(values: Sequence[Any]) -> np.ndarray:
 
 def _num(values: Sequence[Any], dtype: type, missing: float | int) -> np.ndarray:
     """A numeric column where ``None`` (key absent) becomes ``missing``."""
-    # None converts to NaN, which the mask below turns into ``missing`` with the rest.
-    out = np.array(values, np.float64)
+    n = len(values)
+    absent = values.count(None)
+    if absent == n:  # a key this trace never writes (e.g. flops without with_flops)
+        return np.full(n, missing, dtype)
+    out = None
+    if not absent:
+        try:
+            # The same conversion as np.array's below, without its look at each value's type.
+            out = np.fromiter(values, np.float64, n)
+        except (TypeError, ValueError, OverflowError):
+            out = None
+    if out is None:
+        # None converts to NaN, which the mask below turns into ``missing`` with the rest.
+        out = np.array(values, np.float64)
     # Values no real trace holds (inf, beyond int64) are treated as unknown rather than
     # wrapped around by the cast.
     bad = ~np.isfinite(out) | (np.abs(out) > _I64_SAFE)
