@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import nbprof
 from nbprof.analysis import _text
 from nbprof.trace import decode as dec
+from nbprof.trace import reader
 from nbprof.trace import tables as tb
 
 
@@ -355,3 +356,14 @@ def test_numeric_columns_agree_with_the_plain_way(
     got, want = tb._num(values, dtype, missing), plain_num(values, dtype, missing)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+_STARTS = st.one_of(st.sampled_from([0.0, 1.0, 2.5, np.nan]), st.floats(0, 10, width=16))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_STARTS, st.sampled_from([0.0, 1.0, 3.0])), max_size=10))
+def test_op_order_is_lexsorts(rows: list[tuple[float, float]]) -> None:
+    ts = np.array([r[0] for r in rows], np.float64)
+    dur = np.array([r[1] for r in rows], np.float64)
+    np.testing.assert_array_equal(reader._start_order(ts, dur), np.lexsort((-dur, ts)))
