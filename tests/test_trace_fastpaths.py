@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import nbprof
 from nbprof.analysis import _text
 from nbprof.trace import decode as dec
+from nbprof.trace import reader
 from nbprof.trace import tables as tb
 
 
@@ -328,3 +329,41 @@ def test_decimal_timestamps_parse_the_same_on_older_numpy(
     got = dec.parse_ts_ns([msgspec.Raw(t) for t in texts], "t.json")
     # µs to ns, the fraction truncated to whole ns; empty text reads as NO_TS.
     assert got.tolist() == [1_500, 12_062, 7_000, 1_693_123, 1, dec.NO_TS]
+
+
+def plain_num(values: list[Any], dtype: type, missing: float) -> np.ndarray:
+    """tables._num the straightforward way: every value through np.array."""
+    out = np.array(values, np.float64)
+    bad = ~np.isfinite(out) | (np.abs(out) > float(2**62))
+    out[bad] = missing
+    return out.astype(np.int64) if dtype is np.int64 else out
+
+
+_NUMBERS = st.one_of(
+    st.none(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, -1, 2**53 + 1, 2**62, 2**62 + 1, -(2**62), 2**63, 1e308, -0.0]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_NUMBERS, max_size=8), st.sampled_from([(np.int64, -1), (np.float64, np.nan)]))
+def test_numeric_columns_agree_with_the_plain_way(
+    values: list[Any], kind: tuple[type, float]
+) -> None:
+    dtype, missing = kind
+    got, want = tb._num(values, dtype, missing), plain_num(values, dtype, missing)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+_STARTS = st.one_of(st.sampled_from([0.0, 1.0, 2.5, np.nan]), st.floats(0, 10, width=16))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_STARTS, st.sampled_from([0.0, 1.0, 3.0])), max_size=10))
+def test_op_order_is_lexsorts(rows: list[tuple[float, float]]) -> None:
+    ts = np.array([r[0] for r in rows], np.float64)
+    dur = np.array([r[1] for r in rows], np.float64)
+    np.testing.assert_array_equal(reader._start_order(ts, dur), np.lexsort((-dur, ts)))

@@ -53,6 +53,9 @@ _OTHER_FORMATS: tuple[tuple[bytes, str, str], ...] = (
 _IN = 1 << 16
 #: Small enough to be reused from the heap (and stay in cache) while it is copied out.
 _OUT = 1 << 19
+#: The first piece may be larger: a small trace (most ranks' files are) then comes out in
+#: one piece, where two pieces cost twice the time (the second, and the buffer's growth).
+_FIRST_OUT = 1 << 21
 
 
 def other_format(head: bytes) -> str | None:
@@ -127,7 +130,7 @@ def _gunzip(raw: bytes, where: str) -> bytearray:
     try:
         while True:
             chunk = view[at : at + _IN]
-            piece = d.decompress(chunk, _OUT)
+            piece = d.decompress(chunk, _OUT if out else _FIRST_OUT)
             # At a member's end, what follows it is unused_data (and also, when the output
             # filled up on the way, unconsumed_tail): count it once.
             at += len(chunk) - len(d.unused_data if d.eof else d.unconsumed_tail)

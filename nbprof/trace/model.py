@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -94,8 +94,10 @@ def frame_from_arrays(columns: dict[str, np.ndarray]) -> pd.DataFrame:
     index = pd.RangeIndex(n)
     make = getattr(pd.DataFrame, "_from_arrays", None)
     if make is not None:
+        # A copy of the names' Index: a frame's own (``df.columns.name = ...`` changes it).
+        names = _column_index(tuple(columns)).copy()
         try:
-            return make(list(columns.values()), list(columns), index, verify_integrity=False)
+            return make(list(columns.values()), names, index, verify_integrity=False)
         except TypeError:  # pragma: no cover - a pandas whose private signature changed
             pass
     return pd.DataFrame(  # the same frame, the public way
@@ -106,6 +108,13 @@ def frame_from_arrays(columns: dict[str, np.ndarray]) -> pd.DataFrame:
         index=index,
         copy=False,
     )
+
+
+@lru_cache(maxsize=64)
+def _column_index(names: tuple[str, ...]) -> pd.Index:
+    """The Index of these column names, made once: from a list, pandas infers the names'
+    dtype each time, which costs as much as the rest of a small frame."""
+    return pd.Index(list(names), tupleize_cols=False)
 
 
 def _dtype_word(dtype: str) -> str:

@@ -254,9 +254,13 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
         if not parts:
             built[table] = empty_table(table)
         elif len(parts) == 1 and not parts[0][1] and not parts[0][2]:
-            built[table] = tb.typed(table, _as_frame(table, parts[0][0]))
+            got = parts[0][0]
+            if isinstance(got, pd.DataFrame):  # from the cache
+                built[table] = tb.typed(table, got)
+            else:
+                built[table] = tb.typed_frame(table, got)
         else:
-            built[table] = tb.typed(table, _joined(table, parts))
+            built[table] = _joined(table, parts)
     metadata: dict[Any, Any] = (  # by rank for a folder
         {r.rank: r.metadata for r in ranks} if folder else dict(ranks[0].metadata)
     )
@@ -285,7 +289,7 @@ _Part = tuple[tb.Columns | pd.DataFrame, float, int]
 
 
 def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
-    """Ranks' rows of one table, one after another, shifted (see :data:`_Part`).
+    """Ranks' rows of one table, one after another, shifted (see :data:`_Part`), typed.
 
     Column by column in numpy: shifting a frame per rank in place and concatenating them
     costs pandas' bookkeeping per column per rank, which a job of many ranks multiplies.
@@ -296,7 +300,7 @@ def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
     if any(list(c) != names or [a.dtype for a in c.values()] != dtypes for c in cols):
         # Ranks whose columns differ (from the cache of another version): pandas aligns them.
         frames = [_shifted(_as_frame(table, p), shift, offset) for p, shift, offset in parts]
-        return pd.concat(frames, ignore_index=True)
+        return tb.typed(table, pd.concat(frames, ignore_index=True))
     joined: tb.Columns = {}
     for c in names:
         pieces = [got[c] for got in cols]
@@ -308,7 +312,7 @@ def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:
                 for a, (_, _, offset) in zip(pieces, parts, strict=True)
             ]
         joined[c] = np.concatenate(pieces)
-    return tb.frame_of(table, joined)
+    return tb.typed_frame(table, joined)
 
 
 def _as_frame(table: str, got: tb.Columns | pd.DataFrame) -> pd.DataFrame:
@@ -633,6 +637,21 @@ def _correlate_by_flows(cols: dict[str, tb.Columns], starts: tb.Columns, ends: t
     return filled
 
 
+def _start_order(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-dur, ts))``: by start, longest first at equal starts.
+
+    Ops come out of a trace nearly in start order, which a stable sort of the starts alone
+    runs through at once, while lexsort's sort by duration first is a full one; where no two
+    ops start together (to the ns, as in most traces) that order is already the answer.
+    """
+    order = np.argsort(ts, kind="stable")
+    starts = ts[order]
+    # Ops starting together (their durations decide) or a NaN start: lexsort's own order.
+    if (starts[1:] == starts[:-1]).any() or np.isnan(starts[-1:]).any():
+        return np.lexsort((-dur, ts))
+    return order
+
+
 def _link(
     kern: dict[str, np.ndarray],
     mcpy: dict[str, np.ndarray],
@@ -642,7 +661,7 @@ def _link(
 ) -> None:
     # CPU ops sorted by start, longest first at equal starts, so a parent precedes its
     # children; op_index then points into this order, which is the frame's.
-    order = np.lexsort((-ops["dur"], ops["ts"]))
+    order = _start_order(ops["ts"], ops["dur"])
     for k in list(ops):
         ops[k] = ops[k][order]
     op_end = ops["ts"] + ops["dur"]
