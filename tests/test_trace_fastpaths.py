@@ -367,3 +367,171 @@ def test_op_order_is_lexsorts(rows: list[tuple[float, float]]) -> None:
     ts = np.array([r[0] for r in rows], np.float64)
     dur = np.array([r[1] for r in rows], np.float64)
     np.testing.assert_array_equal(reader._start_order(ts, dur), np.lexsort((-dur, ts)))
+
+
+# -- events read by pieces (no skim) against the skim -----------------------------------------
+
+
+def kineto_text(events: list[Any], *, after: str = '"traceName": "t"', indent: str = "  ") -> str:
+    """A trace laid out as Kineto writes it: each event a block at ``indent``."""
+    blocks = []
+    for ev in events:
+        text = ev if isinstance(ev, str) else json.dumps(ev, indent=2)
+        blocks.append("\n".join(indent + line for line in text.split("\n")))
+    tail = f",\n  {after}" if after else ""
+    return (
+        '{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    {"id": 0, "numSms": 80}\n  ],\n'
+        '  "traceEvents": [\n' + ",\n".join(blocks) + f"\n  ]{tail}\n}}\n"
+    )
+
+
+def _x(cat: str, name: str, ts: Any, dur: Any = 2, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 2, "ts": ts, "dur": dur,
+            "args": args}  # fmt: skip
+
+
+GOOD = [
+    _x("cpu_op", "aten::mm", 100, 50, **{"External id": 1, "Input Dims": [[2, 3], [3, 4]]}),
+    _x("cuda_runtime", "cudaLaunchKernel", 110, 5, correlation=7),
+    _x("kernel", "gemm", 130, 9, device=0, stream=7, correlation=7, grid=[1, 2, 3]),
+    {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 7, "pid": 1, "tid": 2, "ts": 110},
+    {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 130},
+    _x("user_annotation", "ProfilerStep#3", 90, 200),
+    {"ph": "i", "cat": "cpu_instant_event", "name": "i", "pid": 1, "tid": 2, "ts": 95},
+    _x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 150, 3, device=0, stream=7, bytes=8),
+    _x("kernel", "nccl_all_reduce", 160, 4, device=0, stream=7, correlation=8),
+]
+
+
+def by_pieces_and_skimmed(
+    text: str | bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, gz: bool
+) -> tuple[Any, Any, int]:
+    """(trace or error text) read by pieces, then skimmed; and how many pieces decoded."""
+    import gzip
+
+    data = text.encode() if isinstance(text, str) else text
+    p = tmp_path / ("t.json.gz" if gz else "t.json")
+    p.write_bytes(gzip.compress(data) if gz else data)
+    monkeypatch.setattr(reader, "CHUNK", chunk)
+    decoded = [0]
+    real = dec.decode_piece
+
+    def counting(*args: Any) -> Any:
+        got = real(*args)
+        decoded[0] += got is not None
+        return got
+
+    monkeypatch.setattr(dec, "decode_piece", counting)
+    out = []
+    for piece_bytes in (reader._piece_bytes, lambda: 0):
+        monkeypatch.setattr(reader, "_piece_bytes", piece_bytes)
+        try:
+            out.append(nbprof.trace.read(p, progress=False))
+        except nbprof.TraceError as e:
+            out.append(str(e))
+    return out[0], out[1], decoded[0]
+
+
+def assert_same_either_way(one: Any, two: Any) -> None:
+    from tests.test_trace_cache import assert_same
+
+    if isinstance(one, str) or isinstance(two, str):
+        assert one == two
+    else:
+        assert_same(one, two)
+
+
+@pytest.mark.parametrize("gz", [True, False])
+@pytest.mark.parametrize("chunk", [1, 2, 8192])
+def test_pieces_read_what_the_skim_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, gz: bool
+) -> None:
+    one, two, pieces = by_pieces_and_skimmed(kineto_text(GOOD), tmp_path, monkeypatch, chunk, gz)
+    assert_same_either_way(one, two)
+    assert not isinstance(one, str) and len(one.kernels) == 2
+    assert pieces >= (2 if chunk < 8192 else 1)
+
+
+def test_pieces_link_by_flows_as_the_skim_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No correlation ids: the flow events are found again by a skim of the pieces' file.
+    ev = [dict(e, args={k: v for k, v in e["args"].items() if k != "correlation"})
+          if "args" in e else e for e in GOOD]  # fmt: skip
+    ev[2].update(pid=0, tid=7)  # where its flow event ends
+    one, two, pieces = by_pieces_and_skimmed(kineto_text(ev), tmp_path, monkeypatch, 2, True)
+    assert_same_either_way(one, two)
+    assert pieces and not isinstance(one, str)
+    assert one.kernels["correlation"].tolist()[0] == 7
+
+
+#: An event whose args hold the text between two events, one level deeper.
+NESTED_SEPARATOR = (
+    '{"ph": "X", "cat": "cpu_op", "name": "n", "pid": 1, "tid": 2, "ts": 1,\n'
+    '"args": {"a": [{"x": 1},\n{"y": 2}]}}'
+)
+BAD_EVENT = _x("kernel", "bad", 140, 1, device=0, stream=7, correlation="seven")
+CASES = {
+    "bad args type in a later piece": kineto_text([*GOOD, BAD_EVENT, *GOOD]),
+    "bad field type": kineto_text([*GOOD, dict(GOOD[0], pid=[1]), *GOOD]),
+    "negative duration, then bad JSON": kineto_text(
+        [*GOOD, _x("kernel", "k", 5, -1), *GOOD]
+    ).replace('"traceName": "t"', '"traceName": '),
+    "float timestamps": kineto_text([*GOOD, _x("cpu_op", "f", 123.4567), *GOOD]),
+    "a string timestamp": kineto_text([*GOOD, _x("cpu_op", "f", "12"), *GOOD]),
+    "no ts": kineto_text([*GOOD, {"ph": "X", "cat": "cpu_op", "name": "n", "dur": 1}]),
+    "bad UTF-8 in a name": kineto_text([*GOOD, *GOOD]).replace("gemm", "g\udcffm"),
+    "separator text deeper in an event": kineto_text([*GOOD, NESTED_SEPARATOR, *GOOD]),
+    "duplicate traceEvents": kineto_text(GOOD, after='"traceEvents": []'),
+    "a repeated top-level key": kineto_text(GOOD, after='"schemaVersion": 2'),
+    "an array of objects after the events": kineto_text(GOOD, after='"x": [\n  {"a": 1}\n  ]'),
+    "nothing after the events": kineto_text(GOOD, after=""),
+    "events at no indentation": kineto_text(GOOD, indent=""),
+    "metadata only": kineto_text([{"ph": "M", "name": "process_name", "pid": 1}] * 3),
+    "one event": kineto_text(GOOD[:1]),
+    "truncated": kineto_text(GOOD)[:-40],
+    "CRLF": kineto_text(GOOD).replace("\n", "\r\n"),
+    "byte-order mark": "\ufeff" + kineto_text(GOOD),
+    "traceEvents in a string first": kineto_text(GOOD).replace(
+        '"schemaVersion": 1', '"note": "\\"traceEvents\\": [\\n  {", "schemaVersion": 1'
+    ),
+    "trailing garbage": kineto_text(GOOD) + "x",
+}
+
+
+@pytest.mark.parametrize("gz", [True, False])
+@pytest.mark.parametrize("chunk", [1, 3, 8192])
+@pytest.mark.parametrize("case", list(CASES))
+def test_pieces_fail_and_succeed_as_the_skim_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, chunk: int, gz: bool
+) -> None:
+    text = CASES[case].encode("utf-8", "surrogateescape")
+    one, two, _ = by_pieces_and_skimmed(text, tmp_path, monkeypatch, chunk, gz)
+    assert_same_either_way(one, two)
+
+
+def test_pieces_are_not_used_by_the_parallel_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbprof.trace import forked
+
+    monkeypatch.setenv(forked.WORKERS_ENV, "2")
+    assert reader._piece_bytes() == 0
+    monkeypatch.setenv(forked.WORKERS_ENV, "1")
+    assert reader._piece_bytes() > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(range(len(GOOD))), min_size=1, max_size=12),
+    st.integers(1, 40),
+    st.sampled_from(["},\n  {", "}\n  ]", "\n", ",", "]", "{", '"']),
+)
+def test_pieces_on_damaged_text_match_the_skim(order: list[int], at: int, insert: str) -> None:
+    """Text cut or spliced at some event boundary reads (or fails) the same either way."""
+    import tempfile
+
+    text = kineto_text([GOOD[i] for i in order])
+    cut = text.find("traceEvents") + at * 37 % max(1, len(text) - text.find("traceEvents"))
+    text = text[:cut] + insert + text[cut:]
+    with tempfile.TemporaryDirectory() as d, pytest.MonkeyPatch.context() as m:
+        one, two, _ = by_pieces_and_skimmed(text, Path(d), m, 2, True)
+        assert_same_either_way(one, two)

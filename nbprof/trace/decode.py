@@ -135,6 +135,10 @@ class Decoded:
     rank: int | None = None
     #: Top-level values that could not be read and are ignored, in words for the user.
     notes: list[str] = field(default_factory=list)
+    #: Instead of ``raw_events`` (then empty): the file's bytes and the spans of the pieces
+    #: its event array was cut into without a skim (see :func:`split_events`).
+    data: Buffer | None = None
+    pieces: list[tuple[int, int]] = field(default_factory=list)
 
 
 NO_TS = np.iinfo(np.int64).min
@@ -249,15 +253,20 @@ class _File(msgspec.Struct, gc=False):
 _file_decoder = msgspec.json.Decoder(_File)
 
 
-def decode_file(data: Buffer, path: str) -> Decoded:
-    """Decode one trace file's bytes (a Kineto object, or a bare Chrome-trace array)."""
+def decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
+    """Decode one trace file's bytes (a Kineto object, or a bare Chrome-trace array).
+
+    With ``piece_bytes``, an event array written one event per indented block (as Kineto
+    writes it) is cut into pieces of about that size instead of being skimmed into a slice
+    per event (see :func:`split_events`); any other file is skimmed.
+    """
     try:
-        return _decode_file(data, path)
+        return _decode_file(data, path, piece_bytes)
     except RecursionError:
         raise TraceError(path, too_deep()) from None
 
 
-def _decode_file(data: Buffer, path: str) -> Decoded:
+def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
     if data[:3] == _UTF8_BOM:
         # JSON may start with a byte-order mark (RFC 8259 lets readers ignore it): as
         # whitespace it changes no offset; in place when the buffer allows.
@@ -274,9 +283,14 @@ def _decode_file(data: Buffer, path: str) -> Decoded:
     notes: list[str] = []
     bare = head == b"["
     raws: list[msgspec.Raw] | None = None
+    pieces: list[tuple[int, int]] = []
     if not bare:
-        split = _split_top(data)
-        if split is not None:
+        cut = split_events(data, piece_bytes) if piece_bytes > 0 else None
+        split = _split_top(data) if cut is None else None
+        if cut is not None:
+            pieces, top, dup = cut
+            raws = []
+        elif split is not None:
             raws, top, dup = split
         else:
             top, dup = _skim_top(data, path, head)
@@ -344,9 +358,102 @@ def _decode_file(data: Buffer, path: str) -> Decoded:
             except msgspec.DecodeError:
                 raise _json_error(path, data, e) from None
             notes.append("the event array had no closing `]` (allowed by the format); read as is")
-    if not raws:
+    if not raws and not pieces:
         raise TraceError(path, "trace is empty (no events)")
+    if pieces:
+        return Decoded([], metadata, props, base_ns, rank, notes, data, pieces)
     return Decoded(raws, metadata, props, base_ns, rank, notes)
+
+
+def skim_events(data: Buffer) -> list[msgspec.Raw]:
+    """The raw event slices of a Kineto file already read by pieces (so known to be valid)."""
+    return _file_decoder.decode(data).traceEvents
+
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
+_INDENT = re.compile(rb"[ \t]*")
+
+
+def split_events(
+    data: Buffer, piece_bytes: int
+) -> tuple[list[tuple[int, int]], dict[str, msgspec.Raw], str | None] | None:
+    """The spans of pieces of about ``piece_bytes`` of the event array, each a run of whole
+    events, with the other top-level values and a repeated top-level key (as
+    :func:`_split_top` gives them); None when the array is not laid out as Kineto writes it.
+
+    A skim slices the whole file into a value per event only to find where the events are.
+    Kineto writes each event as a block at one indentation, ``},\n  {`` between two, and a
+    newline is never inside a JSON string, so that text can only lie between events or at
+    some deeper level of one. A cut at a deeper level leaves a piece whose brackets do not
+    balance, so it is found when the piece is decoded (:func:`decode_piece` then says None
+    and the file is skimmed after all); pieces that all decode are exactly the events.
+    The rest of the object is decoded with the array replaced by ``[]``, as in
+    :func:`_split_top`, which also checks that the array found is the top-level
+    ``traceEvents``.
+    """
+    m = _EVENTS_KEY.search(data)
+    if m is None:
+        return None
+    opening = m.end() - 1
+    first = _skip_space(data, m.end())
+    line = data.rfind(b"\n", opening, first)
+    if data[first : first + 1] != b"{" or line < 0:
+        return None
+    indent = bytes(data[line + 1 : first])
+    if _INDENT.fullmatch(indent) is None:
+        return None
+    # The last event's closing brace, at the events' indentation, then the array's end.
+    last = data.rfind(b"\n" + indent + b"}", first)
+    if last < 0:
+        return None
+    end = last + len(indent) + 2
+    closing = _skip_space(data, end)
+    if data[closing : closing + 1] != b"]":
+        return None
+    rest = bytes(data[:opening]) + b"[]" + bytes(data[closing + 1 :])
+    try:
+        top = _top_decoder.decode(rest)
+    except msgspec.DecodeError:
+        return None
+    raw = top.get("traceEvents")
+    if raw is None or _address(raw) - _address(rest) != opening or bytes(raw) != b"[]":
+        return None
+    sep = b"},\n" + indent + b"{"
+    pieces: list[tuple[int, int]] = []
+    start = first
+    while True:
+        cut = data.find(sep, start + piece_bytes, end) if start + piece_bytes < end else -1
+        if cut < 0:
+            pieces.append((start, end))
+            break
+        pieces.append((start, cut + 1))
+        start = cut + len(sep) - 1
+    return pieces, top, _repeated_key(rest, top)
+
+
+def decode_piece(
+    data: Buffer, span: tuple[int, int], offset: int, path: str, mode: TsMode
+) -> tuple[list[AnyEvent], np.ndarray] | None:
+    """:func:`decode_chunk` of the events in ``data[span]`` (see :func:`split_events`), the
+    first of them event ``offset``; None when that text is not a list of valid events.
+
+    The bytes just outside the span are whitespace (or the array's ``[``) before it and
+    a comma or whitespace after it: a bytearray (a gunzipped file) has them turned into
+    brackets while the piece is decoded from a view, so the piece is not copied.
+    """
+    start, stop = span
+    try:
+        if isinstance(data, bytearray):
+            before, after = data[start - 1], data[stop]
+            data[start - 1], data[stop] = 0x5B, 0x5D  # "[", "]"
+            try:
+                return _decode_joined(memoryview(data)[start - 1 : stop + 1], offset, 1, path, mode)
+            finally:
+                data[start - 1], data[stop] = before, after
+        joined = b"".join((b"[", memoryview(data)[start:stop], b"]"))
+        return _decode_joined(joined, offset, 1, path, mode)
+    except TraceError:
+        return None
 
 
 def _closed_array(data: Buffer) -> Buffer | None:
@@ -477,7 +584,12 @@ def decode_chunk(
     writes its timestamps one way throughout), so a float-timestamp file pays for one chunk
     decoded twice. Results and errors are the same either way.
     """
-    joined = json_array(raws)
+    return _decode_joined(json_array(raws), offset, len(raws), path, mode)
+
+
+def _decode_joined(
+    joined: bytes | memoryview, offset: int, count: int, path: str, mode: TsMode | None
+) -> tuple[list[AnyEvent], np.ndarray]:
     if mode is not None and mode.try_int:
         fast = _int_ts(joined)
         if fast is not None:
@@ -494,16 +606,16 @@ def decode_chunk(
     except msgspec.DecodeError as e:
         # The skim leaves event contents raw, so invalid UTF-8 inside a string is first
         # seen here.
-        last = offset + len(raws) - 1
+        last = offset + count - 1
         raise TraceError(path, f"not valid JSON in events {offset}-{last} ({e})") from None
     except RecursionError:
-        last = offset + len(raws) - 1
+        last = offset + count - 1
         raise TraceError(path, f"events {offset}-{last}: {too_deep()}") from None
     # list is invariant: a list of one event type is read here as a list of either type.
     return cast("list[AnyEvent]", events), parse_ts_ns([e.ts for e in events], path, offset)
 
 
-def _int_ts(joined: bytes) -> tuple[list[AnyEvent], np.ndarray] | None:
+def _int_ts(joined: bytes | memoryview) -> tuple[list[AnyEvent], np.ndarray] | None:
     """The chunk's structs and ns timestamps when every ``ts`` is a plain integer, else None.
 
     None also for any type error: the exact path decodes the chunk again and words it.

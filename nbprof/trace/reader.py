@@ -166,11 +166,11 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) ->
             data = read_bytes(f)
             sizes[str(f)] = len(data)
             bar.step("read")
-            decoded = dec.decode_file(data, str(f))
-            del data  # the raw event slices keep the bytes alive until they are decoded
+            decoded = dec.decode_file(data, str(f), _piece_bytes())
+            del data  # the decoded file keeps the bytes alive until its events are decoded
             bar.step("skimmed")
             rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
-            bar.grow(-(-len(decoded.raw_events) // CHUNK))
+            bar.grow(len(decoded.pieces) or -(-len(decoded.raw_events) // CHUNK))
             built = _build_rank(decoded, rank, str(f), bar.step)
             built.file_rank = decoded.rank
             del decoded
@@ -477,6 +477,44 @@ def _comms(
         acc.add("comms", tb.comms(c.take(pos), offset + idx[pos], source, path))
 
 
+#: A piece of a file's event array decoded at once holds about CHUNK events of this size (a
+#: Kineto event, as written, is 150 to 400 bytes).
+_EVENT_BYTES = 256
+
+
+def _piece_bytes() -> int:
+    """The size of the pieces a file's events are cut into (see ``dec.split_events``); 0 to
+    skim them, as the processes of the parallel path share out chunks of skimmed events."""
+    return CHUNK * _EVENT_BYTES if forked.workers_wanted() < 2 else 0
+
+
+def _decode_pieces(
+    d: dec.Decoded, path: str, step: Callable[[str], None]
+) -> tuple[_Acc, tb.Ids, int] | None:
+    """``_decode_range`` over a file cut into pieces, and its event count; None when a
+    piece is not a list of valid events, or its events are not valid tables: the skim then
+    reads the file again, and words the error that the file holds, if any (a syntax error
+    past this piece comes first there)."""
+    assert d.data is not None
+    acc = _Acc()
+    ids = tb.Ids()
+    mode = dec.TsMode()
+    offset = 0
+    for span in d.pieces:
+        got = dec.decode_piece(d.data, span, offset, path, mode)
+        if got is None:
+            return None
+        events, ts = got
+        try:
+            _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, path)
+        except TraceError:
+            return None
+        offset += len(events)
+        del events, got
+        step("decoding")
+    return acc, ids, offset
+
+
 #: Files with fewer events are decoded in this process alone: below this, starting and
 #: feeding other processes costs more than it saves.
 PARALLEL_MIN_EVENTS = 500_000
@@ -532,20 +570,32 @@ def _decode_parallel(d: dec.Decoded, path: str) -> tuple[_Acc, tb.Ids] | None:
 
 
 def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
-    n_events = len(d.raw_events)
-    done = _decode_parallel(d, path)
-    if done is not None:
-        acc, ids = done
-        for _ in range(0, n_events, CHUNK):
-            step("decoding")
+    by_pieces = _decode_pieces(d, path, step) if d.pieces else None
+    if by_pieces is not None:
+        acc, ids, n_events = by_pieces
     else:
-        acc, ids = _decode_range(d, 0, n_events, path, step)
+        if d.pieces:
+            assert d.data is not None
+            d = dec.decode_file(d.data, path)
+        n_events = len(d.raw_events)
+        done = _decode_parallel(d, path)
+        if done is not None:
+            acc, ids = done
+            for _ in range(0, n_events, CHUNK):
+                step("decoding")
+        else:
+            acc, ids = _decode_range(d, 0, n_events, path, step)
     flow_start: tb.Columns = {}
     flow_end: tb.Columns = {}
     if acc.any_missing_correlation():
+        if d.data is not None and not d.raw_events:
+            # Read by pieces: the flow events are found again by their slices (rare: a trace
+            # without correlation ids).
+            d.raw_events = dec.skim_events(d.data)
         flow_start, flow_end = _flow_columns(d, acc.flows, ids, path)
     # The raw slices keep the whole file's bytes alive: let them go before the tables grow.
     d.raw_events = []
+    d.data = None
     if acc.first_ns is None:
         raise TraceError(path, "trace holds no timed events (only metadata)")
     first = acc.first_ns
