@@ -107,7 +107,7 @@ def decode_flows(raws: list[msgspec.Raw], path: str) -> tuple[list[FlowEvent], n
     """Flow events already checked by :func:`decode_chunk`, decoded again for their links."""
     try:
         events = _flows_decoder.decode(json_array(raws))
-    except msgspec.DecodeError as e:
+    except DECODE_ERRORS as e:
         raise TraceError(path, f"not valid JSON in a flow event ({e})") from None
     except RecursionError:
         raise TraceError(path, f"a flow event: {too_deep()}") from None
@@ -233,7 +233,12 @@ def _last_non_space(data: Buffer, end: int) -> int:
 _AT_BYTE = re.compile(r"\(byte (\d+)\)")
 
 
-def _json_error(path: str, data: Buffer, e: msgspec.DecodeError) -> TraceError:
+#: What a msgspec decode raises for bad input: msgspec 0.18 and 0.19 raise Python's own
+#: UnicodeDecodeError for invalid UTF-8 inside a string, later releases a DecodeError.
+DECODE_ERRORS: tuple[type[Exception], ...] = (msgspec.DecodeError, UnicodeDecodeError)
+
+
+def _json_error(path: str, data: Buffer, e: Exception) -> TraceError:
     msg = str(e)
     if _last_non_space(data, len(data)) < 0:
         return TraceError(path, "file is empty")
@@ -310,7 +315,7 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
         for key, raw in top.items():
             try:
                 metadata[key] = msgspec.json.decode(raw)
-            except (msgspec.DecodeError, RecursionError) as e:
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
                 # The skim checks the JSON's structure but not the UTF-8 inside raw strings,
                 # so a value can still fail here. Metadata only adds to the tables: ignore it.
                 why = too_deep() if isinstance(e, RecursionError) else str(e)
@@ -346,7 +351,7 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
         except msgspec.ValidationError as e:
             _, _, problem = explain_validation(e)
             raise TraceError(path, f"`traceEvents` {problem}") from None
-        except msgspec.DecodeError as e:
+        except DECODE_ERRORS as e:
             closed = _closed_array(data) if bare and "truncated" in str(e) else None
             if closed is None:
                 raise _json_error(path, data, e) from None
@@ -355,7 +360,7 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
             data = closed
             try:
                 raws = _raw_list_decoder.decode(data)
-            except msgspec.DecodeError:
+            except DECODE_ERRORS:
                 raise _json_error(path, data, e) from None
             notes.append("the event array had no closing `]` (allowed by the format); read as is")
     if not raws and not pieces:
@@ -413,7 +418,7 @@ def split_events(
     rest = bytes(data[:opening]) + b"[]" + bytes(data[closing + 1 :])
     try:
         top = _top_decoder.decode(rest)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         return None
     raw = top.get("traceEvents")
     if raw is None or _address(raw) - _address(rest) != opening or bytes(raw) != b"[]":
@@ -488,7 +493,7 @@ def _split_top(
     """
     try:
         raws = _file_decoder.decode(data).traceEvents
-    except msgspec.DecodeError:  # ValidationError included
+    except DECODE_ERRORS:  # ValidationError included
         return None
     if not raws or not len(raws[0]) or not len(raws[-1]):
         return None
@@ -504,7 +509,7 @@ def _split_top(
     rest = bytes(data[:opening]) + b"[]" + bytes(data[closing + 1 :])
     try:
         top = _top_decoder.decode(rest)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         return None
     return raws, top, _repeated_key(rest, top)
 
@@ -539,7 +544,7 @@ def _repeated_key(text: Buffer, top: dict[str, msgspec.Raw]) -> str | None:
 def _key_text(raw: bytes) -> str:
     try:
         return str(msgspec.json.decode(raw))
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         return raw.decode("utf-8", "replace")
 
 
@@ -557,7 +562,7 @@ def _skim_top(data: Buffer, path: str, head: bytes) -> tuple[dict[str, msgspec.R
             path,
             f"expected a JSON object with `traceEvents` (or an array of events), got {kind}",
         ) from None
-    except msgspec.DecodeError as e:
+    except DECODE_ERRORS as e:
         raise _json_error(path, data, e) from None
     return top, _repeated_key(data, top)
 
@@ -603,7 +608,7 @@ def _decode_joined(
         if not sub:
             raise TraceError(path, f"event {where} {problem}") from None
         raise TraceError(path, f"event {where}: `{sub}` {problem}") from None
-    except msgspec.DecodeError as e:
+    except DECODE_ERRORS as e:
         # The skim leaves event contents raw, so invalid UTF-8 inside a string is first
         # seen here.
         last = offset + count - 1
@@ -624,7 +629,8 @@ def _int_ts(joined: bytes | memoryview) -> tuple[list[AnyEvent], np.ndarray] | N
         events = _int_ts_decoder.decode(joined)
     except msgspec.ValidationError:
         return None
-    except (msgspec.DecodeError, RecursionError):  # the exact path words the error
+    # The exact path words the error.
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     values = [e.ts for e in events]
     n = len(values)
@@ -658,7 +664,8 @@ def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps] | Non
         return []
     try:
         return _props_decoder.decode(raw)
-    except (msgspec.DecodeError, RecursionError) as e:  # ValidationError, bad UTF-8 too
+    # ValidationError and bad UTF-8 too.
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
         # Raw values skip string contents, so bad UTF-8 inside them surfaces only here.
         # Device properties only enrich the devices table: a malformed list is not worth
         # refusing the whole trace for. The caller notes that they were ignored.
@@ -777,7 +784,7 @@ def decode_args(
         if not sub:
             raise TraceError(path, f"event {where}: `args` {problem}") from None
         raise TraceError(path, f"event {where}: `args.{sub}` {problem}") from None
-    except msgspec.DecodeError as e:  # invalid UTF-8 inside the raw `args`
+    except DECODE_ERRORS as e:  # invalid UTF-8 inside the raw `args`
         first, last = int(event_index[0]), int(event_index[-1])
         raise TraceError(
             path, f"not valid JSON in the `args` of events {first}-{last} ({e})"
