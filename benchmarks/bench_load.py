@@ -87,6 +87,15 @@ def _shift(events: list[dict[str, Any]], dt_us: int, did: int) -> None:
                     args[k] += did
 
 
+def _kineto_layout(events: list[dict[str, Any]]) -> bytes:
+    """The events as Kineto lays them out: each a block at two spaces, its fields indented
+    below it, ``},\n  {`` between two (the reader cuts big files at that text; a replica
+    on one line would be read by the slower path that other writers' files take)."""
+    import orjson
+
+    return b",".join(b"\n  {\n    " + orjson.dumps(e)[1:-1] + b"\n  }" for e in events)
+
+
 def replicate(src: Path, copies: int) -> tuple[Path, int, int]:
     """``src`` with its events repeated ``copies`` times back to back: (path, events, bytes).
 
@@ -95,7 +104,8 @@ def replicate(src: Path, copies: int) -> tuple[Path, int, int]:
     import orjson
 
     OUT.mkdir(parents=True, exist_ok=True)
-    dst = OUT / f"{src.name.split('.')[0]}_x{copies}.json.gz"
+    # "_k": laid out as Kineto writes (earlier replicas were one line, and are not reused).
+    dst = OUT / f"{src.name.split('.')[0]}_x{copies}_k.json.gz"
     meta = dst.with_suffix(".meta")
     if dst.is_file() and meta.is_file():
         m = json.loads(meta.read_text())
@@ -127,9 +137,9 @@ def replicate(src: Path, copies: int) -> tuple[Path, int, int]:
             if k:
                 _shift(events, span, id_step)
                 put(b",")
-            put(orjson.dumps(events)[1:-1])
+            put(_kineto_layout(events))
             n += len(events)
-        put(b"]}")
+        put(b"\n]}")
     dst.with_suffix(".tmp").rename(dst)
     meta.write_text(json.dumps({"events": n, "json_bytes": written}))
     return dst, n, written
@@ -164,6 +174,8 @@ class _Stages:
         reader.read_bytes = self._timed("gunzip", reader.read_bytes)  # type: ignore[assignment]
         dec.decode_file = self._timed("decode", dec.decode_file)  # type: ignore[assignment]
         dec.decode_chunk = self._timed("decode", dec.decode_chunk)  # type: ignore[assignment]
+        if hasattr(dec, "decode_piece"):  # a Kineto file's pieces, decoded without a skim
+            dec.decode_piece = self._timed("decode", dec.decode_piece)  # type: ignore[assignment]
 
     def _timed(self, stage: str, f: Any) -> Any:
         def run(*a: Any, **k: Any) -> Any:

@@ -423,7 +423,7 @@ def by_pieces_and_skimmed(
 
     monkeypatch.setattr(dec, "decode_piece", counting)
     out = []
-    for piece_bytes in (reader._piece_bytes, lambda: 0):
+    for piece_bytes in (reader._piece_bytes, lambda size: 0):
         monkeypatch.setattr(reader, "_piece_bytes", piece_bytes)
         try:
             out.append(nbprof.trace.read(p, progress=False))
@@ -511,12 +511,16 @@ def test_pieces_fail_and_succeed_as_the_skim_does(
 
 
 def test_pieces_are_not_used_by_the_parallel_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parallel path shares out skimmed events, so a file it may take is skimmed; one
+    too small to hold PARALLEL_MIN_EVENTS events of 150 bytes (75 MB) never reaches it."""
     from nbprof.trace import forked
 
+    big = reader.PARALLEL_MIN_EVENTS * 150
     monkeypatch.setenv(forked.WORKERS_ENV, "2")
-    assert reader._piece_bytes() == 0
+    assert reader._piece_bytes(big) == 0
+    assert reader._piece_bytes(big - 1) > 0
     monkeypatch.setenv(forked.WORKERS_ENV, "1")
-    assert reader._piece_bytes() > 0
+    assert reader._piece_bytes(big) > 0
 
 
 @settings(max_examples=60, deadline=None)

@@ -166,7 +166,7 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) ->
             data = read_bytes(f)
             sizes[str(f)] = len(data)
             bar.step("read")
-            decoded = dec.decode_file(data, str(f), _piece_bytes())
+            decoded = dec.decode_file(data, str(f), _piece_bytes(len(data)))
             del data  # the decoded file keeps the bytes alive until its events are decoded
             bar.step("skimmed")
             rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
@@ -482,10 +482,18 @@ def _comms(
 _EVENT_BYTES = 256
 
 
-def _piece_bytes() -> int:
-    """The size of the pieces a file's events are cut into (see ``dec.split_events``); 0 to
-    skim them, as the processes of the parallel path share out chunks of skimmed events."""
-    return CHUNK * _EVENT_BYTES if forked.workers_wanted() < 2 else 0
+#: The fewest bytes a Kineto event takes as written: a file smaller than
+#: PARALLEL_MIN_EVENTS of them cannot reach the parallel path.
+_MIN_EVENT_BYTES = 150
+
+
+def _piece_bytes(size: int) -> int:
+    """The size of the pieces a file of ``size`` bytes has its events cut into (see
+    ``dec.split_events``); 0 to skim them, as the processes of the parallel path share out
+    chunks of skimmed events (only where more than one is wanted and the file may hold
+    enough events for it)."""
+    parallel = forked.workers_wanted() >= 2 and size >= PARALLEL_MIN_EVENTS * _MIN_EVENT_BYTES
+    return 0 if parallel else CHUNK * _EVENT_BYTES
 
 
 def _decode_pieces(
