@@ -415,11 +415,10 @@ def split_events(
     closing = _skip_space(data, end)
     if data[closing : closing + 1] != b"]":
         return None
-    rest = bytes(data[:opening]) + b"[]" + bytes(data[closing + 1 :])
-    try:
-        top = _top_decoder.decode(rest)
-    except DECODE_ERRORS:
+    around = _top_around(data, opening, closing)
+    if around is None:
         return None
+    rest, top = around
     raw = top.get("traceEvents")
     if raw is None or _address(raw) - _address(rest) != opening or bytes(raw) != b"[]":
         return None
@@ -506,12 +505,23 @@ def _split_top(
     closing = _skip_space(data, end)
     if data[opening : opening + 1] != b"[" or data[closing : closing + 1] != b"]":
         return None
+    around = _top_around(data, opening, closing)
+    if around is None:
+        return None
+    rest, top = around
+    return raws, top, _repeated_key(rest, top)
+
+
+def _top_around(
+    data: Buffer, opening: int, closing: int
+) -> tuple[bytes, dict[str, msgspec.Raw]] | None:
+    """The top-level object with its event array (``[`` at ``opening`` to ``]`` at
+    ``closing``) replaced by ``[]``, and its decoded values; None when that is not valid."""
     rest = bytes(data[:opening]) + b"[]" + bytes(data[closing + 1 :])
     try:
-        top = _top_decoder.decode(rest)
+        return rest, _top_decoder.decode(rest)
     except DECODE_ERRORS:
         return None
-    return raws, top, _repeated_key(rest, top)
 
 
 _KEY = rb'"(?:[^"\\]|\\.)*"'
