@@ -255,3 +255,23 @@ def test_frame_keeps_each_arrays_type_and_text_as_object() -> None:
     with pytest.raises(ValueError):
         _frames.frame({"a": np.zeros(2), "b": np.zeros(3)})
     assert _frames.frame({}).empty
+
+
+def test_gap_table_by_arrays_is_the_gap_table_by_pandas_sort() -> None:
+    """_gap_table builds its rows largest first from arrays; _gap_table_sorted (taken for
+    gaps of unknown length) sorts with pandas. For gaps of 5, 2 and 10 µs both give the
+    same frame, text as object, the 10 µs gap first."""
+    from types import SimpleNamespace
+
+    from nbprof.analysis import stalls
+
+    host: Any = SimpleNamespace(describe=lambda a, b: f"{a:g}-{b:g}")
+    idle = (np.array([0.0, 10.0, 20.0]), np.array([5.0, 12.0, 30.0]))
+    dur = np.array([5.0, 2.0, 10.0])
+    main = np.array(["host_wait", "dependency", "other"])
+    args = (idle, dur, np.zeros(3), main, host, 0, "0")
+    got = stalls._gap_table(*args)
+    pd.testing.assert_frame_equal(got, stalls._gap_table_sorted(*args))
+    assert got["start"].tolist() == [20.0, 0.0, 10.0]
+    assert got["cpu_work"].tolist()[:2] == ["20-30", "0-5"]
+    assert got["cpu_work"].tolist()[2] == "queued work waiting on another stream or device"

@@ -493,16 +493,17 @@ def _gap_table_sorted(
     device: str,
 ) -> pd.DataFrame:
     """:func:`_gap_table` by pandas' sort (no gaps, or gaps of unknown length)."""
-    gaps = pd.DataFrame(
+    # Text as object, as _gap_table holds it.
+    gaps = _frames.frame(
         {
             "rank": np.full(len(dur), rank, dtype="int32"),
-            "device": device,
+            "device": np.full(len(dur), device, dtype=object),
             "start": idle[0],
             "end": idle[1],
             "dur": dur,
             "queued": queued,
-            "cause": main,
-            "cpu_work": "",
+            "cause": np.asarray(main, dtype=object),
+            "cpu_work": np.full(len(dur), "", dtype=object),
         }
     )
     gaps = gaps.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)
@@ -510,5 +511,5 @@ def _gap_table_sorted(
     cause_of, g0, g1 = (_frames.column(gaps, c) for c in ("cause", "start", "end"))
     work = _gap_work(cause_of, g0, g1, host)
     if work:
-        gaps["cpu_work"] = work
+        gaps["cpu_work"] = pd.Series(work, index=gaps.index, dtype=object)
     return gaps[list(GAP_COLUMNS)]
