@@ -86,3 +86,20 @@ def test_is_in_is_series_isin_for_text_and_none_for_the_rest() -> None:
         assert is_in(values, names).tolist() == want
         assert is_in(values, frozenset({"b"})).tolist() == [v == "b" for v in values]
     assert is_in(np.array([], dtype=object), names).tolist() == []
+
+
+def test_factorized_text_is_what_pandas_gives() -> None:
+    long = "void cutlass::Kernel<" + "x" * 3000 + ">"
+    cases = [
+        pd.Series(np.array(["b", long, "a", "b", long], dtype=object)),
+        pd.Series(np.array(["a", None, np.nan, "a"], dtype=object)),  # not all text
+        pd.Series(np.array([1, 1.0, True, "1"], dtype=object)),
+        pd.Series(["x", "y", "x"], dtype="str"),  # pandas' own text type
+        pd.Series(np.array([], dtype=object)),
+    ]
+    for s in cases:
+        codes, uniq = _text._factorized(s)
+        want_codes, want_uniq = pd.factorize(s, use_na_sentinel=False)
+        np.testing.assert_array_equal(codes, want_codes)
+        assert list(uniq) == list(want_uniq)
+        assert uniq.dtype == want_uniq.dtype
