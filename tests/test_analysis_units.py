@@ -244,6 +244,40 @@ def test_outermost_flops_ops_per_thread() -> None:
     assert got.index.tolist() == [11, 13, 15, 16, 12]
 
 
+def test_flop_ops_are_the_outermost_counted_ops() -> None:
+    from nbprof.analysis.roofline import flop_ops, outermost_flops_ops, with_flops
+
+    base = {
+        "rank": np.zeros(5, dtype="int32"),
+        "pid": [1, 1, 1, 1, 2],
+        "tid": [1, 1, 1, 2, 1],
+        "name": ["aten::linear", "aten::addmm", "aten::relu", "aten::mm", "aten::mm"],
+        "ts": [0.0, 1.0, 20.0, 3.0, 4.0],
+        "dur": [10.0, 5.0, 1.0, 2.0, np.nan],
+        "input_dims": [
+            "[[4, 8], [16, 8]]",
+            "[[16], [4, 8], [8, 16]]",
+            "[[4]]",
+            "",
+            "[[2, 3], [3, 4]]",
+        ],
+        "input_types": ['["float", "float"]'] * 5,
+    }
+    for flops, estimated in (([0.0] * 5, True), ([5.0, 0.0, 1.0, 2.0, np.nan], False)):
+        # Text held as object, as the reader holds it, and as pandas' own text type.
+        for text in (object, "str"):
+            cols = {c: pd.Series(v, dtype=text) if isinstance(v[0], str) else v
+                    for c, v in base.items()}  # fmt: skip
+            ops = pd.DataFrame({**cols, "flops": np.array(flops)})
+            ops.index = [7, 3, 9, 1, 5]
+            got, est = flop_ops(ops)
+            cand, want_est = with_flops(ops)
+            want = outermost_flops_ops(cand)
+            assert est == want_est == estimated
+            assert len(got) == (2 if estimated else 3)
+            pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))
+
+
 def test_stream_gaps_skip_nested_events() -> None:
     from nbprof.analysis.idle import stream_gaps
 

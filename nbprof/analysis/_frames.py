@@ -74,6 +74,13 @@ def _stored(df: Any, name: Any) -> Any:
         return None
 
 
+def stored_array(df: Any, name: Any) -> Any:
+    """The array pandas stores for column ``name`` of a plain frame, as it is (shared with
+    the frame: never to be written); None where that does not apply (not a frame, a
+    repeated or missing name, no accessor)."""
+    return _stored(df, name)
+
+
 def column(df: Any, name: Any, dtype: Any = None) -> np.ndarray:
     """``df[name].to_numpy(dtype)``, the same array (a read-only view where it shares the
     frame's memory), without building the Series.

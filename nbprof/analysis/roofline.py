@@ -23,6 +23,7 @@ from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
+from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -129,12 +130,22 @@ def outermost_flops_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     f = cpu_ops[_frames.column(cpu_ops, "flops", "float64") > 0]
     if f.empty:
         return f
-    ts = _frames.column(f, "ts", "float64")
-    rank, pid, tid = (_frames.column(f, c) for c in ("rank", "pid", "tid"))
-    # By thread, then start (stable, NaN starts last, as sort_values puts them).
+    keep = _outermost(
+        _frames.column(f, "ts", "float64"),
+        _frames.column(f, "dur", "float64"),
+        *(_frames.column(f, c) for c in ("rank", "pid", "tid")),
+    )
+    return f.iloc[keep]
+
+
+def _outermost(
+    ts: np.ndarray, dur: np.ndarray, rank: np.ndarray, pid: np.ndarray, tid: np.ndarray
+) -> np.ndarray:
+    """Positions of the ops not nested in another on their thread, by thread, then start
+    (stable, NaN starts last, as sort_values puts them)."""
     order = np.lexsort((ts, tid, pid, rank))
     ts, rank, pid, tid = ts[order], rank[order], pid[order], tid[order]
-    end = ts + _frames.column(f, "dur", "float64")[order]
+    end = ts + dur[order]
     same = np.concatenate(
         ([False], (rank[1:] == rank[:-1]) & (pid[1:] == pid[:-1]) & (tid[1:] == tid[:-1]))
     )
@@ -146,7 +157,7 @@ def outermost_flops_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
     run_end[np.isnan(end)] = np.nan  # as pandas' cummax leaves a missing end
     prev_end = np.concatenate(([-np.inf], run_end[:-1]))
     nested = same & (ts < prev_end)
-    return f.iloc[order[~nested]]
+    return order[~nested]
 
 
 def gpu_time_per_op(
@@ -198,8 +209,61 @@ def flop_ops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     """The outermost ops with a FLOP count (:func:`with_flops`, then
     :func:`outermost_flops_ops`), and whether their FLOPs were estimated from shapes: what
     the roofline and the per-kernel bounds both start from."""
+    fast = _flop_ops_by_arrays(cpu_ops)
+    if fast is not None:
+        return fast
     cand, estimated = with_flops(cpu_ops)
     return outermost_flops_ops(cand), estimated
+
+
+#: The ops' columns :func:`flop_ops` reads.
+_NEEDED = frozenset({"flops", "name", "input_dims", "ts", "dur", "rank", "pid", "tid"})
+
+
+def _flop_ops_by_arrays(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool] | None:
+    """:func:`flop_ops` on the columns' arrays, the one frame built at the end: the
+    candidates' frame, its FLOPs assigned and its outermost rows each copied every column
+    of the ops, which on a small rank cost more than finding the rows. The same rows,
+    columns and types, numbered from 0 (nothing reads the ops' labels). None where a
+    column is not a plain array (its type is pandas' to keep) or there are no ops."""
+    names = list(cpu_ops.columns)
+    stored = [_frames.stored_array(cpu_ops, c) for c in names]
+    if cpu_ops.empty or not all(type(a) is np.ndarray for a in stored):
+        return None
+    arrays = dict(zip(names, stored, strict=True))
+    if not _NEEDED <= arrays.keys() or arrays["flops"].dtype != "float64":
+        return None
+    fl = arrays["flops"]
+    estimated = not bool((fl > 0).any())
+    if not estimated:
+        rows = np.flatnonzero(fl > 0)
+        flops = fl[rows]
+    else:
+        text = cpu_ops["name"]
+        if not _group.all_text(arrays["name"]):
+            text = text.astype(str)
+        # Shapes are read (as text) for the matrix products only.
+        rows = np.flatnonzero(matches(text, _MATMUL))
+        dims = arrays["input_dims"][rows].tolist()
+        rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
+        est = [
+            matmul_flops(n, d)
+            for n, d in zip(
+                arrays["name"][rows].tolist(), arrays["input_dims"][rows].tolist(), strict=True
+            )
+        ]
+        flops = np.asarray(est, dtype="float64")
+        counted = flops > 0
+        rows, flops = rows[counted], flops[counted]
+    if len(rows):
+        keep = _outermost(
+            np.asarray(arrays["ts"], dtype="float64")[rows],
+            np.asarray(arrays["dur"], dtype="float64")[rows],
+            *(arrays[c][rows] for c in ("rank", "pid", "tid")),
+        )
+        rows, flops = rows[keep], flops[keep]
+    cols = {c: (flops if c == "flops" else a[rows]) for c, a in arrays.items()}
+    return frame_from_arrays(cols), estimated
 
 
 def roofline(
