@@ -423,7 +423,7 @@ def by_pieces_and_skimmed(
 
     monkeypatch.setattr(dec, "decode_piece", counting)
     out = []
-    for piece_bytes in (reader._piece_bytes, lambda size: 0):
+    for piece_bytes in (reader._piece_bytes, lambda: 0):
         monkeypatch.setattr(reader, "_piece_bytes", piece_bytes)
         try:
             out.append(nbprof.trace.read(p, progress=False))
@@ -510,17 +510,13 @@ def test_pieces_fail_and_succeed_as_the_skim_does(
     assert_same_either_way(one, two)
 
 
-def test_pieces_are_not_used_by_the_parallel_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parallel path shares out skimmed events, so a file it may take is skimmed; one
-    too small to hold PARALLEL_MIN_EVENTS events of 150 bytes (75 MB) never reaches it."""
+def test_pieces_are_used_with_any_number_of_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parallel path shares out pieces too (skimmed events only for other layouts)."""
     from nbprof.trace import forked
 
-    big = reader.PARALLEL_MIN_EVENTS * 150
-    monkeypatch.setenv(forked.WORKERS_ENV, "2")
-    assert reader._piece_bytes(big) == 0
-    assert reader._piece_bytes(big - 1) > 0
-    monkeypatch.setenv(forked.WORKERS_ENV, "1")
-    assert reader._piece_bytes(big) > 0
+    for workers in ("1", "2"):
+        monkeypatch.setenv(forked.WORKERS_ENV, workers)
+        assert reader._piece_bytes() == reader.CHUNK * reader._EVENT_BYTES
 
 
 @settings(max_examples=60, deadline=None)

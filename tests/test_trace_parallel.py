@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,28 +24,39 @@ from nbprof.trace import reader as reader_mod
 from tests.conftest import corpus_params
 from tests.golden import KinetoBuilder
 from tests.test_trace_cache import assert_same, diagnosis_json
+from tests.test_trace_fastpaths import kineto_text
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the parallel path forks")
 
 
 @pytest.fixture
-def forced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Parallel on every file of more than one chunk; the list counts the parallel loads."""
+def forced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Parallel on every file of more than one chunk or piece; the list names the parallel
+    loads' paths ("pieces" for a Kineto layout cut in place, "skim" for any other)."""
     monkeypatch.setattr(reader_mod, "CHUNK", 1024)
     monkeypatch.setattr(reader_mod, "PARALLEL_MIN_EVENTS", 0)
+    monkeypatch.setattr(reader_mod, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setenv(forked.WORKERS_ENV, "3")
     # Other tests may leave idle threads behind; the children here run pure decoding.
     monkeypatch.setattr(forked, "can_fork", lambda: True)
-    ran: list[int] = []
-    real = reader_mod._decode_parallel
+    ran: list[str] = []
+    skim = reader_mod._decode_parallel
+    pieces = reader_mod._decode_pieces_parallel
 
-    def counting(d: Any, path: str) -> Any:
-        got = real(d, path)
+    def counting_skim(d: Any, path: str) -> Any:
+        got = skim(d, path)
         if got is not None:
-            ran.append(1)
+            ran.append("skim")
         return got
 
-    monkeypatch.setattr(reader_mod, "_decode_parallel", counting)
+    def counting_pieces(d: Any, path: str, step: Any) -> Any:
+        got = pieces(d, path, step)
+        if got is not None:
+            ran.append("pieces")
+        return got
+
+    monkeypatch.setattr(reader_mod, "_decode_parallel", counting_skim)
+    monkeypatch.setattr(reader_mod, "_decode_pieces_parallel", counting_pieces)
     return ran
 
 
@@ -56,7 +69,7 @@ def one_process(path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 @pytest.mark.parametrize("path", corpus_params())
 def test_corpus_parallel_is_one_process(
     path: Path,
-    forced: list[int],
+    forced: list[str],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -82,7 +95,7 @@ def big_trace(tmp_path: Path, n: int = 700, **tid: Any) -> KinetoBuilder:
 
 
 def test_text_thread_ids_fall_back_to_one_process(
-    tmp_path: Path, forced: list[int], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     b = big_trace(tmp_path)
     for i, e in enumerate(b.events):
@@ -95,7 +108,7 @@ def test_text_thread_ids_fall_back_to_one_process(
 
 
 def test_a_bad_event_late_in_the_file_is_the_same_error(
-    tmp_path: Path, forced: list[int], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     b = big_trace(tmp_path)
     doc = b.document()
@@ -128,3 +141,154 @@ def test_workers_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert forked.workers_wanted() == forked.MAX_WORKERS
     monkeypatch.setenv(forked.WORKERS_ENV, "many")
     assert forked.workers_wanted() == 1
+
+
+def kineto_file(tmp_path: Path, events: list[dict[str, Any]], name: str = "k.json") -> Path:
+    """``events`` written as Kineto lays them out, so the reader cuts them into pieces."""
+    p = tmp_path / name
+    p.write_text(kineto_text(events))
+    return p
+
+
+def test_kineto_layout_is_decoded_by_pieces_in_parallel(
+    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4000 events of ~250 bytes in pieces of 1024 * 256 bytes: a few pieces, shared out.
+    p = kineto_file(tmp_path, big_trace(tmp_path, n=2000).events)
+    single = one_process(p, monkeypatch)
+    many = read(p, progress=False)
+    assert forced == ["pieces"]
+    assert_same(single, many)
+    assert diagnosis_json(single) == diagnosis_json(many)
+
+
+def test_pieces_in_parallel_keep_flow_positions(
+    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without correlation ids, kernels are linked to their launches by flow events, found
+    by their file positions: a child's positions count from its own first event, so the
+    parent must shift them, or the late kernels lose their launches."""
+    b = big_trace(tmp_path, n=2000)
+    events: list[dict[str, Any]] = []
+    for i, e in enumerate(b.events):
+        e = dict(e)
+        e.get("args", {}).pop("correlation", None)
+        events.append(e)
+        if e.get("cat") == "kernel":
+            at, pid = e["ts"] - 3, e["pid"]
+            events += [
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid,
+                 "tid": 1, "ts": at, "dur": 2, "args": {}},
+                {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": pid, "tid": 1,
+                 "ts": at},
+                {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": i, "pid": pid,
+                 "tid": e["tid"], "ts": e["ts"], "bp": "e"},
+            ]  # fmt: skip
+    p = kineto_file(tmp_path, events)
+    single = one_process(p, monkeypatch)
+    many = read(p, progress=False)
+    assert forced == ["pieces"]
+    assert_same(single, many)
+    linked = single.kernels["launch_name"] == "cudaLaunchKernel"
+    assert int(linked.sum()) == len(single.kernels) > 1000  # every kernel found its launch
+
+
+def test_pieces_in_parallel_a_bad_late_event_is_the_same_error(
+    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = [dict(e) for e in big_trace(tmp_path, n=2000).events]
+    events[-5]["dur"] = "soon"
+    p = kineto_file(tmp_path, events)
+    with pytest.raises(TraceError) as one:
+        one_process(p, monkeypatch)
+    with pytest.raises(TraceError) as many:
+        read(p, progress=False)
+    assert str(many.value) == str(one.value)
+    assert not forced  # a child's run failed: the whole file was read here again
+
+
+def test_pieces_in_parallel_text_thread_ids_fall_back(
+    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = [dict(e) for e in big_trace(tmp_path, n=2000).events]
+    for i, e in enumerate(events):
+        if e.get("cat") == "cpu_op":
+            e["tid"] = f"thread {i % 3}"
+    p = kineto_file(tmp_path, events)
+    single = one_process(p, monkeypatch)
+    assert_same(single, read(p, progress=False))
+    assert not forced
+
+
+def _die_on_two(x: int) -> int:
+    if x == 2:
+        os._exit(3)  # a worker killed mid-part (out of memory, a crash)
+    return x * 10
+
+
+def _raise_on_two(x: int) -> int:
+    if x == 2:
+        raise ValueError("bad part")
+    return x * 10
+
+
+def _children() -> set[int]:
+    """Process ids of this process's children that are still there (zombies included)."""
+    me = os.getpid()
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def test_map_forked_gives_results_in_order() -> None:
+    before = _children()
+    assert forked.map_forked(lambda x: x * 10, [1, 3, 5, 7]) == [10, 30, 50, 70]
+    assert _children() == before  # every child waited for
+
+
+def test_map_forked_big_results_cross_the_pipe() -> None:
+    got = forked.map_forked(lambda n: bytes(n), [10, 5_000_000, 3_000_000])
+    assert got is not None and [len(g) for g in got] == [10, 5_000_000, 3_000_000]
+
+
+@pytest.mark.parametrize("fn", [_die_on_two, _raise_on_two])
+def test_map_forked_a_failed_child_gives_none(fn: Any) -> None:
+    before = _children()
+    assert forked.map_forked(fn, [1, 2, 3]) is None
+    assert _children() == before
+
+
+def test_map_forked_a_failed_first_part_gives_none_and_stops_the_children() -> None:
+    before = _children()
+
+    def slow_unless_first(x: int) -> int:
+        if x == 0:
+            raise ValueError("first part is bad")
+        time.sleep(30)  # killed, not waited for
+        return x
+
+    t0 = time.monotonic()
+    assert forked.map_forked(slow_unless_first, [0, 1, 2]) is None
+    assert time.monotonic() - t0 < 20
+    assert _children() == before
+
+
+def _wanted_here(_: int) -> int:
+    return forked.workers_wanted()
+
+
+def test_a_pool_worker_reads_its_file_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's rank worker (or a Dask worker) is one of a pool already using the cores:
+    it never splits its own file among more processes, whatever the setting says."""
+    import multiprocessing
+
+    monkeypatch.setenv(forked.WORKERS_ENV, "2")
+    assert forked.workers_wanted() == 2
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(_wanted_here, [0]) == [1]

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
+import signal
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from nbprof._forksafe import can_fork as can_fork
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: Set by the caller just before the fork; children read it (it is never pickled).
-_job: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
 
 WORKERS_ENV = "NBPROF_PARSE_WORKERS"
 #: More processes than this gain little on one file and cost memory for their results.
@@ -35,9 +34,13 @@ def workers_wanted() -> int:
     """``$NBPROF_PARSE_WORKERS`` processes for one big file; 1 (this process alone) unless
     it is set. Off by default: on the 2-core machine of benchmarks/RESULTS.md, busy with
     other work, two processes were no faster than one (each ran at half speed, and sending
-    the columns back cost seconds); where idle cores are known to exist, set it to them."""
+    the columns back cost seconds); where idle cores are known to exist, set it to them.
+
+    1 as well in a worker process of a pool (a job's ranks, a Dask worker): its siblings
+    already keep the cores busy, one file each, and more processes would only compete.
+    """
     env = os.environ.get(WORKERS_ENV, "").strip()
-    if not env:
+    if not env or _in_pool_worker():
         return 1
     try:
         return max(1, min(int(env), MAX_WORKERS))
@@ -46,13 +49,10 @@ def workers_wanted() -> int:
         return 1
 
 
-def _run(i: int) -> tuple[bool, Any]:
-    assert _job is not None
-    fn, parts = _job
-    try:
-        return True, fn(parts[i])
-    except BaseException as e:  # reported to the parent, which decides what to do
-        return False, f"{type(e).__name__}: {e}"
+def _in_pool_worker() -> bool:
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
 
 
 def map_forked(fn: Callable[[Any], T], parts: Sequence[Any]) -> list[T] | None:
@@ -60,28 +60,93 @@ def map_forked(fn: Callable[[Any], T], parts: Sequence[Any]) -> list[T] | None:
 
     None when any part failed (in a child or here): the caller then does the whole job
     itself, so what it returns or raises is exactly what the one-process path gives.
-    """
-    global _job
-    import multiprocessing
 
-    ctx = multiprocessing.get_context("fork")
-    _job = (fn, tuple(parts))
+    Each child is a bare ``os.fork`` that writes its pickled result to a pipe and exits:
+    a ``multiprocessing`` pool costs more to start (its threads, queues and locks) and to
+    hand a result back (through its result thread) than decoding a few MB of events takes.
+    """
+    children: list[tuple[int, int]] = []
+    finished: set[int] = set()
     try:
-        with ctx.Pool(len(parts) - 1) as pool:
-            pending = pool.map_async(_run, range(1, len(parts)))
+        for part in parts[1:]:
             try:
-                first = fn(parts[0])
-            except Exception as e:
-                logger.debug("parallel decode: the first part failed here (%s)", e)
-                pool.terminate()
+                read_end, write_end = os.pipe()
+                pid = os.fork()
+            except OSError as e:  # no more processes or file descriptors: do it all here
+                logger.debug("parallel decode: could not fork (%s)", e)
                 return None
-            rest = pending.get()
-    finally:
-        _job = None
-    out = [first]
-    for ok, got in rest:
-        if not ok:
-            logger.debug("parallel decode: a part failed in a child (%s)", got)
+            if pid == 0:  # pragma: no cover - the child; its exit status is checked below
+                os.close(read_end)
+                _widen(write_end)
+                _child(fn, part, write_end)
+            os.close(write_end)
+            children.append((pid, read_end))
+        try:
+            first = fn(parts[0])
+        except Exception as e:
+            logger.debug("parallel decode: the first part failed here (%s)", e)
             return None
-        out.append(got)
-    return out
+        out = [first]
+        for pid, read_end in children:
+            got = _result(pid, read_end)
+            finished.add(pid)
+            if got is None:
+                return None
+            out.append(got)
+        return out
+    finally:
+        for pid, read_end in children:
+            _reap(pid, read_end, finished=pid in finished)
+
+
+def _child(fn: Callable[[Any], Any], part: Any, write_end: int) -> NoReturn:
+    """Run ``fn(part)`` and send ``(True, value)`` or ``(False, reason)``; never return."""
+    status = 1
+    try:
+        try:
+            message: tuple[bool, Any] = (True, fn(part))
+        except BaseException as e:  # reported to the parent, which decides what to do
+            message = (False, f"{type(e).__name__}: {e}")
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        status = 0
+    finally:
+        # No atexit handlers, no flushing of the parent's buffered output twice.
+        os._exit(status)
+
+
+def _widen(fd: int) -> None:
+    """Give the pipe a 1 MiB buffer (Linux's default is 64 KiB): a result of tens of MB
+    then crosses in a few hundred writes, not thousands of switches between the two."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):  # not Linux, or above pipe-max-size
+        pass
+
+
+def _result(pid: int, read_end: int) -> Any | None:
+    """A child's value, or None when it failed, died or sent something unreadable."""
+    with os.fdopen(read_end, "rb", closefd=False) as pipe:
+        data = pipe.read()
+    try:
+        ok, got = pickle.loads(data) if data else (False, "no result (the child died)")
+    except Exception as e:
+        ok, got = False, f"an unreadable result ({type(e).__name__})"
+    if not ok:
+        logger.debug("parallel decode: a part failed in child %d (%s)", pid, got)
+        return None
+    return got
+
+
+def _reap(pid: int, read_end: int, *, finished: bool) -> None:
+    """Close the pipe and wait for the child: one whose result was read is exiting; one
+    abandoned (another part failed first) is killed."""
+    os.close(read_end)
+    try:
+        if not finished:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError):  # already gone
+        pass

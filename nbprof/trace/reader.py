@@ -10,7 +10,7 @@ import gc
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -166,7 +166,7 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) ->
             data = read_bytes(f)
             sizes[str(f)] = len(data)
             bar.step("read")
-            decoded = dec.decode_file(data, str(f), _piece_bytes(len(data)))
+            decoded = dec.decode_file(data, str(f), _piece_bytes())
             del data  # the decoded file keeps the bytes alive until its events are decoded
             bar.step("skimmed")
             rank = decoded.rank if decoded.rank is not None else (order if folder else 0)
@@ -482,18 +482,18 @@ def _comms(
 _EVENT_BYTES = 256
 
 
-#: The fewest bytes a Kineto event takes as written: a file smaller than
-#: PARALLEL_MIN_EVENTS of them cannot reach the parallel path.
-_MIN_EVENT_BYTES = 150
+def _piece_bytes() -> int:
+    """The size of the pieces a file's events are cut into (see ``dec.split_events``); 0
+    would skim them instead."""
+    return CHUNK * _EVENT_BYTES
 
 
-def _piece_bytes(size: int) -> int:
-    """The size of the pieces a file of ``size`` bytes has its events cut into (see
-    ``dec.split_events``); 0 to skim them, as the processes of the parallel path share out
-    chunks of skimmed events (only where more than one is wanted and the file may hold
-    enough events for it)."""
-    parallel = forked.workers_wanted() >= 2 and size >= PARALLEL_MIN_EVENTS * _MIN_EVENT_BYTES
-    return 0 if parallel else CHUNK * _EVENT_BYTES
+#: Files of fewer bytes of JSON are decoded in this process alone, pieces or not: starting
+#: a process and sending its columns back costs about 10 ms, which the half of the decoding
+#: that it takes over repays from a few MB of events on.
+PARALLEL_MIN_BYTES = 16 << 20
+#: What sending a child's columns back costs, against what making them cost.
+_SEND_COST = 0.1
 
 
 def _decode_pieces(
@@ -503,12 +503,25 @@ def _decode_pieces(
     piece is not a list of valid events, or its events are not valid tables: the skim then
     reads the file again, and words the error that the file holds, if any (a syntax error
     past this piece comes first there)."""
+    return _pieces_part(d, d.pieces, path, step)
+
+
+def _pieces_part(
+    d: dec.Decoded,
+    spans: Sequence[tuple[int, int]],
+    path: str,
+    step: Callable[[str], None] | None = None,
+) -> tuple[_Acc, tb.Ids, int] | None:
+    """The pieces ``spans`` of the file decoded and tabulated, their events numbered from 0
+    (only error messages and flow positions depend on that number; see
+    :func:`_decode_pieces_parallel`), and how many events they hold; None as in
+    :func:`_decode_pieces`."""
     assert d.data is not None
     acc = _Acc()
     ids = tb.Ids()
     mode = dec.TsMode()
     offset = 0
-    for span in d.pieces:
+    for span in spans:
         got = dec.decode_piece(d.data, span, offset, path, mode)
         if got is None:
             return None
@@ -519,8 +532,60 @@ def _decode_pieces(
             return None
         offset += len(events)
         del events, got
-        step("decoding")
+        if step is not None:
+            step("decoding")
     return acc, ids, offset
+
+
+def _decode_pieces_parallel(
+    d: dec.Decoded, path: str, step: Callable[[str], None]
+) -> tuple[_Acc, tb.Ids, int] | None:
+    """:func:`_decode_pieces` with the pieces shared out among processes: each takes a
+    contiguous run of them, the first run here, and their columns are joined in file order,
+    which is where the one-process path puts every row. None when that does not apply
+    (too small a file, one worker, no safe fork) or when any run failed or met text thread
+    ids (their codes are given in order of first appearance across the whole file): the
+    caller then decodes the whole file here, which gives exactly the one-process result
+    or error."""
+    assert d.data is not None
+    spans = d.pieces
+    workers = min(forked.workers_wanted(), len(spans))
+    if workers < 2 or len(d.data) < PARALLEL_MIN_BYTES or not forked.can_fork():
+        return None
+    # Runs of about equal work, a piece's being about proportional to its bytes; a child
+    # also pickles its columns, and this process unpickles them, which costs about a tenth
+    # of making them (measured on the benchmark trace): its run is that much shorter.
+    share = np.array([1.0 + _SEND_COST] + [1.0] * (workers - 1))
+    ends = np.cumsum([b - a for a, b in spans])
+    at = np.cumsum(share / share.sum())[:-1] * ends[-1]
+    cuts = np.searchsorted(ends, at, "left")
+    bounds = [0, *sorted({int(c) + 1 for c in cuts if 0 <= c < len(spans) - 1}), len(spans)]
+    runs = [spans[bounds[k] : bounds[k + 1]] for k in range(len(bounds) - 1)]
+    if len(runs) < 2:
+        return None
+    got = forked.map_forked(lambda r: _pieces_part(d, r, path), runs)
+    if got is None or any(part is None for part in got):
+        return None
+    parts = [part for part in got if part is not None]
+    if any(ids.codes for _, ids, _ in parts):
+        logger.debug("%s: text thread ids; decoding in one process", plain_text(path))
+        return None
+    acc = _Acc()
+    offset = 0
+    for a, _, n in parts:
+        for table, cols in a.parts.items():
+            acc.parts.setdefault(table, []).extend(cols)
+        if a.first_ns is not None:
+            acc.first_ns = a.first_ns if acc.first_ns is None else min(acc.first_ns, a.first_ns)
+        for ph, k in a.skipped.items():
+            acc.skipped[ph] = acc.skipped.get(ph, 0) + k
+        # A run's flow positions count from its own first event: made the file's.
+        acc.flows.extend((offset + s, offset + e) for s, e in a.flows)
+        offset += n
+    for _ in spans:
+        step("decoding")
+    logger.debug("%s: decoded in %d processes", plain_text(path), len(runs))
+    return acc, tb.Ids(), offset
 
 
 #: Files with fewer events are decoded in this process alone: below this, starting and
@@ -578,7 +643,9 @@ def _decode_parallel(d: dec.Decoded, path: str) -> tuple[_Acc, tb.Ids] | None:
 
 
 def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
-    by_pieces = _decode_pieces(d, path, step) if d.pieces else None
+    by_pieces = None
+    if d.pieces:
+        by_pieces = _decode_pieces_parallel(d, path, step) or _decode_pieces(d, path, step)
     if by_pieces is not None:
         acc, ids, n_events = by_pieces
     else:
