@@ -139,6 +139,9 @@ class HostActivity:
         for xs, xe in self._lists:
             # iv.window: the intervals overlapping [a, b) (starts and ends both sorted).
             i0, i1 = bisect.bisect_right(xe, a), bisect.bisect_left(xs, b)
+            if i0 >= i1:  # none: nothing taken, the rest as it was (most sets, most gaps)
+                taken.append(0.0)
+                continue
             inside, rest = _take(rest, xs[i0:i1], xe[i0:i1])
             taken.append(_length(inside))
         blocked, after, capture, fetch, setup = taken
@@ -210,6 +213,12 @@ class _Calls:
         # or end orders differently in a list search than in numpy's).
         ok = not (np.isnan(self.s).any() or np.isnan(self.e).any() or math.isnan(self.longest))
         self._lists = (self.s.tolist(), self.e.tolist(), self.names.tolist()) if ok else None
+        # Latest end among the intervals up to each one: those before the first whose
+        # running end passes a window's start all end before it. Starting the search
+        # there, not at ``a - longest``, skips them: one long interval (a top-level op
+        # around a whole step) would otherwise make every search walk back over all the
+        # intervals of its length.
+        self._reach = np.maximum.accumulate(self.e).tolist() if ok and len(self.e) else []
 
     @classmethod
     def of(cls, calls: pd.DataFrame) -> _Calls:
@@ -241,7 +250,7 @@ class _Calls:
         names in sorted order (``np.unique``'s) among those covering the most."""
         assert self._lists is not None
         s, e, names = self._lists
-        lo = bisect.bisect_left(s, a - self.longest)
+        lo = bisect.bisect_right(self._reach, a)
         hi = bisect.bisect_left(s, b)
         by: dict[str, float] = {}
         for i in range(lo, hi):
