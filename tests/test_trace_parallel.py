@@ -133,14 +133,45 @@ def test_fork_only_without_other_threads(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_workers_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "idle_cores", lambda: 3)
     monkeypatch.delenv(forked.WORKERS_ENV, raising=False)
-    assert forked.workers_wanted() == 1  # off unless asked for
+    assert forked.workers_wanted() == 3  # the idle cores, unless told
+    assert forked.workers_wanted(auto=False) == 1
     monkeypatch.setenv(forked.WORKERS_ENV, "2")
     assert forked.workers_wanted() == 2
+    monkeypatch.setenv(forked.WORKERS_ENV, "1")
+    assert forked.workers_wanted() == 1  # off
     monkeypatch.setenv(forked.WORKERS_ENV, "1000")
     assert forked.workers_wanted() == forked.MAX_WORKERS
     monkeypatch.setenv(forked.WORKERS_ENV, "many")
     assert forked.workers_wanted() == 1
+
+
+@pytest.mark.parametrize(
+    ("cores", "load", "idle"),
+    [
+        (2, 0.1, 2),  # an idle machine: both cores
+        (2, 0.9, 1),  # about one core busy elsewhere: this one alone
+        (2, 1.6, 1),
+        (2, 7.0, 1),  # overloaded: never fewer than one
+        (16, 3.2, 8),  # many idle cores: at most MAX_WORKERS
+        (8, 3.4, 5),
+    ],
+)
+def test_idle_cores_are_the_allowed_cores_less_the_load(
+    monkeypatch: pytest.MonkeyPatch, cores: int, load: float, idle: int
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(cores)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert forked.idle_cores() == idle
+
+
+def test_no_load_average_means_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable() -> tuple[float, float, float]:
+        raise OSError("no /proc/loadavg")
+
+    monkeypatch.setattr(os, "getloadavg", unreadable)
+    assert forked.idle_cores() == 1
 
 
 def kineto_file(tmp_path: Path, events: list[dict[str, Any]], name: str = "k.json") -> Path:

@@ -30,23 +30,43 @@ WORKERS_ENV = "NBPROF_PARSE_WORKERS"
 MAX_WORKERS = 8
 
 
-def workers_wanted() -> int:
-    """``$NBPROF_PARSE_WORKERS`` processes for one big file; 1 (this process alone) unless
-    it is set. Off by default: on the 2-core machine of benchmarks/RESULTS.md, busy with
-    other work, two processes were no faster than one (each ran at half speed, and sending
-    the columns back cost seconds); where idle cores are known to exist, set it to them.
+def workers_wanted(*, auto: bool = True) -> int:
+    """Processes to decode one big file in: ``$NBPROF_PARSE_WORKERS`` when set (1 turns
+    the parallel path off); else, with ``auto``, the cores no other process is using
+    (:func:`idle_cores`), else 1.
 
-    1 as well in a worker process of a pool (a job's ranks, a Dask worker): its siblings
-    already keep the cores busy, one file each, and more processes would only compete.
+    Only idle cores count: two processes on a core that something else keeps busy run at
+    half speed each, and then sending a child's columns back makes the load slower than
+    one process's (measured on the 2-core benchmark machine while another load ran).
+
+    1 in a worker process of a pool (a job's ranks, a Dask worker): its siblings already
+    keep the cores busy, one file each, and more processes would only compete.
     """
+    if _in_pool_worker():
+        return 1
     env = os.environ.get(WORKERS_ENV, "").strip()
-    if not env or _in_pool_worker():
-        return 1
+    if env:
+        try:
+            return max(1, min(int(env), MAX_WORKERS))
+        except ValueError:
+            logger.warning("ignoring %s=%r: not a number", WORKERS_ENV, env)
+            return 1
+    return idle_cores() if auto else 1
+
+
+def idle_cores() -> int:
+    """Cores this process may run on, less the 1-minute load average (processes running or
+    waiting to run, this one included once it has run a while), rounded; at least 1 and
+    at most MAX_WORKERS. A CPU quota that is not an affinity (a container's) is not seen."""
     try:
-        return max(1, min(int(env), MAX_WORKERS))
-    except ValueError:
-        logger.warning("ignoring %s=%r: not a number", WORKERS_ENV, env)
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux; fork is not used there anyway
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average to read: assume the cores are busy
         return 1
+    return max(1, min(cores, MAX_WORKERS, int(cores - load + 0.5)))
 
 
 def _in_pool_worker() -> bool:

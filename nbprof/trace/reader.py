@@ -614,7 +614,8 @@ def _decode_parallel(d: dec.Decoded, path: str) -> tuple[_Acc, tb.Ids] | None:
     processes; None when that does not apply or cannot give exactly the same result."""
     n_events = len(d.raw_events)
     n_chunks = -(-n_events // CHUNK)
-    workers = min(forked.workers_wanted(), n_chunks)
+    # Opt-in only: events skimmed first and shared out repaid less than they cost here.
+    workers = min(forked.workers_wanted(auto=False), n_chunks)
     if n_events < PARALLEL_MIN_EVENTS or workers < 2 or not forked.can_fork():
         return None
     # Contiguous runs of whole chunks: each chunk is cut where the one-process path cuts it,
