@@ -275,3 +275,27 @@ def test_gap_table_by_arrays_is_the_gap_table_by_pandas_sort() -> None:
     assert got["start"].tolist() == [20.0, 0.0, 10.0]
     assert got["cpu_work"].tolist()[:2] == ["20-30", "0-5"]
     assert got["cpu_work"].tolist()[2] == "queued work waiting on another stream or device"
+
+
+def test_constructed_is_the_public_constructor() -> None:
+    cells = np.empty(2, dtype=object)
+    cells[0], cells[1] = (1, 2), ()
+    cases = [
+        {"a": np.array(["x", "y"], dtype=object), "n": np.arange(2), "c": cells},
+        {"a": np.array(["x", None], dtype=object), "f": np.ones(2)},  # the constructor asks
+        {"a": np.array(["x", np.nan], dtype=object)},
+        {"a": np.array(["x", 1], dtype=object)},
+        {"a": np.array([1, 2], dtype=object), "b": np.zeros(2, dtype="int32")},
+        {"u": np.array(["x", "y"]), "b": np.array([True, False])},
+        {"a": np.array([], dtype=object)},
+        {"a": np.zeros(2), "b": np.zeros(3)},  # unequal lengths: the constructor's error
+        {"s": pd.Series(["x", "y"]), "n": np.arange(2)},
+    ]
+    for cols in cases:
+        try:
+            want = pd.DataFrame(cols)
+        except ValueError:
+            with pytest.raises(ValueError):
+                _frames.constructed(cols)
+            continue
+        pd.testing.assert_frame_equal(_frames.constructed(cols), want)

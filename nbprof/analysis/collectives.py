@@ -213,7 +213,8 @@ def rank_collectives(
         order.append(seen.get(key, 0))
         seen[key] = order[-1] + 1
     # One frame, built from its columns: the described fields are text and integers, as
-    # the records give them, and the lists (group ranks, covered parts) are cells.
+    # the records give them, and the lists (group ranks, covered parts) are cells. Text
+    # takes the type the public constructor gives it, as it always has here.
     col: dict[str, Any] = {
         c: np.array([r[c] for r in rows], dtype=object)
         for c in ("kind", "pg", "dtype", "size_from")
@@ -228,7 +229,7 @@ def rank_collectives(
     col["dur"] = dur
     col["exposed_us"] = dur - np.array([float(np.sum(e - s)) for s, e in covered])
     col["covered"] = _cells(covered)
-    return _frames.frame({c: col[c] for c in COLUMNS})
+    return _frames.constructed({c: col[c] for c in COLUMNS})
 
 
 _INT_FIELDS = ("seq", "bytes", "group_size")
@@ -239,12 +240,12 @@ _FIELDS = (
 )  # fmt: skip
 
 
-def _cells(values: list[Any]) -> pd.Series:
+def _cells(values: list[Any]) -> np.ndarray:
     """An object column holding each value (a tuple or list) as one cell."""
     arr = np.empty(len(values), dtype=object)
     for i, v in enumerate(values):
         arr[i] = v
-    return pd.Series(arr, dtype=object)
+    return arr
 
 
 def _clip(s: iv.Set, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:

@@ -187,7 +187,10 @@ def _steps(s: Signals, compute: iv.Set, comm: iv.Set) -> pd.DataFrame:
         out["dur"].append(float(d))
         out["exposed_comm_us"].append(iv.total(iv.intersect(exposed, w)))
         out["compute_us"].append(iv.total(iv.intersect(compute, w)))
-    return pd.DataFrame(out)
+    types: dict[str, Any] = {"step": "int64", "name": object}
+    return _frames.constructed(
+        {c: np.array(v, dtype=types.get(c, "float64")) for c, v in out.items()}
+    )
 
 
 def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, int]:
