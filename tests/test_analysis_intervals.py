@@ -124,3 +124,45 @@ def test_covering_by_hand() -> None:
     # A missing end orders differently in a list search: the numpy search answers.
     d = _Calls(s, np.array([2.0, np.nan, 12.0]), np.array(["a", "a", "b"]))
     assert d._lists is None
+
+
+def _charged_by_name(s: np.ndarray, e: np.ndarray, names: np.ndarray,
+                     blocked: iv.Set, released: iv.Set) -> dict[str, float]:  # fmt: skip
+    """The charge as first written: each name's calls merged, then intersected."""
+    own: dict[str, iv.Set] = {}
+    for n in dict.fromkeys(names.tolist()):
+        m = names == n
+        during = iv.intersect(iv.merge(s[m], e[m]), blocked)
+        after = iv.intersect(iv.merge(e[m], e[m] + (e[m] - s[m])), released)
+        own[n] = iv.merge(
+            np.concatenate((during[0], after[0])), np.concatenate((during[1], after[1]))
+        )
+    out: dict[str, float] = {}
+    taken: iv.Set = iv.EMPTY
+    for n in sorted(own, key=lambda k: -iv.total(own[k])):
+        mine = iv.subtract(own[n], taken)
+        if iv.total(mine) > 0:
+            out[n] = iv.total(mine)
+            taken = iv.merge(
+                np.concatenate((taken[0], mine[0])), np.concatenate((taken[1], mine[1]))
+            )
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls, raw, raw)
+def test_charged_cuts_all_calls_at_once_as_each_name_alone(
+    rows: list[tuple[int, int, str]], p: list[tuple[int, int]], q: list[tuple[int, int]]
+) -> None:
+    import pandas as pd
+
+    from nbprof.analysis.stalls import _charged
+
+    s = np.array([r[0] for r in rows], dtype="float64") * 0.5
+    e = s + np.array([r[1] for r in rows], dtype="float64")
+    names = np.array([r[2] for r in rows], dtype=object)
+    blocked, released = _set(p), _set(q)
+    calls = pd.DataFrame({"ts": s, "dur": e - s, "name": pd.Series(names, dtype=object)})
+    got = _charged(calls, blocked, released)
+    want = _charged_by_name(s, e, names, blocked, released) if len(rows) else {}
+    assert list(got.items()) == list(want.items())

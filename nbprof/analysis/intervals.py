@@ -68,23 +68,31 @@ def _proper(a: Set) -> bool:
     return bool((e > s).all()) and (len(s) < 2 or bool((s[1:] > e[:-1]).all()))
 
 
-def _pairs(a: Set, b: Set) -> Set:
-    """Time in both of two proper sets: each interval of a clipped to each interval of b it
-    overlaps. Both are sorted and disjoint, so the b intervals an a interval meets are one
-    contiguous run (found by binary search), and the pieces come out sorted and disjoint.
-    Much cheaper than a sweep on the few-interval sets most questions ask about."""
-    lo = np.searchsorted(b[1], a[0], side="right")
-    hi = np.searchsorted(b[0], a[1], side="left")
+def clip(starts: np.ndarray, ends: np.ndarray, b: Set) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each of any intervals (no NaN) clipped to each interval of the proper set b it
+    overlaps: (starts, ends, which interval each piece is of), in the intervals' order, then
+    b's; pieces of no length kept. b is sorted and disjoint, so the b intervals one
+    interval meets are one contiguous run, found by binary search."""
+    lo = np.searchsorted(b[1], starts, side="right")
+    hi = np.searchsorted(b[0], ends, side="left")
     n = np.maximum(hi - lo, 0)
     count = int(n.sum())
     if not count:
-        return EMPTY
-    ia = np.repeat(np.arange(len(a[0])), n)
-    # Index into b of every pair: lo of its a interval, plus its place in that run.
+        return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.intp)
+    ia = np.repeat(np.arange(len(starts)), n)
+    # Index into b of every pair: lo of its interval, plus its place in that run.
     first = np.cumsum(n) - n
     ib = np.arange(count) - np.repeat(first, n) + np.repeat(lo, n)
-    s = np.maximum(a[0][ia], b[0][ib])
-    e = np.minimum(a[1][ia], b[1][ib])
+    return np.maximum(starts[ia], b[0][ib]), np.minimum(ends[ia], b[1][ib]), ia
+
+
+def _pairs(a: Set, b: Set) -> Set:
+    """Time in both of two proper sets: each interval of a clipped to each interval of b it
+    overlaps (:func:`clip`); the pieces come out sorted and disjoint. Much cheaper than a
+    sweep on the few-interval sets most questions ask about."""
+    s, e, ia = clip(a[0], a[1], b)
+    if not len(ia):
+        return EMPTY
     ok = e > s
     s, e = s[ok], e[ok]
     if len(s) > 1 and not bool((s[1:] > e[:-1]).all()):

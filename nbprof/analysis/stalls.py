@@ -347,15 +347,19 @@ def _charged(calls: pd.DataFrame, blocked: iv.Set, released: iv.Set) -> dict[str
     names = _frames.column(calls, "name")
     if not _group.all_text(names):  # as text, what astype(str) gives
         names = calls["name"].astype(str).to_numpy()
+    # A name's calls during ``blocked`` and its release windows during ``released``: the
+    # union of each call (window) cut by the set is the union of the calls cut by it, so
+    # every call is cut at once and each name's pieces merged, where each name's calls
+    # were merged and intersected before (the same sets: their ends are the same values).
+    during = _cut(s, e, names, blocked)
+    after = _cut(e, e + (e - s), names, released)
     own: dict[str, iv.Set] = {}
     for n in dict.fromkeys(names):
-        m = names == n
-        during = iv.intersect(iv.merge(s[m], e[m]), blocked)
-        after = iv.intersect(iv.merge(e[m], e[m] + (e[m] - s[m])), released)
-        both = iv.merge(
-            np.concatenate((during[0], after[0])), np.concatenate((during[1], after[1]))
+        m1, m2 = during[2] == n, after[2] == n
+        own[n] = iv.merge(
+            np.concatenate((during[0][m1], after[0][m2])),
+            np.concatenate((during[1][m1], after[1][m2])),
         )
-        own[n] = both
     out: dict[str, float] = {}
     taken: iv.Set = iv.EMPTY
     for n in sorted(own, key=lambda k: -iv.total(own[k])):
@@ -366,6 +370,18 @@ def _charged(calls: pd.DataFrame, blocked: iv.Set, released: iv.Set) -> dict[str
                 np.concatenate((taken[0], mine[0])), np.concatenate((taken[1], mine[1]))
             )
     return out
+
+
+def _cut(
+    s: np.ndarray, e: np.ndarray, names: np.ndarray, by: iv.Set
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The parts of the intervals inside the set ``by``, with each one's name; intervals
+    ``iv.merge`` would drop (no length, a missing time) left out, as it leaves them."""
+    ok = ~(np.isnan(s) | np.isnan(e)) & (e > s)
+    if not len(by[0]) or not ok.any():
+        return np.zeros(0), np.zeros(0), names[:0]
+    ps, pe, at = iv.clip(s[ok], e[ok], by)
+    return ps, pe, names[ok][at]
 
 
 def account(
