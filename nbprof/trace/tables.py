@@ -313,7 +313,11 @@ def common(
 
 def _device_col(devs: list[int | str | None], pid: np.ndarray) -> np.ndarray:
     # A device is keyed by args.device when present, else by the event's pid (DESIGN.md).
-    return _obj([str(p) if d is None else str(d) for d, p in zip(devs, pid.tolist(), strict=True)])
+    keys = [p if d is None else d for d, p in zip(devs, pid.tolist(), strict=True)]
+    # A trace names a few devices over many events: one str per device, not one per event
+    # (less memory, and a forked decoder's columns pickle each text once).
+    texts = {k: str(k) for k in dict.fromkeys(keys)}
+    return _obj(list(map(texts.__getitem__, keys)))
 
 
 def _stream_col(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> np.ndarray:
