@@ -542,8 +542,10 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
 
     lines += [
         "",
-        "Peak memory of the best run, MiB: the process's peak RSS (`VmHWM`); in brackets, its",
-        "growth above the size of the process after its imports.",
+        "Peak memory of the best run, MiB: the process's peak RSS (`VmHWM`), or its largest",
+        "child's where that is larger (a forked decoder's RSS counts the pages it still shares",
+        "with the parent); in brackets, its growth above the size of the process after its",
+        "imports.",
         "",
         f"| trace | nbprof | {PARALLEL} processes | 1st load | 2nd load | orjson | HTA | "
         "traceinsight |",
