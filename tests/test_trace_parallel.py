@@ -323,3 +323,16 @@ def test_a_pool_worker_reads_its_file_alone(monkeypatch: pytest.MonkeyPatch) -> 
     assert forked.workers_wanted() == 2
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.map(_wanted_here, [0]) == [1]
+
+
+def test_map_forked_without_a_fork_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No process can be started (a process limit): the caller decodes everything itself,
+    and no pipe is left open."""
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    fds = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert forked.map_forked(lambda x: x, [1, 2, 3]) is None
+    assert len(os.listdir("/proc/self/fd")) == fds

@@ -91,9 +91,15 @@ def map_forked(fn: Callable[[Any], T], parts: Sequence[Any]) -> list[T] | None:
         for part in parts[1:]:
             try:
                 read_end, write_end = os.pipe()
+            except OSError as e:  # no file descriptors left: do it all here
+                logger.debug("parallel decode: no pipe (%s)", e)
+                return None
+            try:
                 pid = os.fork()
-            except OSError as e:  # no more processes or file descriptors: do it all here
+            except OSError as e:  # no more processes: do it all here
                 logger.debug("parallel decode: could not fork (%s)", e)
+                os.close(read_end)
+                os.close(write_end)
                 return None
             if pid == 0:  # pragma: no cover - the child; its exit status is checked below
                 os.close(read_end)
