@@ -115,10 +115,14 @@ def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
     valid = (idx >= 0) & (idx < len(cpu_ops))
     if not valid.any():
         return out
-    # Matched on the whole columns (each factorized once per analysis), read at the rows.
+    # Op names matched on the whole column (factorized once per analysis, for every
+    # pattern asked of them), read at the rows.
     at = idx[valid]
     eligible = matches(cpu_ops["name"], _ELIGIBLE_OP)[at]
-    tc_type = matches(cpu_ops["input_types"], _TC_DTYPE)[at]
+    # Input types only here: matched on the launching ops' alone (a few of the ops).
+    ops, back = np.unique(at, return_inverse=True)
+    types = pd.Series(_frames.column(cpu_ops, "input_types", object)[ops], dtype=object)
+    tc_type = matches(types, _TC_DTYPE)[back]
     helper = matches(kernels["name"], _HELPER)[valid]
     out[np.flatnonzero(valid)] = eligible & tc_type & ~helper
     return out
