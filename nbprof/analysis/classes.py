@@ -293,7 +293,7 @@ def kernel_classes(
         ["communication", "tensor_core", "compute", "memory"],
         default="other",
     ).astype(object)
-    return pd.DataFrame({"cls": cls, "tensor_core": tc}, index=names.index)
+    return _frames.constructed({"cls": cls, "tensor_core": tc}, index=names.index)
 
 
 def class_shares(durations: np.ndarray, cls: np.ndarray) -> dict[str, float]:

@@ -127,7 +127,11 @@ class Device:
         d = self.trace.devices
         if d.empty:
             return {}
-        dev = d["device"].astype(str).to_numpy() == self.device
+        dev = _frames.column(d, "device")
+        if dev.dtype == object and _group.all_text(dev):  # as text already: no astype copy
+            dev = dev == self.device
+        else:
+            dev = d["device"].astype(str).to_numpy() == self.device
         at = np.flatnonzero((_frames.column(d, "rank") == self.rank) & dev)
         if not len(at):
             at = np.flatnonzero(dev)
@@ -831,7 +835,9 @@ class Signals:
     @cached_property
     def roofline(self) -> pd.DataFrame:
         r = self.view.roof
-        return r.assign(rank=self.view.rank, device=self.view.device) if not r.empty else r
+        return (
+            _frames.assigned(r, rank=self.view.rank, device=self.view.device) if not r.empty else r
+        )
 
     @property
     def peak(self) -> peaks.Peak | None:
