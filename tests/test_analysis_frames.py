@@ -304,17 +304,3 @@ def test_constructed_is_the_public_constructor() -> None:
             pd.testing.assert_frame_equal(
                 _frames.constructed(cols, index=at), pd.DataFrame(cols, index=at)
             )
-
-
-def test_assigned_is_assign() -> None:
-    text = pd.Series(np.array(["a", "b"], dtype=object), dtype=object)
-    base = pd.DataFrame({"op": text, "n": np.arange(2), "f": np.ones(2)}, index=[4, 9])
-    cases = [
-        (base, {"rank": 3, "device": "1"}),
-        (base, {"n": 1}),  # an existing column: assign's
-        (base, {"x": 1.5, "b": True}),  # other kinds of value: assign's
-        (base.iloc[:0], {"rank": 3}),
-        (pd.DataFrame({"s": pd.Series(["x"], dtype="str")}), {"device": "0"}),
-    ]
-    for df, values in cases:
-        pd.testing.assert_frame_equal(_frames.assigned(df, **values), df.assign(**values))

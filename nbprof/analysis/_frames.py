@@ -84,38 +84,6 @@ def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd
     return out
 
 
-def assigned(df: pd.DataFrame, **values: Any) -> pd.DataFrame:
-    """``df.assign(**values)`` for new columns of one int or str each, the same frame made
-    from the columns' arrays (``assign`` copies the frame and broadcasts each value
-    through the public constructor: 70 µs for a roofline of three rows). Anything else
-    (an existing name, another kind of value, a column pandas holds in its own type, no
-    rows) is ``assign``'s."""
-    stored = {c: _stored(df, c) for c in df.columns} if type(df) is pd.DataFrame else {}
-    plain = (
-        len(df)
-        and df.columns.is_unique
-        and all(type(c) is str for c in stored)
-        and all(type(a) is np.ndarray for a in stored.values())
-        and all(type(v) in (int, str) and c not in stored for c, v in values.items())
-    )
-    if not plain:
-        return df.assign(**values)
-    arrays: dict[str, Any] = dict(stored)
-    for c, v in values.items():
-        if type(v) is int:
-            arrays[c] = np.full(len(df), v)  # int64, as assign broadcasts an int
-        else:
-            text = np.full(len(df), v, dtype=object)
-            arrays[c] = (
-                text
-                if isinstance(_INFERRED_TEXT, np.dtype)
-                else pd.array(text, dtype=_INFERRED_TEXT)
-            )
-    out = frame_from_arrays(arrays)
-    out.index = df.index
-    return out
-
-
 def numbered(df: pd.DataFrame) -> bool:
     """Whether the rows are numbered 0, 1, ... (what ``ignore_index`` and ``reset_index``
     give)."""

@@ -835,9 +835,7 @@ class Signals:
     @cached_property
     def roofline(self) -> pd.DataFrame:
         r = self.view.roof
-        return (
-            _frames.assigned(r, rank=self.view.rank, device=self.view.device) if not r.empty else r
-        )
+        return r.assign(rank=self.view.rank, device=self.view.device) if not r.empty else r
 
     @property
     def peak(self) -> peaks.Peak | None:
