@@ -10,6 +10,7 @@ thread. An op is compute-bound when its intensity is at or above the device's ri
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -53,8 +54,25 @@ def _load(text: str) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
+#: Shape texts up to this many characters in all have their answers remembered (the ops
+#: of a model repeat their shapes every step and on every rank of a job, and parsing the
+#: JSON text is most of the roofline's cost on a small rank); longer ones are worked out
+#: each time, so the memory is a few MB at most whatever the trace.
+_MEMO_TEXT = 4096
+
+
+def _memoable(*texts: object) -> bool:
+    return all(type(t) is str for t in texts) and sum(len(str(t)) for t in texts) <= _MEMO_TEXT
+
+
 def op_bytes_dtype(name: str, dims_text: str, types_text: str) -> tuple[float, str]:
     """Estimated bytes moved by one op and its compute dtype ("" unknown)."""
+    if _memoable(name, dims_text, types_text):
+        return _op_bytes_dtype_memo(name, dims_text, types_text)
+    return _op_bytes_dtype(name, dims_text, types_text)
+
+
+def _op_bytes_dtype(name: str, dims_text: str, types_text: str) -> tuple[float, str]:
     dims, types = _load(dims_text), _load(types_text)
     total, largest, dtype, elem = 0.0, 0.0, "", 0
     shapes: list[list[int]] = []
@@ -84,8 +102,17 @@ def op_bytes_dtype(name: str, dims_text: str, types_text: str) -> tuple[float, s
     return total, dtype
 
 
+_op_bytes_dtype_memo = functools.lru_cache(maxsize=1024)(_op_bytes_dtype)
+
+
 def matmul_flops(name: str, dims_text: str) -> float:
     """2·m·k·n (times the batch) for a matrix product from its input shapes; NaN otherwise."""
+    if _memoable(name, dims_text):
+        return _matmul_flops_memo(name, dims_text)
+    return _matmul_flops(name, dims_text)
+
+
+def _matmul_flops(name: str, dims_text: str) -> float:
     if not _MATMUL.search(name):
         return math.nan
     shapes = [d for d in _load(dims_text) if isinstance(d, list) and len(d) >= 2]
@@ -99,6 +126,9 @@ def matmul_flops(name: str, dims_text: str) -> float:
         return math.nan
     batch = float(math.prod(a[:-2])) if len(a) > 2 else 1.0
     return 2.0 * batch * a[-2] * a[-1] * b[-1]
+
+
+_matmul_flops_memo = functools.lru_cache(maxsize=1024)(_matmul_flops)
 
 
 def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
