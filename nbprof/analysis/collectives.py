@@ -187,7 +187,7 @@ def rank_collectives(
     ts = _frames.column(kernels, "ts", "float64")[sel]
     dur = _frames.column(kernels, "dur", "float64")[sel]
     corr = _frames.column(kernels, "correlation", "int64")[sel]
-    names = as_text(kernels["name"]).to_numpy()[sel]
+    names = _text_at(kernels, "name", sel)
     cm = comms if comms is not None else pd.DataFrame()
     on_kernel = _kernel_meta(cm, corr)
     host_meta = _host_meta(cm, runtime, corr)
@@ -223,13 +223,23 @@ def rank_collectives(
     col["group_ranks"] = _cells([r["group_ranks"] for r in rows])
     col["order"] = np.array(order, dtype="int64")
     col["name"] = names
-    col["device"] = as_text(kernels["device"]).to_numpy()[sel]
+    col["device"] = _text_at(kernels, "device", sel)
     col["stream"] = _frames.column(kernels, "stream", "int64")[sel]
     col["ts"] = ts
     col["dur"] = dur
     col["exposed_us"] = dur - np.array([float(np.sum(e - s)) for s, e in covered])
     col["covered"] = _cells(covered)
     return _frames.constructed({c: col[c] for c in COLUMNS})
+
+
+def _text_at(df: pd.DataFrame, name: str, rows: np.ndarray) -> np.ndarray:
+    """``as_text(df[name]).to_numpy()[rows]``: the values at the rows when they are text
+    (asking the few collective rows, not every kernel of the device), else the column's
+    text at them."""
+    values = _frames.column(df, name)[rows]
+    if values.dtype == object and _group.all_text(values):
+        return values
+    return np.asarray(as_text(df[name]).to_numpy()[rows])
 
 
 _INT_FIELDS = ("seq", "bytes", "group_size")
