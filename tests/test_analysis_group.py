@@ -47,6 +47,8 @@ def test_hand_built_groups() -> None:
 @given(st.lists(st.tuples(st.sampled_from("abcd"), floats, st.booleans()), max_size=40))
 @example([("a", 1.0, False), ("a", 1.0, False), ("a", 2.0**53, False)])
 @example([("a", 1.0, False), ("b", 1.0, False), ("a", 2.0**53, False), ("a", 1.0, False)])
+@example([("b", 3.0, False), ("a", -0.0, True), ("b", 2.0**52, False), ("a", 7.0, False)])
+@example([("b", 3.0, False), ("a", 2.0**52, False), ("b", 0.5, False), ("a", 2.0**52, False)])
 def test_matches_pandas_groupby(rows: list[tuple[str, float, bool]]) -> None:
     keys = [k for k, _, _ in rows]
     vals = np.array([v for _, v, _ in rows], dtype="float64")
@@ -60,6 +62,16 @@ def test_matches_pandas_groupby(rows: list[tuple[str, float, bool]]) -> None:
         assert _group.counts(code, n).tolist() == g["n"].tolist()
         np.testing.assert_array_equal(_group.sums(code, vals, n), g["s"].to_numpy())
         assert _group.any_true(code, flags, n).tolist() == g["f"].tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-(2**40), 2**40)), max_size=40))
+def test_whole_numbers_sum_as_pandas_does(rows: list[tuple[int, int]]) -> None:
+    keys = [f"k{k}" for k, _ in rows]
+    vals = np.array([v for _, v in rows], dtype="float64")
+    g = pd.DataFrame({"k": pd.Series(keys, dtype=object), "v": vals}).groupby("k", sort=False)
+    uniq, code = _group.codes(keys)
+    np.testing.assert_array_equal(_group.sums(code, vals, len(uniq)), g["v"].sum().to_numpy())
 
 
 def test_a_sum_past_the_float64_range_or_with_an_infinity_is_infinite() -> None:
