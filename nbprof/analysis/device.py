@@ -80,7 +80,7 @@ def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
         return df
     mask = _frames.column(df, "rank") == rank
     dev = _frames.column(df, "device")
-    if dev.dtype == object and all(type(x) is str for x in dev.tolist()):
+    if dev.dtype == object and _group.all_text(dev):
         mask &= dev == device
     else:
         mask &= df["device"].astype(str).to_numpy() == device
@@ -222,7 +222,10 @@ class Device:
         ev = self.events
         if ev.empty:
             return 0.0, 0.0
-        return float(ev["ts"].min()), float(ev["end"].max())
+        ts, end = _frames.column(ev, "ts"), _frames.column(ev, "end")
+        if ts.dtype == end.dtype == "float64" and not (np.isnan(ts).any() or np.isnan(end).any()):
+            return float(ts.min()), float(end.max())
+        return float(ev["ts"].min()), float(ev["end"].max())  # pandas skips missing times
 
     @property
     def span_us(self) -> float:
@@ -664,10 +667,10 @@ def _roof_rates(d: Device) -> tuple[Measure, Measure]:
     why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
     if roof.empty or d.span_us <= 0:
         return (None, Basis("unknown", why)), (None, Basis("unknown", why))
-    shapes = "2mkn" in str(roof["basis"].iloc[0])
-    n_ops = int(roof["count"].sum())
+    shapes = "2mkn" in str(_frames.column(roof, "basis")[0])
+    n_ops = int(_sum(roof, "count"))
     tf = (
-        float(roof["flops"].sum()) / d.span_us / 1e6,
+        _sum(roof, "flops") / d.span_us / 1e6,
         Basis(
             "estimated" if shapes else "trace",
             f"{'matmul FLOPs from input shapes' if shapes else 'with_flops FLOPs'} of "
@@ -675,7 +678,7 @@ def _roof_rates(d: Device) -> tuple[Measure, Measure]:
         ),
     )
     gb = (
-        float(roof["bytes"].sum()) / d.span_us / 1e3,
+        _sum(roof, "bytes") / d.span_us / 1e3,
         Basis(
             "estimated",
             f"bytes of the {n_ops} FLOP-counted ops (from input shapes) ÷ GPU span; other "
@@ -683,6 +686,15 @@ def _roof_rates(d: Device) -> tuple[Measure, Measure]:
         ),
     )
     return tf, gb
+
+
+def _sum(df: pd.DataFrame, name: str) -> float:
+    """``float(df[name].sum())``: the array's own sum where pandas' is that (numbers with
+    nothing missing), else pandas'."""
+    v = _frames.column(df, name)
+    if v.dtype.kind in "iu" or (v.dtype == "float64" and not np.isnan(v).any()):
+        return float(v.sum())
+    return float(df[name].sum())
 
 
 def _achieved_tflops(d: Device) -> Measure:
