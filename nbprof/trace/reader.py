@@ -370,6 +370,18 @@ class _Acc:
     def get(self, table: str) -> tb.Columns:
         return _concat(self.parts.get(table, []))
 
+    def absorb(self, other: _Acc, shift: int) -> None:
+        """Add ``other``'s columns after these, its flow positions moved by ``shift``."""
+        for table, cols in other.parts.items():
+            self.parts.setdefault(table, []).extend(cols)
+        if other.first_ns is not None:
+            self.first_ns = (
+                other.first_ns if self.first_ns is None else min(self.first_ns, other.first_ns)
+            )
+        for ph, k in other.skipped.items():
+            self.skipped[ph] = self.skipped.get(ph, 0) + k
+        self.flows.extend((shift + s, shift + e) for s, e in other.flows)
+
 
 def _concat(parts: list[tb.Columns]) -> tb.Columns:
     """Chunks' columns joined into one set ({} for none; a single chunk is not copied)."""
@@ -573,14 +585,8 @@ def _decode_pieces_parallel(
     acc = _Acc()
     offset = 0
     for a, _, n in parts:
-        for table, cols in a.parts.items():
-            acc.parts.setdefault(table, []).extend(cols)
-        if a.first_ns is not None:
-            acc.first_ns = a.first_ns if acc.first_ns is None else min(acc.first_ns, a.first_ns)
-        for ph, k in a.skipped.items():
-            acc.skipped[ph] = acc.skipped.get(ph, 0) + k
         # A run's flow positions count from its own first event: made the file's.
-        acc.flows.extend((offset + s, offset + e) for s, e in a.flows)
+        acc.absorb(a, offset)
         offset += n
     for _ in spans:
         step("decoding")
@@ -632,13 +638,7 @@ def _decode_parallel(d: dec.Decoded, path: str) -> tuple[_Acc, tb.Ids] | None:
         return None
     acc = _Acc()
     for a, _ in got:
-        for table, cols in a.parts.items():
-            acc.parts.setdefault(table, []).extend(cols)
-        if a.first_ns is not None:
-            acc.first_ns = a.first_ns if acc.first_ns is None else min(acc.first_ns, a.first_ns)
-        for ph, n in a.skipped.items():
-            acc.skipped[ph] = acc.skipped.get(ph, 0) + n
-        acc.flows.extend(a.flows)
+        acc.absorb(a, 0)  # chunks of skimmed events are numbered in the file already
     logger.debug("%s: decoded in %d processes", plain_text(path), workers)
     return acc, tb.Ids()
 
