@@ -56,6 +56,10 @@ _OUT = 1 << 19
 #: The first piece may be larger: a small trace (most ranks' files are) then comes out in
 #: one piece, where two pieces cost twice the time (the second, and the buffer's growth).
 _FIRST_OUT = 1 << 21
+#: And the first step reads enough input for that piece: at gzip's ratios for trace JSON
+#: (8x to 17x in the corpus) 64 KiB of it yields only part of a rank's file, and the second
+#: piece then costs half again the decompression (0.47 ms against 1.13 for a 77 KB file).
+_FIRST_IN = 1 << 18
 
 
 def other_format(head: bytes) -> str | None:
@@ -129,7 +133,7 @@ def _gunzip(raw: bytes, where: str) -> bytearray:
     checked = False
     try:
         while True:
-            chunk = view[at : at + _IN]
+            chunk = view[at : at + (_IN if out else _FIRST_IN)]
             piece = d.decompress(chunk, _OUT if out else _FIRST_OUT)
             # At a member's end, what follows it is unused_data (and also, when the output
             # filled up on the way, unconsumed_tail): count it once.
