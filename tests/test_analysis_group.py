@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nbprof.analysis import _group
+from nbprof.analysis import _group, _text
 
 # Finite values whose sums stay inside float64's range, and NaN (missing): with an infinity
 # or past the range pandas itself changed its answer (2.0 gives NaN, 3.x inf), so those
@@ -83,3 +83,23 @@ def test_a_sum_past_the_float64_range_or_with_an_infinity_is_infinite() -> None:
     assert got.tolist() == [0.0, np.inf]
     got = _group.sums(np.array([0, 1, 0, 1]), np.array([np.inf, -np.inf, 0.0, 2.0]), 2)
     assert got.tolist() == [np.inf, -np.inf]
+
+
+def test_long_object_columns_are_told_apart_by_their_objects() -> None:
+    # Above BY_ADDRESS rows: equal text in distinct objects, strided views, values that
+    # are not str (a NumPy str_, None, NaN) answer as a look at every row does.
+    n = _group.BY_ADDRESS + 7
+    words = ["".join(("na", "me", str(i % 5))) for i in range(20)]  # 4 objects per text
+    rows = [words[(i * 7) % 20] for i in range(n)]
+    for odd in (None, np.nan, np.str_("name1"), 1.5):
+        for values in (rows, [*rows[:-1], odd]):
+            arr = np.array(values, dtype=object)
+            for a in (arr, np.concatenate((arr, arr))[::2]):
+                assert _group.all_text(a) == all(type(v) is str for v in a.tolist())
+                codes, uniq = _text._factorized(pd.Series(a))
+                want_codes, want_uniq = pd.factorize(pd.Series(a), use_na_sentinel=False)
+                np.testing.assert_array_equal(codes, want_codes)
+                assert list(uniq) == list(want_uniq)
+    code, objects = _group.distinct_objects(np.array(rows, dtype=object))
+    assert len(objects) == 20 and [objects[c] for c in code.tolist()] == rows
+    assert _group.distinct_objects(np.array([], dtype=object))[1] == []

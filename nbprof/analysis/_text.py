@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _group
+
 #: Factorizations of object columns, by the memory they view, while
 #: :func:`shared_factorizations` is open (None otherwise).
 _FACTORIZED: contextvars.ContextVar[dict[tuple[Any, ...], tuple[Any, ...]] | None] = (
@@ -66,6 +68,15 @@ def _factorized(values: pd.Series) -> tuple[np.ndarray, Any]:
     if not isinstance(values, pd.Series) or values.dtype != object or not len(values):
         return pd.factorize(values, use_na_sentinel=False)
     arr = values.to_numpy()
+    if len(arr) >= _group.BY_ADDRESS:
+        # Distinct objects first, then their text: the same codes and uniques (a name's
+        # first object is the first of its text), the rows never hashed one by one.
+        by_object, objects = _group.distinct_objects(arr)
+        if set(map(type, objects)) != {str}:
+            return pd.factorize(values, use_na_sentinel=False)
+        place: dict[str, int] = {}
+        own = [place.setdefault(o, len(place)) for o in objects]
+        return np.asarray(own, dtype=np.intp)[by_object], np.array(list(place), dtype=object)
     names = arr.tolist()
     if set(map(type, names)) != {str}:
         return pd.factorize(values, use_na_sentinel=False)
@@ -205,10 +216,10 @@ def _all_text(arr: np.ndarray) -> bool:
     an analysis, a Python test of every row each time)."""
     cache = _FACTORIZED.get()
     if cache is None:
-        return all(type(v) is str for v in arr.tolist())
+        return _group.all_text(arr)
     key = ("all_text", arr.__array_interface__["data"][0], arr.shape, arr.strides)
     got = cache.get(key)
     if got is None:
         # The array is kept with its answer, so its memory is not reused meanwhile.
-        got = cache[key] = (arr, all(type(v) is str for v in arr.tolist()))
+        got = cache[key] = (arr, _group.all_text(arr))
     return bool(got[1])

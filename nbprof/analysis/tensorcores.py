@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames
+from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import TensorCoreBasis
 
@@ -202,4 +202,4 @@ def cc_value(text: str | None) -> float | None:
 
 
 def _all_text(values: pd.Series) -> bool:
-    return all(type(v) is str for v in values.to_numpy().tolist())
+    return _group.all_text(values.to_numpy())
