@@ -85,11 +85,13 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes | bytearray:
             head = f.read(512)
             if head[:2] == _GZIP_MAGIC:
                 f.seek(0)
-                return _gunzip(f.read(), where)
+                raw = f.read()
+                # What is free once the compressed bytes are held, as asking again would say.
+                return _gunzip(raw, where, None if free is None else max(free - len(raw), 0))
             why = other_format(head)
             if why:
                 raise TraceError(where, why)
-            _check_fits(size, where)
+            _check_fits(size, where, free)
             f.seek(0)
             return f.read()
         except OSError as e:
@@ -98,10 +100,15 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes | bytearray:
             raise TraceError(where, _memory.not_enough(size, free)) from None
 
 
-def _limit() -> tuple[int | None, int | None]:
+#: For ``free``: ask :func:`_memory.free_bytes` (the file's reader has asked already).
+_ASK = -1
+
+
+def _limit(free: int | None = _ASK) -> tuple[int | None, int | None]:
     """(the most JSON bytes this process can hold and still build the tables beside them,
     the bytes free now); no limit when the free memory is unknown."""
-    free = _memory.free_bytes()
+    if free == _ASK:
+        free = _memory.free_bytes()
     return (None, None) if free is None else (free // _memory.JSON_FACTOR, free)
 
 
@@ -112,20 +119,20 @@ def _too_big(lead: str, free: int | None) -> str:
     )
 
 
-def _check_fits(size: int, where: str) -> None:
-    limit, free = _limit()
+def _check_fits(size: int, where: str, free: int | None = _ASK) -> None:
+    limit, free = _limit(free)
     if limit is not None and size > limit:
         raise TraceError(where, _too_big(f"is {_memory.gb(size)} of JSON", free))
 
 
-def _gunzip(raw: bytes, where: str) -> bytearray:
+def _gunzip(raw: bytes, where: str, free: int | None = _ASK) -> bytearray:
     """Decompress every gzip member of ``raw`` (``cat a.gz b.gz`` is legal), a piece at a
     time, into one buffer; refuse as soon as the output outgrows what memory can hold.
 
     The buffer grows by appending (a ``realloc`` that the system can move without copying),
     and the message readers keep pointing into it (no copy to ``bytes`` at the end).
     """
-    limit, free = _limit()
+    limit, free = _limit(free)
     out = bytearray()
     view = memoryview(raw)
     at = 0

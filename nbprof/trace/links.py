@@ -22,6 +22,14 @@ logger = logging.getLogger(__name__)
 
 def _thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """A dense code per distinct (pid, tid) pair (hash factorizations, no tuples)."""
+    lo, hi = -(2**31), 2**31
+    if len(pid) and pid.min() >= lo and pid.max() < hi and tid.min() >= lo and tid.max() < hi:
+        # Ids of 32 bits (every real trace's, and the codes of text ids) pack into one key:
+        # one factorization, where the general way takes three. Codes come in order of
+        # first appearance either way, so they are the same codes.
+        p, t = pid.astype(np.int64, copy=False), tid.astype(np.int64, copy=False)
+        codes, _ = pd.factorize((p << 32) | (t - lo))
+        return codes.astype(np.int64)
     pc, _ = pd.factorize(pid)
     tc, tu = pd.factorize(tid)
     codes, _ = pd.factorize(pc.astype(np.int64) * max(len(tu), 1) + tc)

@@ -643,10 +643,11 @@ def comm_candidates(names: np.ndarray, pattern: re.Pattern[str] | frozenset[str]
     if not len(names):
         return np.zeros(0, np.int64)
     values = names.tolist()
+    hits: frozenset[str] | set[str]
     if isinstance(pattern, frozenset):
-        hits = {u for u in dict.fromkeys(values) if u in pattern}
+        hits = pattern.intersection(values)
     else:
-        hits = {u for u in dict.fromkeys(values) if _searched(pattern, str(u))}
+        hits = {u for u in set(values) if _searched(pattern, str(u))}
     if not hits:  # the usual case: no name is a collective's
         return np.zeros(0, np.int64)
     return np.flatnonzero(np.fromiter(map(hits.__contains__, values), bool, len(values)))
