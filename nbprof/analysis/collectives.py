@@ -22,6 +22,7 @@ and point-to-point 1.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -120,6 +121,24 @@ def dtype_bytes(text: str) -> int | None:
 
 def _shapes(dims: str, types: str) -> list[int]:
     """Bytes of each tensor listed in raw "Input Dims" / "Input type" text ([] unknown)."""
+    # A job's collectives repeat a few shapes every step and on every rank, and parsing
+    # them was a fifth of a DLRM rank's collectives table: remembered per text (bounded).
+    if len(dims) + len(types) <= _SHAPES_TEXT:
+        return list(_shapes_memo(dims, types))
+    return _parse_shapes(dims, types)
+
+
+#: Most characters of shape text a remembered answer of :func:`_shapes` covers (with at
+#: most 1024 answers, a few MB whatever the trace).
+_SHAPES_TEXT = 4096
+
+
+@functools.lru_cache(maxsize=1024)
+def _shapes_memo(dims: str, types: str) -> tuple[int, ...]:
+    return tuple(_parse_shapes(dims, types))
+
+
+def _parse_shapes(dims: str, types: str) -> list[int]:
     import orjson
 
     try:
