@@ -404,9 +404,15 @@ GOOD = [
 
 
 def by_pieces_and_skimmed(
-    text: str | bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, gz: bool
+    text: str | bytes,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    chunk: int,
+    gz: bool,
+    piece_bytes: int | None = None,
 ) -> tuple[Any, Any, int]:
-    """(trace or error text) read by pieces, then skimmed; and how many pieces decoded."""
+    """(trace or error text) read by pieces (of ``piece_bytes``, else the reader's size for
+    ``chunk``), then skimmed; and how many pieces decoded."""
     import gzip
 
     data = text.encode() if isinstance(text, str) else text
@@ -423,8 +429,9 @@ def by_pieces_and_skimmed(
 
     monkeypatch.setattr(dec, "decode_piece", counting)
     out = []
-    for piece_bytes in (reader._piece_bytes, lambda: 0):
-        monkeypatch.setattr(reader, "_piece_bytes", piece_bytes)
+    pieces = reader._piece_bytes if piece_bytes is None else lambda: piece_bytes
+    for size in (pieces, lambda: 0):
+        monkeypatch.setattr(reader, "_piece_bytes", size)
         try:
             out.append(nbprof.trace.read(p, progress=False))
         except nbprof.TraceError as e:
@@ -535,3 +542,61 @@ def test_pieces_on_damaged_text_match_the_skim(order: list[int], at: int, insert
     with tempfile.TemporaryDirectory() as d, pytest.MonkeyPatch.context() as m:
         one, two, _ = by_pieces_and_skimmed(text, Path(d), m, 2, True)
         assert_same_either_way(one, two)
+
+
+# -- a small file on one line: its event array is one piece -------------------------------
+
+
+def one_line_text(events: list[Any], *, before: str = '"schemaVersion": 1', after: str = "") -> str:
+    """A trace as ``json.dump`` writes it: everything on one line."""
+    tail = f", {after}" if after else ""
+    head = f"{before}, " if before else ""
+    return "{" + head + '"traceEvents": [' + ", ".join(
+        e if isinstance(e, str) else json.dumps(e) for e in events
+    ) + "]" + tail + "}"  # fmt: skip
+
+
+ONE_LINE_CASES = {
+    "good": one_line_text(GOOD, after='"traceName": "t"'),
+    "good, metadata after only": one_line_text(GOOD, before="", after='"x": [1, {"a": [2]}]'),
+    "the same start twice across chunks": one_line_text(
+        # One chunk puts CPU annotations first; chunks of one event keep the file's order.
+        [_x("gpu_user_annotation", "g", 100), _x("user_annotation", "a", 100), *GOOD]
+    ),
+    "bad args type": one_line_text([*GOOD, BAD_EVENT, *GOOD]),
+    "bad field type": one_line_text([*GOOD, dict(GOOD[0], pid=[1]), *GOOD]),
+    "negative duration": one_line_text([*GOOD, _x("kernel", "k", 5, -1), *GOOD]),
+    "float timestamps later": one_line_text([*GOOD, _x("cpu_op", "f", 123.4567), *GOOD]),
+    "a string timestamp": one_line_text([*GOOD, _x("cpu_op", "f", "12"), *GOOD]),
+    "no ts": one_line_text([*GOOD, {"ph": "X", "cat": "cpu_op", "name": "n", "dur": 1}]),
+    "bad UTF-8 in a name": one_line_text([*GOOD, *GOOD]).replace("gemm", "g\udcffm"),
+    "an event that is no object": one_line_text([*GOOD, "[1]", *GOOD]),
+    "duplicate traceEvents": one_line_text(GOOD, after='"traceEvents": []'),
+    "duplicate traceEvents, the empty one first": one_line_text(GOOD, before='"traceEvents": []'),
+    "a repeated top-level key": one_line_text(GOOD, after='"schemaVersion": 2'),
+    "traceEvents nested first": one_line_text(GOOD, before='"m": {"traceEvents": [1]}'),
+    "traceEvents not an array": '{"traceEvents": {"a": 1}}',
+    "no events": one_line_text([]),
+    "blank event array": '{"traceEvents": [  ]}',
+    "metadata only": one_line_text([{"ph": "M", "name": "process_name", "pid": 1}] * 3),
+    "one event": one_line_text(GOOD[:1]),
+    "truncated": one_line_text(GOOD)[:-40],
+    "trailing garbage": one_line_text(GOOD) + "x",
+    "byte-order mark": "\ufeff" + one_line_text(GOOD),
+    "baseTimeNanoseconds": one_line_text(GOOD, after='"baseTimeNanoseconds": 1700000000000000000'),
+}
+
+
+@pytest.mark.parametrize("gz", [True, False])
+@pytest.mark.parametrize("chunk", [1, 3, 8192])
+@pytest.mark.parametrize("case", list(ONE_LINE_CASES))
+def test_one_line_file_reads_as_the_skim_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, chunk: int, gz: bool
+) -> None:
+    """A small file not laid out as Kineto writes it is decoded as one piece, and tabulated
+    a chunk at a time: the same trace, rows in the same order, or the same error."""
+    text = ONE_LINE_CASES[case].encode("utf-8", "surrogateescape")
+    one, two, pieces = by_pieces_and_skimmed(text, tmp_path, monkeypatch, chunk, gz, 1 << 20)
+    assert_same_either_way(one, two)
+    if case.startswith("good"):
+        assert pieces == 1 and not isinstance(one, str) and len(one.kernels) == 2

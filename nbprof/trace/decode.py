@@ -139,6 +139,10 @@ class Decoded:
     #: its event array was cut into without a skim (see :func:`split_events`).
     data: Buffer | None = None
     pieces: list[tuple[int, int]] = field(default_factory=list)
+    #: The one piece is the whole event array of a file not laid out as Kineto indents it
+    #: (see :func:`_one_piece`): its events are tabulated a chunk at a time, as a skimmed
+    #: file's are, so that its rows come out in the same order.
+    whole: bool = False
 
 
 NO_TS = np.iinfo(np.int64).min
@@ -282,6 +286,7 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
     start = _skip_space(data, 0)
     head = bytes(data[start : start + 1])
     metadata: dict[str, Any] = {}
+    whole = False
     props: list[DeviceProps] = []
     base_ns: int | None = None
     rank: int | None = None
@@ -291,6 +296,9 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
     pieces: list[tuple[int, int]] = []
     if not bare:
         cut = split_events(data, piece_bytes) if piece_bytes > 0 else None
+        if cut is None and len(data) <= piece_bytes:
+            cut = _one_piece(data)
+            whole = cut is not None
         split = _split_top(data) if cut is None else None
         if cut is not None:
             pieces, top, dup = cut
@@ -366,7 +374,7 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
     if not raws and not pieces:
         raise TraceError(path, "trace is empty (no events)")
     if pieces:
-        return Decoded([], metadata, props, base_ns, rank, notes, data, pieces)
+        return Decoded([], metadata, props, base_ns, rank, notes, data, pieces, whole)
     return Decoded(raws, metadata, props, base_ns, rank, notes)
 
 
@@ -433,6 +441,35 @@ def split_events(
         pieces.append((start, cut + 1))
         start = cut + len(sep) - 1
     return pieces, top, _repeated_key(rest, top)
+
+
+def _one_piece(
+    data: Buffer,
+) -> tuple[list[tuple[int, int]], dict[str, msgspec.Raw], str | None] | None:
+    """The inside of the top-level ``traceEvents`` array as one piece, with the top-level
+    values and a repeated top-level key, as :func:`split_events` gives them; None when the
+    file is not a valid JSON object with a non-empty array there.
+
+    For a file small enough to be one piece whose events are not one indented block each
+    (``json.dump``'s one line): a skim of the top level that leaves the array raw costs
+    less than the skim that slices it into a value per event, and the piece is decoded
+    from the file's own bytes, where the events' slices are joined into a copy.
+    """
+    try:
+        top = _top_decoder.decode(data)
+    except DECODE_ERRORS:  # ValidationError included: the other ways word the error
+        return None
+    raw = top.get("traceEvents")
+    if raw is None:
+        return None
+    at = _address(raw) - _address(data)
+    end = at + len(raw)
+    if not (0 <= at < end <= len(data)) or data[at : at + 1] != b"[" or data[end - 1] != 0x5D:
+        return None
+    start = at + 1
+    if _skip_space(data, start) >= end - 1:  # no events: the skim says so
+        return None
+    return [(start, end - 1)], top, _repeated_key(data, top)
 
 
 def decode_piece(

@@ -539,10 +539,15 @@ def _pieces_part(
         if got is None:
             return None
         events, ts = got
-        try:
-            _chunk(acc, events, _abs_ns(ts, d.base_ns, path), offset, ids, path)
-        except TraceError:
-            return None
+        # A whole file's one piece is tabulated a chunk at a time, as a skim's events are.
+        size = CHUNK if d.whole and len(events) > CHUNK else max(len(events), 1)
+        for at in range(0, len(events), size):
+            part = events if size >= len(events) else events[at : at + size]
+            abs_ns = _abs_ns(ts[at : at + size], d.base_ns, path)
+            try:
+                _chunk(acc, part, abs_ns, offset + at, ids, path)
+            except TraceError:
+                return None
         offset += len(events)
         del events, got
         if step is not None:
