@@ -282,28 +282,29 @@ def _clip(s: iv.Set, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(w[0], a, b), np.clip(w[1], a, b)
 
 
-def _records(cm: pd.DataFrame, labels: list[Any]) -> dict[Any, dict[str, Any]]:
-    """The rows of ``cm`` with these index labels, as plain dicts by label (what
-    ``cm.loc[labels, _FIELDS].to_dict("index")`` gives, without building the frame)."""
-    if not labels:
+def _records(cm: pd.DataFrame, rows: list[int]) -> dict[int, dict[str, Any]]:
+    """The rows of ``cm`` at these positions, as plain dicts by position (what
+    ``cm.iloc[rows][_FIELDS].to_dict("index")`` gives by label, without building the
+    frame; positions, not labels: looking labels up cost a fifth of the table)."""
+    if not rows:
         return {}
-    at = cm.index.get_indexer(pd.Index(labels))
+    at = np.asarray(rows, dtype=np.intp)
     cols = {c: _frames.column(cm, c)[at].tolist() for c in _FIELDS if c in cm.columns}
-    return {lab: {c: v[i] for c, v in cols.items()} for i, lab in enumerate(labels)}
+    return {r: {c: v[i] for c, v in cols.items()} for i, r in enumerate(rows)}
 
 
 def _kernel_meta(cm: pd.DataFrame, corr: np.ndarray) -> dict[int, int]:
-    """Correlation id -> row of the kernel's own metadata in ``comms``."""
+    """Correlation id -> position of the row of the kernel's own metadata in ``comms``."""
     if cm.empty:
         return {}
     c = _frames.column(cm, "correlation", "int64")
     mine = (_frames.column(cm, "source") == "kernel") & (c >= 0) & np.isin(c, corr)
-    rows = cm.index.to_numpy()[mine]
+    rows = np.flatnonzero(mine)
     return {int(x): int(r) for r, x in zip(rows.tolist(), c[mine].tolist(), strict=True)}
 
 
 def _host_meta(cm: pd.DataFrame, runtime: pd.DataFrame, corr: np.ndarray) -> dict[int, list[int]]:
-    """Correlation id -> rows of the host records enclosing the kernel's launch call on
+    """Correlation id -> positions of the host records enclosing the kernel's launch call on
     its thread, innermost first."""
     if cm.empty or runtime.empty:
         return {}
@@ -318,7 +319,7 @@ def _host_meta(cm: pd.DataFrame, runtime: pd.DataFrame, corr: np.ndarray) -> dic
     threads: dict[tuple[int, int], _Host] = {}
     h_ts = _frames.column(cm, "ts", "float64")[on_host]
     h_end = h_ts + _frames.column(cm, "dur", "float64")[on_host]
-    labels = cm.index.to_numpy()[on_host]
+    labels = np.flatnonzero(on_host)
     pairs = list(
         zip(
             _frames.column(cm, "pid")[on_host].tolist(),
@@ -358,7 +359,7 @@ def _describe(
     name: str, meta: int | None, host: list[int], cm: dict[Any, dict[str, Any]]
 ) -> dict[str, object]:
     """Kind, group, sequence number and size of one collective kernel (see the module);
-    ``cm`` holds the comms table's rows by index label."""
+    ``cm`` holds the comms table's rows by position."""
     records = ([meta] if meta is not None else []) + host
     kind = pg = dtype = ranks_text = size_from = ""
     seq = group_size = -1
