@@ -109,7 +109,7 @@ def _tables(
         and len(k)
         and one.index.equals(k.index)
         and one["tensor_core"].dtype == bool
-        and not one["cls"].isna().any()
+        and not pd.isna(_frames.column(one, "cls")).any()
     ):  # one device with every kernel, each classified: the table as it is
         cls = one
     elif cls_parts and len(k):
@@ -125,7 +125,15 @@ def _tables(
     roofs = [s.roofline for s in signals if not s.roofline.empty]
     # Blocking calls once per rank (every device of a rank sees the same host).
     by_rank = {s.metrics.rank: s.blocking for s in signals}
-    calls = pd.concat(list(by_rank.values()), ignore_index=True) if by_rank else pd.DataFrame()
+    parts = list(by_rank.values())
+    # One rank's calls as they are: the table reads only their names and durations.
+    calls = (
+        pd.concat(parts, ignore_index=True)
+        if len(parts) > 1
+        else parts[0]
+        if parts
+        else pd.DataFrame()
+    )
     stalls = [s.accounting.gaps for s in signals if not s.accounting.gaps.empty]
     return {
         "kernel_class": cls,
