@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -213,13 +214,17 @@ def _dims(args: Sequence[dec.KernelArgs], key: str) -> np.ndarray:
     """Total of a launch dimension (x*y*z); -1 unknown. Vectorised for the usual [x, y, z]."""
     vals = list(map(attrgetter(key), args))
     if vals and type(vals[0]) is list:
+        arr = None
         try:
-            # Only a list of [x, y, z] lists gives this shape: anything ragged, scalar or
-            # None among them raises or gives another one.
-            arr = np.array(vals, np.int64)
-        except (ValueError, OverflowError, TypeError):
+            # Only lists of three give this shape (a scalar or None among them has no len);
+            # their items are ints (the struct's type), read in one flat C loop without
+            # np.array's look at every list's shape and items.
+            if set(map(len, vals)) == {3}:
+                flat = np.fromiter(chain.from_iterable(vals), np.int64, 3 * len(vals))
+                arr = flat.reshape(-1, 3)
+        except (OverflowError, TypeError):
             arr = None
-        if arr is not None and arr.ndim == 2 and arr.shape[1] == 3:
+        if arr is not None:
             # Exact in int64 wherever the float product says it cannot overflow; the rare
             # rest goes through Python's unbounded ints.
             small = np.abs(arr.astype(np.float64).prod(axis=1)) < 2.0**61
