@@ -59,6 +59,9 @@ def gpu_events(
     return _frames.frame(out)
 
 
+_CAUSE_WORDS = np.array(["other", "kernel_wait", "host_wait"], dtype=object)
+
+
 def stream_gaps(
     events: pd.DataFrame,
     threshold_us: float = KERNEL_WAIT_US,
@@ -94,7 +97,9 @@ def stream_gaps(
     idx = np.flatnonzero(keep)
     g_start, g_end, g_dur = prev_end[idx], ts[idx], gap[idx]
     late = launch[idx] > g_start  # NaN launch compares False: not provably host wait
-    cause = np.where(late, "host_wait", np.where(g_dur < threshold_us, "kernel_wait", "other"))
+    # Picked from the three words as objects: np.where over the words makes fixed-width
+    # text, and the frame would then make a str object of every gap's.
+    cause = _CAUSE_WORDS[np.where(late, 2, np.where(g_dur < threshold_us, 1, 0))]
     by = np.arange(len(idx))
     work: str | list[str] = ""
     sorted_here = largest_first and not np.isnan(g_dur).any()
