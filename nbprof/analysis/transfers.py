@@ -9,6 +9,8 @@ copy time mixes them into a number that describes none.
 from __future__ import annotations
 
 import logging
+import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,6 +39,39 @@ def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
     return pd.Series(pageable_mask(memcpy), index=memcpy.index)
 
 
+def _sorted_groups(rank: np.ndarray, keys: list[np.ndarray]) -> tuple[list[Any], np.ndarray] | None:
+    """``_group.codes`` of the rows' (rank, *keys) tuples, sorted, for integer ranks and
+    keys of text only: each column's sorted distinct values first, then the rows' places
+    in them as one number, whose order is the tuples' order. A trace's copies are a few
+    groups of thousands of rows, and hashing a tuple per row was most of the table; None
+    where the numbers would not fit in 62 bits."""
+    if rank.dtype.kind not in "iu" or not len(rank) or any(k.dtype != object for k in keys):
+        return None
+    r_uniq, r_code = np.unique(rank, return_inverse=True)
+    values: list[list[Any]] = [r_uniq.tolist()]
+    places: list[np.ndarray] = [np.asarray(r_code, dtype=np.int64).reshape(-1)]
+    for k in keys:
+        by_object, objects = _group.distinct_objects(k)
+        text = sorted(set(objects))
+        at = {t: i for i, t in enumerate(text)}
+        values.append(text)
+        places.append(np.array([at[o] for o in objects], dtype=np.int64)[by_object])
+    if math.prod(len(v) for v in values) >= 1 << 62:
+        return None
+    number = places[0]
+    for v, p in zip(values[1:], places[1:], strict=True):
+        number = number * len(v) + p
+    uniq_number, code = np.unique(number, return_inverse=True)
+    uniq: list[Any] = []
+    for x in uniq_number.tolist():
+        parts = []
+        for v in reversed(values):
+            x, i = divmod(x, len(v))
+            parts.append(v[i])
+        uniq.append(tuple(reversed(parts)))
+    return uniq, np.asarray(code, dtype=np.int64).reshape(-1)
+
+
 def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     """One row per (rank, device, direction, src, dst)."""
     if memcpy.empty:
@@ -47,8 +82,11 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     keys = [_frames.column(memcpy, c) for c in ("device", "kind", "src", "dst")]
     if all(_group.all_text(k) for k in keys) and nbytes.dtype.kind == "i":
         rank = _frames.column(memcpy, "rank")
-        rows = list(zip(rank.tolist(), *(k.tolist() for k in keys), strict=True))
-        uniq, code = _group.codes(rows, sort=True)
+        got = _sorted_groups(rank, keys)
+        if got is None:
+            rows = list(zip(rank.tolist(), *(k.tolist() for k in keys), strict=True))
+            got = _group.codes(rows, sort=True)
+        uniq, code = got
         n = len(uniq)
         cols = list(zip(*uniq, strict=True))
         total_b = np.zeros(n, dtype="int64")
