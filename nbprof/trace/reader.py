@@ -542,12 +542,13 @@ def _pieces_part(
         # A whole file's one piece is tabulated a chunk at a time, as a skim's events are.
         size = CHUNK if d.whole and len(events) > CHUNK else max(len(events), 1)
         for at in range(0, len(events), size):
-            part = events if size >= len(events) else events[at : at + size]
             abs_ns = _abs_ns(ts[at : at + size], d.base_ns, path)
+            part = events[at : at + size] if size < len(events) else events
             try:
                 _chunk(acc, part, abs_ns, offset + at, ids, path)
             except TraceError:
                 return None
+            del part  # the structs go with ``events`` below, not at the next piece
         offset += len(events)
         del events, got
         if step is not None:
