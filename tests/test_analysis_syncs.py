@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from nbprof.analysis import syncs
@@ -62,3 +63,26 @@ def test_one_call_with_two_copies_gives_a_row_each() -> None:
     got = syncs.blocking_copies(rt, mc)
     assert got["name"].tolist() == ["cudaMemcpy (HtoD)", "cudaMemcpy (DtoH)"]
     pd.testing.assert_frame_equal(got, syncs._blocking_copies_merged(rt, mc), check_exact=True)
+
+
+def test_copies_are_joined_to_their_calls_by_number_as_by_dict() -> None:
+    rng = np.random.default_rng(2)
+    for n_copies, n_calls in ((2000, 1500), (1024, 0), (600, 600), (3000, 10)):
+        c_rank = rng.integers(0, 3, n_copies).astype("int32")
+        c_corr = rng.integers(-3, 400, n_copies).astype("int64")
+        h_rank = rng.integers(-1, 4, n_calls).astype("int32")
+        h_corr = rng.integers(-5, 420, n_calls).astype("int64")
+        want = syncs._joined_by_dict(c_rank, c_corr, h_rank, h_corr)
+        got = syncs._joined_by_number(c_rank, c_corr, h_rank, h_corr)
+        if n_copies + n_calls < 1024 or not n_calls:
+            assert got is None
+            continue
+        assert got is not None
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+            assert g.dtype == w.dtype
+    huge = np.array([2**62] * 1024, dtype="int64")  # numbers past 62 bits: the dict joins
+    assert (
+        syncs._joined_by_number(np.zeros(1024, "int32"), huge, np.zeros(4, "int32"), huge[:4])
+        is None
+    )

@@ -58,24 +58,14 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     # The join on (rank, correlation), as an inner merge orders it: each call in turn,
     # with its copies in their order.
     c_rank, c_corr = _frames.column(memcpy, "rank"), _frames.column(memcpy, "correlation")
-    by_key: dict[tuple[int, int], list[int]] = {}
-    for i, (r, c) in enumerate(zip(c_rank.tolist(), c_corr.tolist(), strict=True)):
-        if c >= 0:
-            by_key.setdefault((r, c), []).append(i)
-    left: list[int] = []
-    right: list[int] = []
-    keys = zip(
-        _frames.column(runtime, "rank")[hit].tolist(),
-        _frames.column(runtime, "correlation")[hit].tolist(),
-        strict=True,
-    )
-    for i, key in enumerate(keys):
-        for k in by_key.get(key, ()):
-            left.append(i)
-            right.append(k)
-    if not left:
+    h_rank = _frames.column(runtime, "rank")[hit]
+    h_corr = _frames.column(runtime, "correlation")[hit]
+    pairs = _joined_by_number(c_rank, c_corr, h_rank, h_corr)
+    if pairs is None:
+        pairs = _joined_by_dict(c_rank, c_corr, h_rank, h_corr)
+    li, ri = pairs
+    if not len(li):
         return _empty()
-    li, ri = np.array(left, dtype="int64"), np.array(right, dtype="int64")
     rows = hit[li]
     ts = _frames.column(runtime, "ts", "float64")[rows]
     dur = _frames.column(runtime, "dur", "float64")[rows]
@@ -100,6 +90,58 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
             "bytes": _frames.column(memcpy, "bytes", "int64")[ri],
         }
     )
+
+
+def _joined_by_dict(
+    c_rank: np.ndarray, c_corr: np.ndarray, h_rank: np.ndarray, h_corr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(call, copy) positions of every call and copy of one (rank, correlation), calls in
+    turn, each one's copies in their order (a copy of correlation < 0 matches none)."""
+    by_key: dict[tuple[int, int], list[int]] = {}
+    for i, (r, c) in enumerate(zip(c_rank.tolist(), c_corr.tolist(), strict=True)):
+        if c >= 0:
+            by_key.setdefault((r, c), []).append(i)
+    left: list[int] = []
+    right: list[int] = []
+    for i, key in enumerate(zip(h_rank.tolist(), h_corr.tolist(), strict=True)):
+        for k in by_key.get(key, ()):
+            left.append(i)
+            right.append(k)
+    return np.array(left, dtype="int64"), np.array(right, dtype="int64")
+
+
+def _joined_by_number(
+    c_rank: np.ndarray, c_corr: np.ndarray, h_rank: np.ndarray, h_corr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_joined_by_dict`'s pairs, each (rank, correlation) made one number and the
+    copies' numbers sorted (stable) and searched, for the thousands of copies of a large
+    trace (a dict entry per copy and a lookup per call were most of the join); None for
+    a few rows, or keys that are not integers or whose numbers would not fit in 62 bits."""
+    if len(c_rank) + len(h_rank) < 1024 or not len(c_rank) or not len(h_rank):
+        return None
+    if any(a.dtype.kind not in "iu" for a in (c_rank, c_corr, h_rank, h_corr)):
+        return None
+    mine = np.flatnonzero(c_corr >= 0)
+    if not len(mine):
+        return np.zeros(0, dtype="int64"), np.zeros(0, dtype="int64")
+    r, c = c_rank[mine].astype(np.int64), c_corr[mine].astype(np.int64)
+    r_lo, r_hi, c_hi = int(r.min()), int(r.max()), int(c.max())
+    if (r_hi - r_lo + 1) * (c_hi + 1) >= 1 << 62:
+        return None
+    number = (r - r_lo) * (c_hi + 1) + c
+    order = np.argsort(number, kind="stable")  # a key's copies in their order
+    number, mine = number[order], mine[order]
+    hr, hc = h_rank.astype(np.int64), h_corr.astype(np.int64)
+    ok = (hr >= r_lo) & (hr <= r_hi) & (hc >= 0) & (hc <= c_hi)
+    h_number = np.where(ok, (hr - r_lo) * (c_hi + 1) + hc, -1)
+    lo = np.searchsorted(number, h_number, side="left")
+    n = np.searchsorted(number, h_number, side="right") - lo
+    count = int(n.sum())
+    left = np.repeat(np.arange(len(h_number), dtype="int64"), n)
+    # Each pair's place in the sorted copies: its call's first, plus its place in the run.
+    first = np.cumsum(n) - n
+    at = np.arange(count) - np.repeat(first, n) + np.repeat(lo, n)
+    return left, mine[at].astype("int64")
 
 
 def _blocking_copies_merged(calls: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame:
