@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _text
+from nbprof.analysis import _group, _text
 from nbprof.analysis.classes import is_collective, kernel_classes
 
 
@@ -103,3 +103,19 @@ def test_factorized_text_is_what_pandas_gives() -> None:
         np.testing.assert_array_equal(codes, want_codes)
         assert list(uniq) == list(want_uniq)
         assert uniq.dtype == want_uniq.dtype
+
+
+def test_equals_is_numpys_comparison() -> None:
+    n = _group.BY_ADDRESS + 3
+    words = np.array(["".join(("mem", "ory")), "compute", "memory", "other"], dtype=object)
+    values = words[np.arange(n) % 4]
+    odd = values.copy()
+    odd[5] = None
+    odd[6] = np.nan
+    for v in (values, odd, values[:10], np.array([], dtype=object), np.array(["memory"])):
+        for word in ("memory", "compute", "absent"):
+            with _text.shared_factorizations():
+                got = _text.equals(v, word)
+            assert got.dtype == bool
+            assert got.tolist() == (v == word).tolist()
+            assert _text.equals(v, word).tolist() == (v == word).tolist()

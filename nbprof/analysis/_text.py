@@ -100,6 +100,22 @@ def is_in(values: np.ndarray, names: frozenset[str]) -> np.ndarray:
     return np.asarray(hit[codes])
 
 
+def equals(values: np.ndarray, word: str) -> np.ndarray:
+    """``values == word`` for an object column of text, asked once per distinct value on
+    the column's shared factorization: a long column compared with several words (the
+    kernel classes, the event tables) is compared value by value only once."""
+    if (
+        type(values) is not np.ndarray
+        or values.dtype != object
+        or values.ndim != 1
+        or len(values) < _group.BY_ADDRESS
+        or not _all_text(values)
+    ):
+        return np.asarray(values == word)
+    codes, uniq = _factorize(pd.Series(values, dtype=object, copy=False))
+    return np.asarray(np.asarray(uniq == word, dtype=bool)[codes])
+
+
 #: Characters of a name that patterns look at. A search costs time per character (about
 #: 2 s per MB of name for the slowest pattern set), and a hostile trace can hold names of
 #: megabytes; the longest real one in the trace corpus (a templated C++ kernel) is 5,123

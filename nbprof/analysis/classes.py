@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import has_bigram, matches, token_matches
+from nbprof.analysis._text import equals, has_bigram, matches, token_matches
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -303,7 +303,7 @@ def class_shares(durations: np.ndarray, cls: np.ndarray) -> dict[str, float]:
     if total <= 0:
         return {}
     c = np.asarray(cls, dtype=object)
-    return {k: float(d[c == k].sum() / total * 100.0) for k in CLASSES}
+    return {k: float(d[equals(c, k)].sum() / total * 100.0) for k in CLASSES}
 
 
 def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd.DataFrame:
