@@ -103,3 +103,22 @@ def test_long_object_columns_are_told_apart_by_their_objects() -> None:
     code, objects = _group.distinct_objects(np.array(rows, dtype=object))
     assert len(objects) == 20 and [objects[c] for c in code.tolist()] == rows
     assert _group.distinct_objects(np.array([], dtype=object))[1] == []
+
+
+def test_device_pairs_of_a_long_table_are_its_rows_pairs() -> None:
+    from nbprof.analysis import _distinct_pairs
+
+    rng = np.random.default_rng(3)
+    devices = [*(str(i) for i in range(5)), "".join(("1",))]  # equal text, two objects
+    n = _group.BY_ADDRESS + 10
+    for trial in range(6):
+        ranks = rng.integers(-2, 3, n).astype("int32")
+        devs = np.array([devices[j] for j in rng.integers(0, 6, n)], dtype=object)
+        if trial % 2:
+            devs[0] = 7  # not text: str() of it, as before
+        got = _distinct_pairs(ranks, devs)
+        assert got is not None
+        want = set(zip(ranks.tolist(), devs.tolist(), strict=True))
+        assert {(int(r), str(d)) for r, d in got} == {(int(r), str(d)) for r, d in want}
+    assert _distinct_pairs(np.zeros(3, "int32"), np.array(["0"] * 3, dtype=object)) is None
+    assert _distinct_pairs(np.zeros(n), np.array(["0"] * n, dtype=object)) is None

@@ -8,11 +8,12 @@ gaps, transfers, syncs, the input pipeline, the verdict, findings, the explanati
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames, explain, findings, verdict
+from nbprof.analysis import _frames, _group, explain, findings, verdict
 from nbprof.analysis._text import shared_factorizations
 from nbprof.analysis.classes import top_kernels
 from nbprof.analysis.device import Signals, analyze_device
@@ -35,12 +36,31 @@ def device_keys(trace: Trace) -> list[tuple[int, str]]:
     keys: set[tuple[int, str]] = set()
     for f in (trace.kernels, trace.memcpy, trace.memset):
         if not f.empty:
-            ranks, devices = (
-                _frames.column(f, "rank").tolist(),
-                _frames.column(f, "device").tolist(),
+            ranks, devices = _frames.column(f, "rank"), _frames.column(f, "device")
+            found = _distinct_pairs(ranks, devices)
+            pairs = (
+                found
+                if found is not None
+                else set(zip(ranks.tolist(), devices.tolist(), strict=True))
             )
-            keys.update((int(r), str(d)) for r, d in set(zip(ranks, devices, strict=True)))
+            keys.update((int(r), str(d)) for r, d in pairs)
     return sorted(keys, key=lambda k: (k[0], _devkey(k[1])))
+
+
+def _distinct_pairs(ranks: np.ndarray, devices: np.ndarray) -> list[tuple[Any, Any]] | None:
+    """The distinct (rank, device object) pairs of a long table's rows, as one number per
+    row from the rank and the device's object (a trace holds one str per device): a tuple
+    per row hashed into a set was most of finding a large trace's devices. None for a
+    short table, ranks that are not integers or devices that are not objects."""
+    if len(ranks) < _group.BY_ADDRESS or ranks.dtype.kind not in "iu" or devices.dtype != object:
+        return None
+    by_object, objects = _group.distinct_objects(devices)
+    r = ranks.astype(np.int64)
+    lo, hi, m = int(r.min()), int(r.max()), len(objects)
+    if (hi - lo + 1) * m >= 1 << 62:
+        return None
+    number = pd.unique((r - lo) * m + by_object)  # any order: the keys are a set
+    return [(lo + x // m, objects[x % m]) for x in number.tolist()]
 
 
 def _devkey(d: str) -> tuple[int, str]:
