@@ -122,3 +122,21 @@ def test_device_pairs_of_a_long_table_are_its_rows_pairs() -> None:
         assert {(int(r), str(d)) for r, d in got} == {(int(r), str(d)) for r, d in want}
     assert _distinct_pairs(np.zeros(3, "int32"), np.array(["0"] * 3, dtype=object)) is None
     assert _distinct_pairs(np.zeros(n), np.array(["0"] * n, dtype=object)) is None
+
+
+def test_largest_first_is_the_stable_descending_sort() -> None:
+    rng = np.random.default_rng(5)
+    n = _group.BY_ADDRESS + 500
+    cases = [
+        rng.integers(0, 5, n).astype(float),  # many ties
+        np.round(rng.exponential(10, n), 1),
+        rng.choice([0.0, -0.0, np.inf, -np.inf, 1.0, 2.5, 1e308], n),  # -0.0 ties 0.0
+        rng.random(n),
+        rng.random(10),
+        np.zeros(0),
+    ]
+    for d in cases:
+        want = np.argsort(-d, kind="stable")
+        got = _group.largest_first(d)
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype

@@ -143,3 +143,22 @@ def sums_or_none(keys: np.ndarray, values: np.ndarray) -> tuple[list[Any], np.nd
         return None
     uniq, code = codes(keys.tolist(), sort=True)
     return uniq, sums(code, values, len(uniq))
+
+
+def largest_first(values: np.ndarray) -> np.ndarray:
+    """``np.argsort(-values, kind="stable")`` for float64 values with no NaN: the same
+    order (largest first, equal values in their rows' order), from NumPy's quicksort of
+    the values, then one sort of whole numbers that puts each run of equal values in row
+    order. A stable sort of floats costs about 90 ns a value, and a large trace's idle
+    gaps are sorted so twice; this takes half that."""
+    v = -np.asarray(values, dtype="float64")
+    n = len(v)
+    if n < BY_ADDRESS or n >= 1 << 31:
+        return np.argsort(v, kind="stable")
+    order = np.argsort(v)
+    ranked = v[order]
+    # Each value's place among the distinct values, then its row: one number, unique.
+    run = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1])))
+    key = run * np.int64(n) + order
+    key.sort()
+    return np.asarray(key % n, dtype=np.intp)

@@ -21,7 +21,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames
+from nbprof.analysis import _frames, _group
 from nbprof.analysis.model import IDLE_GAPS_TABLE
 from nbprof.analysis.stalls import KERNEL_WAIT_US, NAMED_GAPS, HostActivity
 
@@ -104,7 +104,7 @@ def stream_gaps(
     work: str | list[str] = ""
     sorted_here = largest_first and not np.isnan(g_dur).any()
     if sorted_here:
-        by = np.argsort(-g_dur, kind="stable")  # pandas' stable descending sort
+        by = _group.largest_first(g_dur)  # pandas' stable descending sort
         if host is not None and len(idx):
             # Largest first already: name_cpu_work's choice is the first rows.
             work = [""] * len(idx)

@@ -478,7 +478,7 @@ def _gap_table(
     the host's work during them: built once, in that order."""
     if not len(dur) or np.isnan(dur).any():
         return _gap_table_sorted(idle, dur, queued, main, host, rank, device)
-    order = np.argsort(-dur, kind="stable")  # what pandas' stable descending sort gives
+    order = _group.largest_first(dur)  # what pandas' stable descending sort gives
     cause_of, g0, g1 = np.asarray(main)[order], idle[0][order], idle[1][order]
     work = _gap_work(cause_of, g0, g1, host)
     return _frames.frame(
