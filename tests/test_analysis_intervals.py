@@ -166,3 +166,22 @@ def test_charged_cuts_all_calls_at_once_as_each_name_alone(
     got = _charged(calls, blocked, released)
     want = _charged_by_name(s, e, names, blocked, released) if len(rows) else {}
     assert list(got.items()) == list(want.items())
+
+
+def test_clip_pairs_are_every_overlap_in_order() -> None:
+    # Intervals meeting at most one of b's (the shortcut) and several (the runs).
+    rng = np.random.default_rng(9)
+    for _ in range(500):
+        k, m = int(rng.integers(0, 20)), int(rng.integers(0, 20))
+        s = rng.random(k) * 100
+        e = s + rng.random(k) * rng.choice([0.5, 5.0, 50.0])
+        bs = rng.random(m) * 100
+        b = iv.merge(bs, bs + rng.random(m) * rng.choice([0.5, 5.0, 50.0]))
+        ps, pe, at = iv.clip(s, e, b)
+        want = [
+            (max(s[i], b[0][j]), min(e[i], b[1][j]), i)
+            for i in range(k)
+            for j in range(len(b[0]))
+            if b[1][j] > s[i] and b[0][j] < e[i]
+        ]
+        assert list(zip(ps.tolist(), pe.tolist(), at.tolist(), strict=True)) == want

@@ -79,6 +79,12 @@ def clip(starts: np.ndarray, ends: np.ndarray, b: Set) -> tuple[np.ndarray, np.n
     count = int(n.sum())
     if not count:
         return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.intp)
+    if int(n.max()) <= 1:
+        # Each interval meets one interval of b at most (a gap and the host's time
+        # around it, mostly): the pairs are those intervals, without the runs' arithmetic.
+        ia = np.flatnonzero(n)
+        ib = lo[ia]
+        return np.maximum(starts[ia], b[0][ib]), np.minimum(ends[ia], b[1][ib]), ia
     ia = np.repeat(np.arange(len(starts)), n)
     # Index into b of every pair: lo of its interval, plus its place in that run.
     first = np.cumsum(n) - n
