@@ -4,6 +4,7 @@ constructor, which is also the way taken where pandas lacks the direct one."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -45,13 +46,24 @@ def trace_columns(tmp_path: Path) -> dict[str, dict[str, np.ndarray]]:
     }
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "fallback"])
-def test_frames_from_columns_are_pandas_frames(
-    trace_columns: dict[str, dict[str, np.ndarray]], direct: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not direct:
-        # A pandas without the direct constructor: the public one is used.
+PATHS = ["blocks", "arrays", "public"]
+
+
+def take_path(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make frames the ``path`` way: from their blocks (the default), through pandas' private
+    path from arrays (a pandas whose block internals moved), or the public constructor (a
+    pandas without either)."""
+    if path != "blocks":
+        monkeypatch.setattr(model, "_FROM_MGR", None)
+    if path == "public":
         monkeypatch.setattr(pd.DataFrame, "_from_arrays", None, raising=False)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_frames_from_columns_are_pandas_frames(
+    trace_columns: dict[str, dict[str, np.ndarray]], path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    take_path(path, monkeypatch)
     for table, cols in trace_columns.items():
         got = model.frame_from_arrays(cols)
         check_same(got, public_way(cols))
@@ -60,10 +72,60 @@ def test_frames_from_columns_are_pandas_frames(
             assert got[c].dtype == a.dtype, (table, c)
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "fallback"])
-def test_empty_tables_keep_the_contract(direct: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not direct:
-        monkeypatch.setattr(pd.DataFrame, "_from_arrays", None, raising=False)
+def _contiguous(values: Any) -> bool:
+    return bool(values.flags.c_contiguous) if isinstance(values, np.ndarray) else True
+
+
+def _layout(df: pd.DataFrame) -> list[tuple[str, list[int], str, bool]]:
+    return [
+        (type(b).__name__, b.mgr_locs.as_array.tolist(), str(b.dtype), _contiguous(b.values))
+        for b in df._mgr.blocks
+    ]
+
+
+def test_frames_from_blocks_are_pandas_own(
+    trace_columns: dict[str, dict[str, np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blocks made directly are the ones pandas' path from arrays makes: same types,
+    same columns in each, same order, consolidated alike."""
+    n = 5
+    cases: list[dict[str, Any]] = [
+        *trace_columns.values(),
+        {
+            "a": np.arange(n),
+            "b": np.ones(n),
+            "c": np.array(list("abcde"), dtype=object),
+            "d": np.arange(n),
+            "e": np.zeros(n, bool),
+        },
+        {
+            "x": pd.array(list("abcde"), dtype="string"),
+            "y": np.arange(n),
+            "z": pd.array(list("vwxyz"), dtype="string"),
+            "w": np.arange(n, dtype="int32"),
+        },
+        {"a": np.arange(0), "b": np.array([], dtype=object)},
+        {"t": np.arange(n).astype("datetime64[ns]")},  # not covered: pandas' path
+        {"u": np.array(list("abcde"))},  # fixed-width text: pandas' path
+    ]
+    for cols in cases:
+        got = model.frame_from_arrays(dict(cols))
+        with monkeypatch.context() as m:
+            m.setattr(model, "_FROM_MGR", None)
+            want = model.frame_from_arrays(dict(cols))
+        check_same(got, want)
+        assert _layout(got) == _layout(want)
+        assert got._mgr.is_consolidated() == want._mgr.is_consolidated()
+        for c, a in cols.items():  # the frame holds copies of NumPy arrays, as pandas' does
+            if isinstance(a, np.ndarray) and a.dtype.kind in "if":
+                assert not np.shares_memory(got[c].to_numpy(), a)
+        got.columns.name = "changed"  # each frame's names are its own
+        assert model.frame_from_arrays(dict(cols)).columns.name is None
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_empty_tables_keep_the_contract(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    take_path(path, monkeypatch)
     for t in SCHEMA:
         got = t.empty()
         want = pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in t.columns})
