@@ -57,6 +57,11 @@ def _factorize(values: pd.Series) -> tuple[np.ndarray, Any]:
     return got[1], got[2]
 
 
+#: Rows from which a column is factorized by its distinct objects (measured on a DLRM
+#: rank's names: 19 µs against 33 µs for its 525 launch calls, even at its 245 kernels).
+_BY_ADDRESS = 400
+
+
 def _factorized(values: pd.Series) -> tuple[np.ndarray, Any]:
     """``pd.factorize(values, use_na_sentinel=False)``; for a column of str only, by a
     dict: pandas hashes each string's text anew on every call, where Python hashes a str
@@ -68,7 +73,7 @@ def _factorized(values: pd.Series) -> tuple[np.ndarray, Any]:
     if not isinstance(values, pd.Series) or values.dtype != object or not len(values):
         return pd.factorize(values, use_na_sentinel=False)
     arr = values.to_numpy()
-    if len(arr) >= _group.BY_ADDRESS:
+    if len(arr) >= _BY_ADDRESS:
         # Distinct objects first, then their text: the same codes and uniques (a name's
         # first object is the first of its text), the rows never hashed one by one.
         by_object, objects = _group.distinct_objects(arr)
