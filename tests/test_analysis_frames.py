@@ -304,39 +304,3 @@ def test_constructed_is_the_public_constructor() -> None:
             pd.testing.assert_frame_equal(
                 _frames.constructed(cols, index=at), pd.DataFrame(cols, index=at)
             )
-
-
-def _layout(df: pd.DataFrame) -> list[tuple[str, list[int], str]]:
-    blocks = df._mgr.blocks
-    return [(type(b).__name__, b.mgr_locs.as_array.tolist(), str(b.dtype)) for b in blocks]
-
-
-def test_arrays_frame_is_frame_from_arrays() -> None:
-    from nbprof.trace.model import frame_from_arrays
-
-    n = 5
-    cases: list[dict[str, Any]] = [
-        {
-            "a": np.arange(n),
-            "b": np.ones(n),
-            "c": np.array(list("abcde"), dtype=object),
-            "d": np.arange(n),
-            "e": np.zeros(n, bool),
-        },
-        {
-            "x": pd.array(list("abcde"), dtype="string"),
-            "y": np.arange(n),
-            "z": pd.array(list("vwxyz"), dtype="string"),
-            "w": np.arange(n, dtype="int32"),
-        },
-        {"a": np.arange(0), "b": np.array([], dtype=object)},
-        {"t": np.arange(n).astype("datetime64[ns]")},
-    ]
-    for cols in cases:
-        want, got = frame_from_arrays(dict(cols)), _frames.arrays_frame(cols)
-        pd.testing.assert_frame_equal(got, want, check_exact=True)
-        assert _layout(got) == _layout(want)
-        got.columns.name = "changed"  # each frame's names are its own
-        assert _frames.arrays_frame(cols).columns.name is None
-    with pytest.raises(ValueError):
-        _frames.arrays_frame({"a": np.arange(3), "b": np.arange(4)})

@@ -121,6 +121,8 @@ def test_frames_from_blocks_are_pandas_own(
                 assert not np.shares_memory(got[c].to_numpy(), a)
         got.columns.name = "changed"  # each frame's names are its own
         assert model.frame_from_arrays(dict(cols)).columns.name is None
+    with pytest.raises(ValueError):
+        model.frame_from_arrays({"a": np.arange(3), "b": np.arange(4)})
 
 
 @pytest.mark.parametrize("path", PATHS)

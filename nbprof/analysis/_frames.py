@@ -10,7 +10,6 @@ copy of it (cheap: no rows), never the shared frame itself.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,16 +17,6 @@ import numpy as np
 import pandas as pd
 
 from nbprof.trace.model import frame_from_arrays
-
-#: pandas' block internals (private), to make a frame of a dict of arrays directly; None
-#: in a pandas that moved them.
-_FROM_MGR: Any = getattr(pd.DataFrame, "_from_mgr", None)
-try:
-    _BlockPlacement: Any = importlib.import_module("pandas._libs.internals").BlockPlacement
-    _block_type: Any = importlib.import_module("pandas.core.internals.blocks").get_block_type
-    _BlockManager: Any = importlib.import_module("pandas.core.internals.managers").BlockManager
-except (ImportError, AttributeError):  # pragma: no cover
-    _FROM_MGR = None
 
 
 @functools.lru_cache(maxsize=256)
@@ -62,53 +51,10 @@ def frame(columns: Mapping[str, Any]) -> pd.DataFrame:
     return arrays_frame(arrays)
 
 
-@functools.lru_cache(maxsize=256)
-def _names(columns: tuple[str, ...]) -> pd.Index:
-    """The Index of these column names, made once (from a list pandas infers their type
-    each time)."""
-    return pd.Index(list(columns), tupleize_cols=False)
-
-
 def arrays_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
-    """:func:`~nbprof.trace.model.frame_from_arrays` of these columns, the same frame (the
-    same blocks: one per NumPy type, stacked in first-appearance order, one per extension
-    array), its blocks made here. pandas' path from arrays checks and wraps each array
-    and asks again whether the blocks are consolidated: about 10 µs of the 25-35 µs a
-    frame of a few columns takes, and a rank's analysis makes twenty of them. Anything
-    it does not cover (no columns, lengths that differ, dates, fixed-width text, arrays
-    of more dimensions) goes to ``frame_from_arrays``."""
-    arrays = list(columns.values())
-    if _FROM_MGR is None or not arrays:
-        return frame_from_arrays(dict(columns))
-    n = len(arrays[0])
-    groups: dict[Any, list[int]] = {}
-    for i, a in enumerate(arrays):
-        if type(a) is np.ndarray:
-            if a.ndim != 1 or a.shape[0] != n or a.dtype.kind in "mMUSV":
-                return frame_from_arrays(dict(columns))
-            key: Any = a.dtype
-        elif isinstance(a, pd.api.extensions.ExtensionArray) and a.ndim == 1 and len(a) == n:
-            key = id(a.dtype)  # each its own block, as pandas keys them
-        else:
-            return frame_from_arrays(dict(columns))
-        groups.setdefault(key, []).append(i)
-    blocks = []
-    for at in groups.values():
-        first = arrays[at[0]]
-        kind = _block_type(first.dtype)
-        if type(first) is np.ndarray:
-            values = np.empty((len(at), n), dtype=first.dtype)
-            for j, i in enumerate(at):
-                values[j] = arrays[i]
-            blocks.append(kind(values, placement=_BlockPlacement(tuple(at)), ndim=2))
-        else:
-            blocks.extend(kind(arrays[i], placement=_BlockPlacement(i), ndim=2) for i in at)
-    # A copy of the names' Index: a frame's own (``df.columns.name = ...`` changes it).
-    axes = [_names(tuple(columns)).copy(), pd.RangeIndex(n)]
-    mgr = _BlockManager(tuple(blocks), axes, verify_integrity=False)
-    mgr._consolidate_inplace()  # what pandas' path leaves: known to be consolidated
-    out: pd.DataFrame = _FROM_MGR(mgr, axes=mgr.axes)
-    return out
+    """:func:`~nbprof.trace.model.frame_from_arrays` of these columns (made from their
+    blocks where it can)."""
+    return frame_from_arrays(columns)
 
 
 #: The type the public constructor gives a column of text held as objects: pandas' own

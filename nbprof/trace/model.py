@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any
@@ -88,7 +88,7 @@ class Table:
         return "\n".join(rows)
 
 
-def frame_from_arrays(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+def frame_from_arrays(columns: Mapping[str, Any]) -> pd.DataFrame:
     """A frame of these equal-length 1-D arrays, each column keeping its array's dtype
     (object text stays object: no string dtype inferred), on a RangeIndex.
 
@@ -133,7 +133,7 @@ except (ImportError, AttributeError):  # pragma: no cover - a pandas that moved 
     _FROM_MGR = None
 
 
-def _from_blocks(columns: Any) -> pd.DataFrame | None:
+def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
     """The frame pandas' path from arrays makes (the same blocks: one per NumPy type,
     stacked in first-appearance order, one per extension array), its blocks made here.
 
