@@ -101,12 +101,19 @@ def nest(
     # Zero-length intervals starting at the same instant sort after the others that start
     # then; those at or after this row's place were counted as "ended" above but never
     # started before it: take them back out. start_key is sorted (by thread, then start),
-    # so the rows sharing a row's thread and start are one run of it.
-    run_first, run_end = _runs(start_key)
-    zero = (s[order] == e[order]).astype(np.int64)
-    run_heads = np.flatnonzero(run_first == pos)
-    zeros_in_run = np.repeat(np.add.reduceat(zero, run_heads), np.diff(np.append(run_heads, n)))
-    gdepth = place - (ended - np.minimum(zeros_in_run, run_end - pos))
+    # so the rows sharing a row's thread and start are one run of it, and a row's
+    # correction is the fewer of its run's zero-length rows and the rows from it to the
+    # run's end. Only the runs holding a zero-length row have one: they are found by
+    # searching those rows' keys, not by marking every run of the whole table.
+    zero_keys = start_key[s[order] == e[order]]
+    if len(zero_keys):
+        zeros_in_run = np.searchsorted(zero_keys, start_key, side="right") - np.searchsorted(
+            zero_keys, start_key, side="left"
+        )
+        has = np.flatnonzero(zeros_in_run)
+        run_end = np.searchsorted(start_key, start_key[has], side="right")
+        ended[has] -= np.minimum(zeros_in_run[has], run_end - has)
+    gdepth = place - ended
     # Parent: the last row before this one at depth d-1 on the same thread. Rows ordered by
     # (depth, row) make that one sorted search for all rows (depths fit a radix sort).
     small = gdepth.astype(np.int16) if gdepth.max() < 2**15 else gdepth
