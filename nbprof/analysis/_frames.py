@@ -48,13 +48,7 @@ def frame(columns: Mapping[str, Any]) -> pd.DataFrame:
     lengths = {v.shape[0] if type(v) is np.ndarray and v.ndim == 1 else -1 for v in arrays.values()}
     if len(lengths) != 1 or -1 in lengths:
         return pd.DataFrame(arrays)
-    return arrays_frame(arrays)
-
-
-def arrays_frame(columns: Mapping[str, Any]) -> pd.DataFrame:
-    """:func:`~nbprof.trace.model.frame_from_arrays` of these columns (made from their
-    blocks where it can)."""
-    return frame_from_arrays(columns)
+    return frame_from_arrays(arrays)
 
 
 #: The type the public constructor gives a column of text held as objects: pandas' own
@@ -84,7 +78,7 @@ def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd
         arrays[c] = v
     if len(lengths) != 1 or (index is not None and len(index) not in lengths):
         return pd.DataFrame(columns, index=index)
-    out = arrays_frame(arrays)
+    out = frame_from_arrays(arrays)
     if index is not None:
         out.index = index
     return out

@@ -55,7 +55,7 @@ from nbprof.analysis.utilization import (
     weighted_coverage,
 )
 from nbprof.telemetry.model import Samples
-from nbprof.trace.model import Trace
+from nbprof.trace.model import Trace, frame_from_arrays
 from nbprof.trace.tables import vendor_of
 
 logger = logging.getLogger(__name__)
@@ -571,7 +571,7 @@ def _step_frame(d: Device) -> pd.DataFrame:
     if d.steps.empty:
         return pd.DataFrame({"ts": [], "dur": [], "pre_gpu_us": []})
     s, dur, pre = _step_arrays(d)
-    return _frames.arrays_frame({"ts": s, "dur": dur, "pre_gpu_us": pre})  # three float columns
+    return frame_from_arrays({"ts": s, "dur": dur, "pre_gpu_us": pre})  # three float columns
 
 
 def _step_arrays(d: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

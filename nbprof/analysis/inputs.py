@@ -17,6 +17,7 @@ import pandas as pd
 from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import matches
+from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def dataloader_ops(cpu_ops: pd.DataFrame, annotations: pd.DataFrame | None = Non
         # NumPy columns of one type in every part: what concatenating the parts' rows
         # gives, from the columns' arrays (a frame per part, then their concatenation,
         # cost more than the rest of the search).
-        return _frames.arrays_frame(
+        return frame_from_arrays(
             {
                 c: np.concatenate([_frames.column(f, c)[rows] for f, rows in parts])
                 for c in _FETCH_COLUMNS

@@ -24,6 +24,7 @@ from nbprof.analysis import _frames, _group
 from nbprof.analysis._text import matches
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
+from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -292,7 +293,7 @@ def _flop_ops_by_arrays(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool] | No
         )
         rows, flops = rows[keep], flops[keep]
     cols = {c: (flops if c == "flops" else a[rows]) for c, a in arrays.items()}
-    return _frames.arrays_frame(cols), estimated
+    return frame_from_arrays(cols), estimated
 
 
 def roofline(

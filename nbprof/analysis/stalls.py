@@ -46,6 +46,7 @@ from nbprof.analysis import intervals as iv
 from nbprof.analysis._text import is_in
 from nbprof.analysis.model import STALLS_TABLE
 from nbprof.analysis.syncs import SYNC_OPS
+from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -284,7 +285,7 @@ def host_activity(
         ts, dur = _frames.column(cpu_ops, "ts")[rows], _frames.column(cpu_ops, "dur")[rows]
         if ts.dtype.kind in "iuf" and dur.dtype.kind in "iuf":
             # Numbers and object text, as the public constructor keeps them: built directly.
-            top = _frames.arrays_frame({"ts": ts, "dur": dur, "name": names[rows].astype(object)})
+            top = frame_from_arrays({"ts": ts, "dur": dur, "name": names[rows].astype(object)})
         else:
             top = pd.DataFrame({"ts": ts, "dur": dur, "name": pd.Series(names[rows], dtype=object)})
     # Only ts, dur and name are read from the call frames.
