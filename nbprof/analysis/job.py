@@ -328,9 +328,7 @@ def analyze_job(
     backend = info.get("backend") if isinstance(info.get("backend"), str) else None
     missing = _missing(ranks, summaries, failures, world)
     shifts, clock = _clock(summaries)
-    # Each rank's collectives as plain rows, made once: matching reads every call's
-    # fields, and a frame's row lookup costs tens of µs where a dict's costs nothing.
-    records = [_records(s.collectives) for s in summaries]
+    records = [s.collectives for s in summaries]
     colls = _match(summaries, records, ranks, shifts, world, notes)
     per_rank = _per_rank(summaries, records, ranks, colls)
     median_span = float(np.median([s.metrics.gpu_span_us for s in summaries if s.device]))
@@ -429,15 +427,6 @@ class _Call:
     rank: int
     i: int  # summary index
     row: int  # row in its collectives table
-
-
-def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """The rows of a collectives table, each a dict of Python values."""
-    if table.empty:
-        return []
-    names = [str(c) for c in table.columns]
-    values = [_frames.column(table, c).tolist() for c in table.columns]
-    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
 
 
 def _match(

@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 
 import pandas as pd
 
+from nbprof.analysis._sent import PackedWhenSent
 from nbprof.trace.model import NAN, Column, Table
 
 SCHEMA = "nbprof.analysis/1"
@@ -312,8 +313,12 @@ DIAGNOSIS_TABLES: tuple[Table, ...] = (
 
 
 @dataclass
-class Diagnosis:
+class Diagnosis(PackedWhenSent):
     """The result of analysing a trace (and, when present, NVML samples)."""
+
+    # Sent from a job's workers with each rank's summary: its tables are read when the
+    # rank's panel is shown, not while the job is put together.
+    _SENT_FRAMES = ("tables",)
 
     source: dict[str, Any]
     devices: list[DeviceMetrics]

@@ -19,8 +19,9 @@ import pandas as pd
 
 from nbprof.analysis import _frames, _group, analyze_signals
 from nbprof.analysis import intervals as iv
+from nbprof.analysis._sent import PackedWhenSent
 from nbprof.analysis._text import as_text
-from nbprof.analysis.collectives import rank_collectives
+from nbprof.analysis.collectives import as_rows, rank_collectives
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import DeviceMetrics, Diagnosis, Finding, Verdict
 from nbprof.analysis.verdict import primary
@@ -36,7 +37,7 @@ _TIMELINE_COLUMNS = ("device", "stream", "name", "ts", "dur", "kind", "cls")
 
 
 @dataclass
-class RankSummary:
+class RankSummary(PackedWhenSent):
     """One rank of a job, as its analysis saw it. Times are µs from the rank's own first
     event; ``origin_ns`` is that event's wall-clock time (None when the file's clock is not
     the wall clock, and then ranks cannot be placed on one time axis)."""
@@ -57,14 +58,18 @@ class RankSummary:
     #: Its ProfilerSteps: step, name, ts, dur, exposed_comm_us (time a collective ran with
     #: no compute kernel beside it, the rank's own ``exposed_comm_pct`` per step), compute_us.
     steps: pd.DataFrame
-    #: Its collective kernels (:data:`nbprof.analysis.collectives.COLUMNS`).
-    collectives: pd.DataFrame
+    #: Its collective kernels, one dict per call with the keys of
+    #: :data:`nbprof.analysis.collectives.COLUMNS` (:func:`~nbprof.analysis.collectives.as_rows`).
+    collectives: list[dict[str, Any]]
     #: At most ``cap`` of its GPU events (collectives first, then the longest): device,
     #: stream, name, ts, dur, kind ("kernel", "memcpy", "memset"), cls.
     timeline: pd.DataFrame
     #: GPU events the rank ran in all (``timeline`` holds at most the cap of them).
     gpu_events: int
     notes: list[str] = field(default_factory=list)
+
+    # What a worker sends back: the frames go as their arrays (:mod:`._sent`).
+    _SENT_FRAMES = ("steps", "timeline")
 
     @property
     def metrics(self) -> DeviceMetrics:
@@ -106,15 +111,16 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
         device = top.metrics.device
         compute, comm = _sets(top)
         steps = _steps(top, compute, comm)
-        colls = rank_collectives(
-            top.view.k, top.view.collective, compute, top.view.runtime, _mine(trace.comms, rank)
+        colls = as_rows(
+            rank_collectives(
+                top.view.k, top.view.collective, compute, top.view.runtime, _mine(trace.comms, rank)
+            )
         )
     else:
         device = ""
         steps = pd.DataFrame({"step": [], "name": [], "ts": [], "dur": [],
                               "exposed_comm_us": [], "compute_us": []})  # fmt: skip
-        colls = rank_collectives(trace.kernels.iloc[0:0], np.zeros(0, bool), iv.EMPTY,
-                                 trace.runtime, trace.comms)  # fmt: skip
+        colls = []
     lo, hi = _window(signals)
     slim = Diagnosis(
         source=diag.source,
