@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -136,17 +136,16 @@ def _pool_pass(
     died: list[int] = []
     with ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=ctx) as pool:
         futures: dict[Future[R], int] = {pool.submit(fn, items[i]): i for i in indices}
-        left = set(futures)
-        while left:
-            done, left = wait(left, return_when=FIRST_COMPLETED)
-            for f in done:
-                i = futures[f]
-                try:
-                    out[i] = Outcome(f.result())
-                except BrokenProcessPool:
-                    died.append(i)
-                except Exception as e:
-                    out[i] = Outcome(error=_reason(e))
+        # as_completed waits on every future once; a wait() per finished item would hook
+        # onto each unfinished one again (quadratic in items, in the client's own time).
+        for f in as_completed(futures):
+            i = futures[f]
+            try:
+                out[i] = Outcome(f.result())
+            except BrokenProcessPool:
+                died.append(i)
+            except Exception as e:
+                out[i] = Outcome(error=_reason(e))
     return sorted(died)
 
 
