@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -323,6 +324,23 @@ def test_a_pool_worker_reads_its_file_alone(monkeypatch: pytest.MonkeyPatch) -> 
     assert forked.workers_wanted() == 2
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.map(_wanted_here, [0]) == [1]
+
+
+def test_a_first_load_does_not_import_multiprocessing(corpus: Path) -> None:
+    """Asking whether this is a pool's worker needs no import of multiprocessing: a process
+    that never imported it is none (the import costs every first load about 3 ms)."""
+    trace = corpus / "tracelens__bert-small-inference-h100.json.gz"
+    code = (
+        "import sys, nbprof\n"
+        f"p = nbprof.load({str(trace)!r}, progress=False, cache=False)\n"
+        "assert p.diagnosis.verdict.bottleneck\n"
+        "print('multiprocessing' in sys.modules)\n"
+    )
+    env = {**os.environ, forked.WORKERS_ENV: "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.strip() == "False", out.stderr
 
 
 def test_map_forked_without_a_fork_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,7 @@ import logging
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
@@ -70,9 +71,11 @@ def idle_cores() -> int:
 
 
 def _in_pool_worker() -> bool:
-    import multiprocessing
-
-    return multiprocessing.parent_process() is not None
+    # A pool's worker has multiprocessing imported before it runs anything; a process that
+    # has not imported it is no such worker, and importing it only to ask (about 3 ms:
+    # sockets, arrays) would be paid by every first load.
+    mp = sys.modules.get("multiprocessing")
+    return mp is not None and mp.parent_process() is not None
 
 
 def map_forked(fn: Callable[[Any], T], parts: Sequence[Any]) -> list[T] | None:
