@@ -119,3 +119,79 @@ def test_equals_is_numpys_comparison() -> None:
             assert got.dtype == bool
             assert got.tolist() == (v == word).tolist()
             assert _text.equals(v, word).tolist() == (v == word).tolist()
+
+
+# -- the needle test before a search ------------------------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+from hypothesis import example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from nbprof.analysis import classes, device, tensorcores  # noqa: E402
+
+#: The patterns searched over kernel names, whose needles are worked out at import.
+_NAME_PATTERNS = (
+    tensorcores._TC_NVIDIA, tensorcores._NOT_TC, tensorcores._MFMA, tensorcores._HELPER,
+    tensorcores._TC_METRIC, classes._MEMORY_FIRST, classes._MEMORY, device._GEMM_LIKE,
+)  # fmt: skip
+
+
+def test_needles_are_a_run_of_plain_characters_of_each_alternative() -> None:
+    blind, words = _text._needles(re.compile(r"[hsid]884|sm(?:80|90)_xmma.*f16|\bsm9\d_", re.I))
+    assert blind and words == ("884", "_xmma", "sm9")
+    assert _text._needles(re.compile(r"Memcpy|^cuda")) == (False, ("Memcpy", "cuda"))
+    # An alternative with no run of two plain characters could match almost anything.
+    assert _text._needles(re.compile(r"gemm|[ab]x")) is None
+    assert _text._needles(re.compile(r"gemm|\d+")) is None
+    # A case-blind run that is not ASCII: lower() is not how the engine folds it.
+    assert _text._needles(re.compile("gemm|straße", re.I)) is None
+    for rx in _NAME_PATTERNS:
+        assert _text._needles(rx) is not None, rx.pattern
+
+
+def _words(rx: re.Pattern[str]) -> list[str]:
+    found = _text._needles(rx)
+    return list(found[1]) if found is not None else []
+
+
+_PIECES = [
+    *sorted({w for rx in _NAME_PATTERNS for w in _words(rx)}),
+    "void", "<", ">", "::", "_", "128x64", "sm80_xmma_gemm_f16f16", "sm90_", "ſimt", "K",
+    "SGEMM", "Elementwise", "İ", "bf16", "tensorop", "cutlass_", "_tf32", " ",
+]  # fmt: skip
+
+
+@st.composite
+def _names(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.sampled_from(_PIECES) | st.text(max_size=3), max_size=8))
+    text = "".join(parts)
+    return text.upper() if draw(st.booleans()) and draw(st.booleans()) else text
+
+
+@settings(max_examples=400, deadline=None)
+@given(_names())
+# A Unicode case rule the needles' lower() does not follow: "ſ" matches "s" when case is
+# ignored (so "ſimt" is a SIMT kernel, and no needle of that pattern is in its lower case).
+@example("cutlass_ſimt_128x64").via("long s")
+@example("VOLTA_H884GEMM_64X64").via("upper case")
+def test_a_name_matches_exactly_when_the_search_says_so(name: str) -> None:
+    for rx in _NAME_PATTERNS:
+        assert _text._hit.__wrapped__(rx, name) == (rx.search(name) is not None), rx.pattern
+
+
+def test_every_corpus_kernel_name_matches_as_the_search_says(corpus: Path) -> None:
+    import nbprof
+
+    names: set[str] = set()
+    for path in sorted(corpus.glob("*.json.gz")):
+        k = nbprof.load(path, progress=False).trace.kernels
+        names.update(str(n)[: _text.NAME_PREFIX] for n in k["name"].tolist())
+    assert len(names) > 250  # 289 distinct kernel names in the 13 kernel-holding files
+    skipped = 0
+    for rx in _NAME_PATTERNS:
+        for n in names:
+            assert _text._hit.__wrapped__(rx, n) == (rx.search(n) is not None), (rx.pattern, n)
+        skipped += sum(1 for n in names if not any(map(n.lower().__contains__, _words(rx))))
+    # The point of it: most names are told apart without a search.
+    assert skipped > len(names) * len(_NAME_PATTERNS) // 2

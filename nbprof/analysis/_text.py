@@ -130,7 +130,73 @@ NAME_PREFIX = 8192
 
 @functools.lru_cache(maxsize=1 << 16)
 def _hit(rx: re.Pattern[str], text: str) -> bool:
+    words = _needles(rx)
+    if words is not None:
+        # No needle in the text, no match: the search is asked only where one could be.
+        # Case-blind needles are looked for in lower case, in ASCII text only (Unicode's
+        # case rules match more than lower() shows: "ſ" matches "s").
+        if not words[0]:
+            if not any(map(text.__contains__, words[1])):
+                return False
+        elif text.isascii() and not any(map(text.lower().__contains__, words[1])):
+            return False
     return rx.search(text) is not None
+
+
+def name_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile(pattern, flags)`` for a pattern searched over kernel names, its
+    needles (:func:`_needles`) worked out now: at import, once, where every worker
+    process forked afterwards finds them (parsing the longest pattern costs about 1 ms)."""
+    rx = re.compile(pattern, flags)
+    _needles(rx)
+    return rx
+
+
+#: The regex parser, to read a pattern's alternatives (private in Python: where it is
+#: missing, patterns are searched as they are).
+try:
+    from re import _parser as _re_parser  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a Python that moved it
+    _re_parser = None
+
+
+@functools.lru_cache(maxsize=256)
+def _needles(rx: re.Pattern[str]) -> tuple[bool, tuple[str, ...]] | None:
+    """(whether case is ignored, texts of which every match holds one); None when that
+    cannot be told.
+
+    A kernel name is searched by patterns of a few dozen alternatives, and Python's regex
+    engine tries every alternative at every character of it: about 70 µs a name for the
+    Tensor Core names, a third of a small rank's first analysis. Each alternative is a
+    sequence, and a run of plain characters in it (``884`` in ``[hsid]884``, ``_xmma`` in
+    ``sm(?:80|90)_xmma.*f16``) is in every text it matches: a name that holds none of the
+    alternatives' runs cannot match, which a substring test tells in a few µs.
+    """
+    if _re_parser is None or not isinstance(rx.pattern, str):
+        return None
+    try:
+        tree = _re_parser.parse(rx.pattern, rx.flags)
+        literal = _re_parser.LITERAL
+        branch = _re_parser.BRANCH
+    except Exception:  # a parser unlike this Python's: search as it is
+        return None
+    blind = bool(tree.state.flags & re.IGNORECASE)
+    items = list(tree.data)
+    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is branch else [items]
+    words: list[str] = []
+    for alt in alternatives:
+        best, run = "", []
+        for op, av in [*list(alt), (None, None)]:
+            if op is literal:
+                run.append(chr(av))
+                continue
+            if len(run) > len(best):
+                best = "".join(run)
+            run = []
+        if len(best) < 2 or (blind and not best.isascii()):
+            return None  # an alternative without such a run: any text could match it
+        words.append(best.lower() if blind else best)
+    return blind, tuple(dict.fromkeys(words))
 
 
 def matches(values: pd.Series, pattern: re.Pattern[str] | str) -> np.ndarray:

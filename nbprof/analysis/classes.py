@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import equals, has_bigram, matches, token_matches
+from nbprof.analysis._text import equals, has_bigram, matches, name_pattern, token_matches
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -148,13 +148,13 @@ def is_collective(names: pd.Series) -> np.ndarray:
 
 # Families whose names could also hit the compute words (an Inductor pointwise kernel fused
 # around an "mm" op, a cuBLAS split-K reduction) but that never do the matrix math themselves.
-_MEMORY_FIRST = re.compile(
+_MEMORY_FIRST = name_pattern(
     r"^triton_(?:poi|red|per)_|"
     r"at::native::(?:\w+_)?elementwise_kernel|at::native::reduce_kernel|"
     r"splitKreduce|cublasLt::epilogue|cublas\w*::(?:scal|axpy|copy|swap)",
     re.IGNORECASE,
 )
-_MEMORY = re.compile(
+_MEMORY = name_pattern(
     # PyTorch (CUDA and ROCm builds share these names).
     r"elementwise|reduce_kernel|multi_tensor_apply|CatArray|direct_copy|copy_kernel|"
     r"FillFunctor|fill_kernel|index_?select|indexSelect|index_?put|indexing_backward|"

@@ -35,7 +35,7 @@ from nbprof.analysis import (
 from nbprof.analysis import (
     intervals as iv,
 )
-from nbprof.analysis._text import as_text, matches
+from nbprof.analysis._text import as_text, matches, name_pattern
 from nbprof.analysis.classes import class_shares, is_collective, kernel_classes, roofline_bounds
 from nbprof.analysis.model import (
     Basis,
@@ -62,7 +62,7 @@ logger = logging.getLogger(__name__)
 
 Measure = tuple[Any, Basis]
 _NO_PROPS = "the trace's device properties do not give it"
-_GEMM_LIKE = re.compile(r"gemm|gemv|xmma", re.IGNORECASE)
+_GEMM_LIKE = name_pattern(r"gemm|gemv|xmma", re.IGNORECASE)
 
 
 def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:

@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import matches
+from nbprof.analysis._text import matches, name_pattern
 from nbprof.analysis.model import TensorCoreBasis
 
 logger = logging.getLogger(__name__)
 
 # Positive evidence. Each alternative names the generation it comes from.
-_TC_NVIDIA = re.compile(
+_TC_NVIDIA = name_pattern(
     r"|".join(
         (
             r"[hsid]884",  # Volta cuBLAS/cuDNN: volta_h884gemm, volta_s884cudnn
@@ -59,15 +59,15 @@ _TC_NVIDIA = re.compile(
     re.IGNORECASE,
 )
 # Negative evidence: SIMT / plain-FP32 GEMMs and GEMVs never touch Tensor Cores.
-_NOT_TC = re.compile(
+_NOT_TC = name_pattern(
     r"simt|sgemm|gemv|gemmSN|nvjet_sss|"
     r"gemmk1|sm\d+_xmma_\w*_f32f32_f32f32_f32|xmma_\w*_f32f32_f32(?!.*tf32)",
     re.IGNORECASE,
 )
 # AMD matrix cores (MFMA) by name only.
-_MFMA = re.compile(r"mfma|_MT\d+x\d+x\d+_MI|Cijk_.*_MI\d+", re.IGNORECASE)
+_MFMA = name_pattern(r"mfma|_MT\d+x\d+x\d+_MI|Cijk_.*_MI\d+", re.IGNORECASE)
 # Kernels an eligible op launches around its GEMM: layout transforms, epilogues, fills.
-_HELPER = re.compile(
+_HELPER = name_pattern(
     r"elementwise|vectorized|reduce|reduction|transpose|nchwToNhwc|nhwcToNchw|copy|fill|"
     r"splitKreduce|memset|cast|convert|softmax|norm|scal|bias|gather|scatter|index",
     re.IGNORECASE,
@@ -80,7 +80,7 @@ _ELIGIBLE_OP = re.compile(
 )
 _TC_DTYPE = re.compile(r"Half|BFloat16|Float8|float8|e4m3|e5m2|signed char|int8", re.I)
 # CUPTI metric names that count Tensor Core pipe activity.
-_TC_METRIC = re.compile(r"tensor|hmma|imma|mma", re.IGNORECASE)
+_TC_METRIC = name_pattern(r"tensor|hmma|imma|mma", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
