@@ -706,7 +706,10 @@ def _row(s: RankSummary, rank: int, shift: float | None, st: _RankStats) -> Rank
     m: DeviceMetrics | None = s.metrics if s.device else None
     sb = m.span_breakdown if m else {}
     span = m.gpu_span_us if m else 0.0
-    steps = s.steps
+    # The steps' columns as plain values: iterating a Series costs more than the rest here.
+    step_no, dur, exposed = (
+        _frames.column(s.steps, c).tolist() for c in ("step", "dur", "exposed_comm_us")
+    )
     return RankRow(
         rank=rank,
         path=s.path,
@@ -718,10 +721,8 @@ def _row(s: RankSummary, rank: int, shift: float | None, st: _RankStats) -> Rank
         exposed_comm_pct=m.exposed_comm_pct if m else None,
         wait_pct=st.exposed_wait_us / span * 100.0 if span > 0 else None,
         idle={k: v for k, v in sb.items() if k not in ("compute", "exposed_comm", "copy_only")},
-        steps={int(a): float(b) for a, b in zip(steps["step"], steps["dur"], strict=True)},
-        step_exposed_comm_us={
-            int(a): float(b) for a, b in zip(steps["step"], steps["exposed_comm_us"], strict=True)
-        },
+        steps={int(a): float(b) for a, b in zip(step_no, dur, strict=True)},
+        step_exposed_comm_us={int(a): float(b) for a, b in zip(step_no, exposed, strict=True)},
         start_us=(shift + s.window[0]) if shift is not None else None,
         bottleneck=s.verdict.bottleneck,
         summary=s.verdict.summary,
