@@ -144,9 +144,10 @@ def _hit(rx: re.Pattern[str], text: str) -> bool:
 
 
 def name_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    """``re.compile(pattern, flags)`` for a pattern searched over kernel names, its
-    needles (:func:`_needles`) worked out now: at import, once, where every worker
-    process forked afterwards finds them (parsing the longest pattern costs about 1 ms)."""
+    """``re.compile(pattern, flags)`` for a pattern :func:`matches` searches name columns
+    with, its needles (:func:`_needles`) worked out now: at import, once, where every
+    worker process forked afterwards finds them (parsing the longest pattern costs about
+    1 ms)."""
     rx = re.compile(pattern, flags)
     _needles(rx)
     return rx

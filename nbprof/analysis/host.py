@@ -24,23 +24,23 @@ import pandas as pd
 
 from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
-from nbprof.analysis._text import matches
+from nbprof.analysis._text import matches, name_pattern
 
 logger = logging.getLogger(__name__)
 
 #: Runtime/driver calls that launch a kernel (not copies or memsets).
-KERNEL_LAUNCH = re.compile(
+KERNEL_LAUNCH = name_pattern(
     r"LaunchKernel|LaunchCooperativeKernel|hipLaunch|hipExtLaunch|hipModuleLaunch|"
     r"cuLaunch|GraphLaunch"
 )
 #: Calls that put any GPU work on a stream (kernels, copies, memsets, graphs).
-WORK_LAUNCH = re.compile(KERNEL_LAUNCH.pattern + r"|Memcpy|Memset")
-_BEGIN_CAPTURE = re.compile(r"StreamBeginCapture")
-_END_CAPTURE = re.compile(r"StreamEndCapture")
+WORK_LAUNCH = name_pattern(KERNEL_LAUNCH.pattern + r"|Memcpy|Memset")
+_BEGIN_CAPTURE = name_pattern(r"StreamBeginCapture")
+_END_CAPTURE = name_pattern(r"StreamEndCapture")
 #: One-time (or allocation) set-up: context and stream creation, device queries, memory
 #: allocation and release, module loading, graph instantiation. cudaFree(0) is the classic
 #: way to create the context; the caching allocator calls cudaMalloc/cudaFree when it grows.
-SETUP = re.compile(
+SETUP = name_pattern(
     r"^(?:cuda|hip|cu)(?:Malloc|Free|HostAlloc|MallocHost|FreeHost|HostRegister|"
     r"HostUnregister|StreamCreate|StreamDestroy|EventCreate|EventDestroy|GetDeviceProperties|"
     r"DeviceGetStreamPriorityRange|SetDevice|DeviceReset|ModuleLoad|ModuleUnload|"

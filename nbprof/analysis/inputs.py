@@ -16,12 +16,12 @@ import pandas as pd
 
 from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
-from nbprof.analysis._text import matches
+from nbprof.analysis._text import matches, name_pattern
 from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
 
-_DATALOADER = re.compile(
+_DATALOADER = name_pattern(
     r"DataLoader|DataLoaderIter\.__next__|_DataLoaderIter|dataloader\.py\(\d+\): __next__",
     re.IGNORECASE,
 )

@@ -14,14 +14,13 @@ import functools
 import json
 import logging
 import math
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import matches
+from nbprof.analysis._text import matches, name_pattern
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
 from nbprof.trace.model import frame_from_arrays
@@ -41,7 +40,7 @@ _DTYPE = {
     "signed char": "int8", "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8",
     "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
 }  # fmt: skip
-_MATMUL = re.compile(r"aten::(?:mm|addmm|bmm|baddbmm|matmul|_addmm_activation|linear)$")
+_MATMUL = name_pattern(r"aten::(?:mm|addmm|bmm|baddbmm|matmul|_addmm_activation|linear)$")
 
 
 def _load(text: str) -> list[Any]:

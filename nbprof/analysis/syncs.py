@@ -12,14 +12,13 @@ did not make the host wait.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import is_in, matches
+from nbprof.analysis._text import is_in, matches, name_pattern
 from nbprof.analysis.model import SYNCS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -32,7 +31,7 @@ SYNC_RUNTIME = (
 #: CPU ops that force a device-to-host sync (``.item()``, ``.tolist()``, printing a tensor).
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
 SYNC_COLUMNS: tuple[str, ...] = SYNCS_TABLE.names
-_COPY_CALL = re.compile(r"^(?:cuda|hip|cu)Memcpy")
+_COPY_CALL = name_pattern(r"^(?:cuda|hip|cu)Memcpy")
 _CALL_COLUMNS = ("rank", "pid", "tid", "name", "ts", "dur", "kind", "bytes")
 
 
