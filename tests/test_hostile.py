@@ -462,19 +462,21 @@ def test_progress_bar_stays_off_a_stderr_that_is_not_a_terminal(
     from nbprof.trace import reader
 
     made: list[Any] = []
-    real = reader._Progress.__init__
+    real = reader._Progress.__exit__
 
-    def eager(self: Any, total: int, progress: bool | None, desc: str) -> None:
-        real(self, total, progress, desc)
+    def seen(self: Any, *exc: Any) -> None:
         made.append(self._bar)
+        real(self, *exc)
 
-    monkeypatch.setattr(reader._Progress, "__init__", eager)
+    monkeypatch.setattr(reader._Progress, "__exit__", seen)
+    monkeypatch.setattr(reader, "BAR_DELAY", 0.0)  # every load is slow enough
     p = put(tmp_path, "t.json", DOC)
     read(p)  # progress=None: the default
     assert made == [None] and capsys.readouterr().err == ""
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     read(p)
     assert made[-1] is not None  # a terminal does get the bar
+    assert "loading t.json" in capsys.readouterr().err
 
 
 # -- the reader's other inputs still work -----------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +306,19 @@ def test_progress_forced_on_and_off(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "loading t.json" in capsys.readouterr().err
     read(p)  # fast: no bar
     assert capsys.readouterr().err == ""
+
+
+def test_a_fast_load_does_not_import_tqdm(tmp_path: Path) -> None:
+    """The bar of a load that ends before it would appear is never made, and tqdm (whose
+    ``tqdm.auto`` imports asyncio: about 35 ms) is not imported for it."""
+    p = write(tmp_path, modern())
+    code = (
+        "import sys, nbprof.result\n"
+        f"nbprof.result.load({str(p)!r}, cache=False)\n"
+        "print('tqdm' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 # -- bad input ---------------------------------------------------------------------------------

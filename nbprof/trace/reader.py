@@ -10,6 +10,7 @@ import gc
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,39 +37,59 @@ _EPOCH_NS = 10**18
 _STAGES_PER_FILE = 5
 
 
+#: Seconds a load with ``progress=None`` runs before its bar appears.
+BAR_DELAY = 1.0
+
+
 class _Progress:
-    """A tqdm.auto bar over load stages; with ``progress=None`` it appears only after ~1 s."""
+    """A tqdm.auto bar over load stages; with ``progress=None`` it appears only after
+    :data:`BAR_DELAY` seconds, and tqdm is imported only then: ``tqdm.auto`` brings in
+    asyncio, about 35 ms, which is more than a small trace's whole load."""
 
     def __init__(self, total: int, progress: bool | None, desc: str) -> None:
         self._bar: Any = None
-        if progress is False:
-            return
+        self._total, self._done, self._desc = total, 0, desc
+        #: When a bar that waits is to be asked for; None: no bar will be made (any more).
+        self._due: float | None = None
+        self._start = time.time()
+        if progress is None:
+            self._due = time.monotonic() + BAR_DELAY
+        elif progress:
+            self._make(leave=True)
+
+    def _make(self, *, leave: bool) -> None:
+        self._due = None
         try:
             from tqdm.auto import tqdm
         except ImportError:  # pragma: no cover - tqdm is a dependency
             return
-        if progress is None and not _bar_is_seen(tqdm):
+        if not leave and not _bar_is_seen(tqdm):
             # A text bar written to a file or a pipe (a log, a CI job) only garbles what is
             # read there, e.g. the one-line error that follows it.
             return
         self._bar = tqdm(
-            total=total,
-            desc=desc,
+            total=self._total,
+            initial=self._done,
+            desc=self._desc,
             unit="step",
-            delay=1.0 if progress is None else 0.0,
-            leave=progress is True,
+            leave=leave,
             bar_format="{desc}: {bar} {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
         )
+        self._bar.start_t = self._start  # its elapsed time counts from the load's start
 
     def step(self, what: str) -> None:
+        if self._due is not None and time.monotonic() >= self._due:
+            self._make(leave=False)
+        self._done += 1
         if self._bar is not None:
             self._bar.set_postfix_str(what, refresh=False)
             self._bar.update(1)
 
     def grow(self, n: int) -> None:
         """Add ``n`` steps (a file's decode chunks, known once it has been skimmed)."""
+        self._total += n
         if self._bar is not None and n:
-            # No refresh here: with a display delay, a refresh would show the bar at once.
+            # No refresh here: a refresh between steps would redraw the bar for nothing.
             self._bar.total += n
 
     def __enter__(self) -> _Progress:
