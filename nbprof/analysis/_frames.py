@@ -114,6 +114,15 @@ def stored_array(df: Any, name: Any) -> Any:
     return _stored(df, name)
 
 
+def stored_arrays(df: Any) -> tuple[Any, ...] | None:
+    """The arrays pandas stores for each column of a plain frame, in column order, as they
+    are (shared with the frame: never to be written); None where that does not apply (not
+    a frame, no accessor)."""
+    if type(df) is not pd.DataFrame or _STORED is None:
+        return None
+    return tuple(_STORED(df, i) for i in range(df.shape[1]))
+
+
 def column(df: Any, name: Any, dtype: Any = None) -> np.ndarray:
     """``df[name].to_numpy(dtype)``, the same array (a read-only view where it shares the
     frame's memory), without building the Series.

@@ -18,11 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from nbprof.analysis import _frames
 from nbprof.trace.model import frame_from_arrays
 
-#: pandas' accessor of a column's stored array by position (private; None in a pandas
-#: without it: frames are then pickled whole, as pandas does).
-_STORED: Any = getattr(pd.DataFrame, "_get_column_array", None)
 #: The type of a column Index of text names: the one a rebuilt frame's columns get.
 _NAMES_DTYPE: Any = pd.Index(["name"], tupleize_cols=False).dtype
 #: Where an object keeps its fields that are still packed.
@@ -45,24 +43,21 @@ def pack(df: Any) -> Packed | None:
     """``df`` as a :class:`Packed` that gives back an equal frame; None for a frame it
     would not (rows not numbered from 0, names that are not distinct text, attributes or
     flags set, a pandas without the accessor), which is then sent as it is."""
-    if _STORED is None or type(df) is not pd.DataFrame or df.shape[1] == 0:
+    if type(df) is not pd.DataFrame or df.shape[1] == 0 or not _frames.numbered(df):
         return None
-    index, columns = df.index, df.columns
-    if not (type(index) is pd.RangeIndex and index.start == 0 and index.step == 1):
-        return None
-    names = tuple(columns)
+    names = tuple(df.columns)
     if (
         any(type(c) is not str for c in names)
         or len(set(names)) != len(names)
-        or columns.name is not None
-        or columns.dtype != _NAMES_DTYPE
-        or index.name is not None
+        or df.columns.name is not None
+        or df.columns.dtype != _NAMES_DTYPE
+        or df.index.name is not None
         or df.attrs
         or not df.flags.allows_duplicate_labels
     ):
         return None
-    arrays = tuple(_STORED(df, i) for i in range(len(names)))
-    if not all(_rebuilt_as_is(a) for a in arrays):
+    arrays = _frames.stored_arrays(df)
+    if arrays is None or not all(_rebuilt_as_is(a) for a in arrays):
         return None
     return Packed(names, arrays)
 
