@@ -55,15 +55,17 @@ class _Progress:
         if progress is None:
             self._due = time.monotonic() + BAR_DELAY
         elif progress:
-            self._make(leave=True)
+            self._make(forced=True)
 
-    def _make(self, *, leave: bool) -> None:
+    def _make(self, *, forced: bool) -> None:
+        """The bar now: asked for (``progress=True``, kept on screen when the load ends), or
+        due, and then only where it is seen."""
         self._due = None
         try:
             from tqdm.auto import tqdm
         except ImportError:  # pragma: no cover - tqdm is a dependency
             return
-        if not leave and not _bar_is_seen(tqdm):
+        if not forced and not _bar_is_seen(tqdm):
             # A text bar written to a file or a pipe (a log, a CI job) only garbles what is
             # read there, e.g. the one-line error that follows it.
             return
@@ -72,14 +74,14 @@ class _Progress:
             initial=self._done,
             desc=self._desc,
             unit="step",
-            leave=leave,
+            leave=forced,
             bar_format="{desc}: {bar} {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
         )
         self._bar.start_t = self._start  # its elapsed time counts from the load's start
 
     def step(self, what: str) -> None:
         if self._due is not None and time.monotonic() >= self._due:
-            self._make(leave=False)
+            self._make(forced=False)
         self._done += 1
         if self._bar is not None:
             self._bar.set_postfix_str(what, refresh=False)
