@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from nbprof.analysis import _group, _text
+from nbprof.analysis import _group, _text, classes, device, tensorcores
 from nbprof.analysis.classes import is_collective, kernel_classes
 
 
@@ -122,13 +125,6 @@ def test_equals_is_numpys_comparison() -> None:
 
 
 # -- the needle test before a search ------------------------------------------------------
-
-from pathlib import Path  # noqa: E402
-
-from hypothesis import example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from nbprof.analysis import classes, device, tensorcores  # noqa: E402
 
 #: The patterns searched over kernel names, whose needles are worked out at import.
 _NAME_PATTERNS = (
