@@ -22,8 +22,18 @@ from hypothesis import strategies as st
 import nbprof
 from nbprof.analysis import _text
 from nbprof.trace import decode as dec
-from nbprof.trace import reader
+from nbprof.trace import reader, scan
 from nbprof.trace import tables as tb
+
+
+@pytest.fixture(autouse=True, params=["scanner", "python"])
+def events_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with pieces read by the C scanner and by the Python path (the
+    scanner's own agreement with that path is tested in tests/test_trace_scan.py)."""
+    if request.param == "scanner" and not scan.available():
+        pytest.skip("the C scanner is not built")
+    monkeypatch.setenv(scan.ENV, "1" if request.param == "scanner" else "0")
+    return str(request.param)
 
 
 def raws_of(events: list[str]) -> list[msgspec.Raw]:
@@ -428,6 +438,14 @@ def by_pieces_and_skimmed(
         return got
 
     monkeypatch.setattr(dec, "decode_piece", counting)
+    real_scan = scan.scan_piece
+
+    def counting_scan(*args: Any) -> Any:
+        got = real_scan(*args)
+        decoded[0] += got is not None
+        return got
+
+    monkeypatch.setattr(scan, "scan_piece", counting_scan)
     out = []
     pieces = reader._piece_bytes if piece_bytes is None else lambda: piece_bytes
     for size in (pieces, lambda: 0):

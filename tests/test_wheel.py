@@ -91,7 +91,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
     shutil.copytree(
-        REPO / "nbprof", src / "nbprof", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        REPO / "nbprof",
+        src / "nbprof",
+        # The scanner an editable install built in the checkout: the wheel builds its own.
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.pyd"),
     )
     # The running environment provides the build backend (setuptools): no download.
     _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(base), "./src",
@@ -127,6 +130,11 @@ def test_the_wheel_carries_the_package_data(installed: Installed) -> None:
     assert "nbprof/py.typed" in names
     assert "nbprof/datasets.py" in names and "nbprof/demo.py" in names
     assert not [n for n in names if n.startswith(("tests/", "notebooks/", "benchmarks/"))]
+    # The C events scanner is compiled into the wheel where there is a compiler, its
+    # source and type stub beside it.
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert [n for n in names if n.startswith("nbprof/trace/_scan.") and n.endswith(".so")]
+    assert "nbprof/trace/_scan.pyi" in names
 
 
 def test_the_installed_package_is_the_wheel(installed: Installed, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 from nbprof.errors import TraceError as TraceError  # tables raises it as dec.TraceError
 from nbprof.errors import plain_text
 from nbprof.trace.io import encoding_problem
+from nbprof.trace.scan import ArgSpans
 
 logger = logging.getLogger(__name__)
 
@@ -813,16 +814,16 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 
 def decode_args(
-    raws: list[msgspec.Raw], kind: type[S], path: str, event_index: np.ndarray
+    raws: list[msgspec.Raw] | ArgSpans, kind: type[S], path: str, event_index: np.ndarray
 ) -> list[S]:
     """Decode the ``args`` of many events into ``kind`` in one call (one joined JSON array).
 
     ``event_index`` maps a position in ``raws`` back to the event's index in the file, so a
     type error names the event the user can find.
     """
-    if not raws:
+    if not len(raws):
         return []
-    joined = json_array(raws)
+    joined = raws.joined() if isinstance(raws, ArgSpans) else json_array(raws)
     try:
         return msgspec.json.decode(joined, type=list[kind])  # type: ignore[valid-type]
     except msgspec.ValidationError as e:

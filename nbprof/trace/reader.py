@@ -24,10 +24,11 @@ from nbprof import _memory
 from nbprof.errors import TraceError, plain_text
 from nbprof.trace import cache as table_cache
 from nbprof.trace import decode as dec
-from nbprof.trace import forked, links
+from nbprof.trace import forked, links, scan
 from nbprof.trace import tables as tb
 from nbprof.trace.io import read_bytes, trace_files
 from nbprof.trace.model import TABLES, Trace, empty_table
+from nbprof.trace.scan import EventColumns
 
 logger = logging.getLogger(__name__)
 
@@ -426,7 +427,7 @@ def _abs_ns(ts: np.ndarray, base_ns: int | None, path: str) -> np.ndarray:
 
 def _chunk(
     acc: _Acc,
-    events: list[dec.AnyEvent],
+    events: tb.Events,
     abs_ns: np.ndarray,
     offset: int,
     ids: tb.Ids,
@@ -453,7 +454,7 @@ def _chunk(
 
     # "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
     op_idx = k[tb.CPU_OP]
-    op_names = [events[i].name for i in op_idx.tolist()]
+    op_names = _names(events, op_idx)
     # Newer traces write no such op: one substring search over all the names says so,
     # where a test per op would cost more than gathering the names.
     if _STEP_PREFIX in "\n".join(op_names):
@@ -466,10 +467,7 @@ def _chunk(
     py = k[tb.PYTHON]
     # A substring test first: a stack trace's frames are many, its DataLoader frames few.
     fetches = py[
-        [
-            "dataloader.py" in (n := events[i].name) and bool(tb.DATALOADER_FRAME.search(n))
-            for i in py.tolist()
-        ]
+        ["dataloader.py" in n and bool(tb.DATALOADER_FRAME.search(n)) for n in _names(events, py)]
     ]
     ann_idx = np.concatenate(
         [k[tb.ANNOTATION], k[tb.GPU_ANNOTATION], op_idx[step_like], fetches.astype(np.int64)]
@@ -487,6 +485,13 @@ def _chunk(
     # Flow events matter only where correlation ids are missing, which is known once every
     # chunk is read: remember where they are; their columns are built then, if needed.
     acc.flows.append((offset + s.flows_start, offset + s.flows_end))
+
+
+def _names(events: tb.Events, idx: np.ndarray) -> list[str]:
+    if isinstance(events, EventColumns):
+        names: list[str] = events.name[idx].tolist()
+        return names
+    return [events[i].name for i in idx.tolist()]
 
 
 def _comms(
@@ -558,7 +563,9 @@ def _pieces_part(
     mode = dec.TsMode()
     offset = 0
     for span in spans:
-        got = dec.decode_piece(d.data, span, offset, path, mode)
+        got: tuple[tb.Events, np.ndarray] | None = scan.scan_piece(
+            d.data, span, tb.CAT_CODES, tb.PHASE_CODES
+        ) or dec.decode_piece(d.data, span, offset, path, mode)
         if got is None:
             return None
         events, ts = got

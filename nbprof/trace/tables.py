@@ -24,6 +24,7 @@ import pandas as pd
 
 from nbprof.trace import decode as dec
 from nbprof.trace.model import TABLES, empty_columns, empty_table, frame_from_arrays
+from nbprof.trace.scan import TEXT_ID, ArgSpans, EventColumns
 
 logger = logging.getLogger(__name__)
 
@@ -151,12 +152,23 @@ class Sorted:
         return _RUNTIME_CAT_OF_NO[self.cat_no[idx]]
 
 
-def sort_events(events: list[dec.AnyEvent]) -> Sorted:
+#: The same numbers by the categories' and phases' bytes, for the scanner.
+CAT_CODES: dict[bytes, int] = {c.encode(): n for c, n in _CAT_NO.items()}
+PHASE_CODES: dict[bytes, int] = {ph.encode(): n for ph, n in _PHASE_CODE.items()}
+
+#: A run of events: decoded structs, or the scanner's columns.
+Events = list[dec.AnyEvent] | EventColumns
+
+
+def sort_events(events: Events) -> Sorted:
     """Which events go to which table (duration events ``ph == "X"`` only)."""
-    cget, pget = _CAT_NO.get, _PHASE_CODE.get
-    # One pass of two dict lookups per event, category and phase packed in one small int:
-    # cheaper than factorizing the strings, and no intermediate object arrays.
-    codes = np.fromiter([cget(e.cat, 0) + pget(e.ph, 0) for e in events], np.uint8, len(events))
+    if isinstance(events, EventColumns):
+        codes = events.codes
+    else:
+        cget, pget = _CAT_NO.get, _PHASE_CODE.get
+        # One pass of two dict lookups per event, category and phase packed in one small
+        # int: cheaper than factorizing the strings, and no intermediate object arrays.
+        codes = np.fromiter([cget(e.cat, 0) + pget(e.ph, 0) for e in events], np.uint8, len(events))
     cat_no = codes & ((1 << _CAT_BITS) - 1)
     phases = codes >> _CAT_BITS
     kinds = _KIND_OF_NO[cat_no]
@@ -257,7 +269,7 @@ class Common:
     tid: np.ndarray
     ts_ns: np.ndarray  # absolute ns (int64)
     dur: np.ndarray  # µs float64
-    args: list[msgspec.Raw]
+    args: list[msgspec.Raw] | ArgSpans
 
     def take(self, pos: np.ndarray) -> Common:
         """These columns at positions ``pos`` (the same as gathering those events anew)."""
@@ -268,12 +280,12 @@ class Common:
             tid=self.tid[pos],
             ts_ns=self.ts_ns[pos],
             dur=self.dur[pos],
-            args=[args[i] for i in pos.tolist()],
+            args=args.take(pos) if isinstance(args, ArgSpans) else [args[i] for i in pos.tolist()],
         )
 
 
 def common(
-    events: list[dec.AnyEvent],
+    events: Events,
     idx: np.ndarray,
     ts_abs_ns: np.ndarray,
     ids: Ids,
@@ -281,39 +293,59 @@ def common(
     offset: int = 0,
 ) -> Common:
     """Shared columns of ``events[idx]``; ``offset`` turns chunk positions into file ones."""
-    evs = [events[i] for i in idx.tolist()]
     ts = ts_abs_ns[idx]
     missing = ts == dec.NO_TS
     if missing.any():
         where = offset + int(idx[np.flatnonzero(missing)[0]])
         raise dec.TraceError(path, f"event {where}: duration event has no `ts`")
-    # The struct's dur is always a float: no type discovery needed, unlike np.array.
-    dur = np.fromiter([e.dur for e in evs], np.float64, len(evs))
+    if isinstance(events, EventColumns):
+        # Scanned: the columns are there already (names interned by the scanner).
+        pid, tid = events.pid[idx], events.tid[idx]
+        # Text ids (rare) get their codes here, in the order the Python path gives them.
+        if events.pid_text and (pid == TEXT_ID).any():
+            pid = ids.column(events.ids(events.pid, events.pid_text, idx))
+        if events.tid_text and (tid == TEXT_ID).any():
+            tid = ids.column(events.ids(events.tid, events.tid_text, idx))
+        got = Common(
+            name=events.name[idx],
+            pid=pid,
+            tid=tid,
+            ts_ns=ts,
+            dur=events.dur[idx],
+            args=events.args.take(idx),
+        )
+    else:
+        evs = [events[i] for i in idx.tolist()]
+        # Names repeat (the same kernel, the same op, thousands of times): one string each.
+        intern = sys.intern
+        got = Common(
+            name=_obj([intern(e.name) for e in evs]),
+            pid=ids.column([e.pid for e in evs]),
+            tid=ids.column([e.tid for e in evs]),
+            ts_ns=ts,
+            # The struct's dur is always a float: no type discovery needed, unlike np.array.
+            dur=np.fromiter([e.dur for e in evs], np.float64, len(evs)),
+            args=[e.args for e in evs],
+        )
+    dur = got.dur
     if (dur < 0).any():
-        i = int(idx[np.flatnonzero(dur < 0)[0]])
-        raise dec.TraceError(path, f"event {offset + i}: negative duration ({events[i].dur})")
+        j = int(np.flatnonzero(dur < 0)[0])
+        i = int(idx[j])
+        raise dec.TraceError(path, f"event {offset + i}: negative duration ({float(dur[j])})")
     if not np.isfinite(dur).all():
         where = offset + int(idx[np.flatnonzero(~np.isfinite(dur))[0]])
         raise dec.TraceError(path, f"event {where}: duration is not a finite number")
     # The bound timestamps have (see decode): a longer duration is no profiled event, and
     # taken as is it would make a device "100% busy" over a span of centuries.
     if (dur > dec.MAX_TS_US).any():
-        i = int(idx[np.flatnonzero(dur > dec.MAX_TS_US)[0]])
+        j = int(np.flatnonzero(dur > dec.MAX_TS_US)[0])
+        i = int(idx[j])
         raise dec.TraceError(
             path,
-            f"event {offset + i}: duration out of range ({events[i].dur:g} µs; "
+            f"event {offset + i}: duration out of range ({float(dur[j]):g} µs; "
             f"at most {dec.MAX_TS_US:.0e} µs, about 285 years)",
         )
-    # Names repeat (the same kernel, the same op, thousands of times): one string each.
-    intern = sys.intern
-    return Common(
-        name=_obj([intern(e.name) for e in evs]),
-        pid=ids.column([e.pid for e in evs]),
-        tid=ids.column([e.tid for e in evs]),
-        ts_ns=ts,
-        dur=dur,
-        args=[e.args for e in evs],
-    )
+    return got
 
 
 def _device_col(devs: list[int | str | None], pid: np.ndarray) -> np.ndarray:

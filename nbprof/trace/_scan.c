@@ -1,0 +1,728 @@
+/* Trace events scanned straight into columns: the fast path of nbprof.trace.scan.
+ *
+ * A piece of a trace's event array (events written one after another, comma separated)
+ * is read once, byte by byte, into the columns the tables are built from: each event's
+ * category and phase code, name, pid, tid, timestamp in ns, duration and the span of its
+ * raw `args`. Only what the pure-Python path (msgspec structs, then columns) reads the same
+ * way is taken here; anything else (text ids, escaped keys, exponents in timestamps,
+ * invalid JSON, wrong types, deep nesting) makes scan() return None and that path reads the
+ * piece instead, so results and error messages are the same whichever path ran.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TS_US 9000000000000000LL
+#define NO_TS INT64_MIN
+/* A pid or tid written as text that is not a number (no integer read here is this low). */
+#define TEXT_ID INT64_MIN
+/* Deeper values are left to the Python path, which words "nested too deeply". */
+#define MAX_DEPTH 64
+
+typedef const unsigned char *cp;
+
+/* Why a scan stopped: not ours to read (the Python path reads the piece), or a Python
+ * error (memory) to raise. */
+#define BAIL 1
+#define FAIL 2
+
+/* -- growable columns -------------------------------------------------------------- */
+
+typedef struct {
+    char *data;
+    Py_ssize_t n, cap, item;
+} Col;
+
+static int col_init(Col *c, Py_ssize_t item) {
+    c->n = 0;
+    c->cap = 1024;
+    c->item = item;
+    c->data = PyMem_Malloc(c->cap * item);
+    return c->data ? 0 : FAIL;
+}
+
+static int col_grow(Col *c) {
+    Py_ssize_t cap = c->cap * 2;
+    char *d = PyMem_Realloc(c->data, cap * c->item);
+    if (!d) return FAIL;
+    c->data = d;
+    c->cap = cap;
+    return 0;
+}
+
+#define PUSH(col, type, value)                                                         \
+    do {                                                                               \
+        if ((col).n == (col).cap && col_grow(&(col))) return FAIL;                     \
+        ((type *)(col).data)[(col).n++] = (value);                                     \
+    } while (0)
+
+static PyObject *col_bytearray(Col *c) {
+    return PyByteArray_FromStringAndSize(c->data, c->n * c->item);
+}
+
+/* -- interned text, keyed by its raw bytes ---------------------------------------- */
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t len;
+    char *raw;       /* a copy of the raw (still escaped) bytes */
+    PyObject *text;  /* str, interned */
+    long code;       /* categories and phases: their number */
+} Entry;
+
+typedef struct {
+    Entry *slots;
+    Py_ssize_t cap, used;
+} Table;
+
+/* Eight bytes a step: names are long (C++ kernel names run to hundreds of bytes), and a
+ * byte-at-a-time hash was a third of a scan. */
+static uint64_t hash_bytes(cp s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 32);
+}
+
+static int table_init(Table *t, Py_ssize_t cap) {
+    t->cap = cap;
+    t->used = 0;
+    t->slots = PyMem_Calloc(cap, sizeof(Entry));
+    return t->slots ? 0 : FAIL;
+}
+
+static void table_free(Table *t) {
+    if (!t->slots) return;
+    for (Py_ssize_t i = 0; i < t->cap; i++) {
+        if (t->slots[i].raw) {
+            PyMem_Free(t->slots[i].raw);
+            Py_XDECREF(t->slots[i].text);
+        }
+    }
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+}
+
+static Entry *table_find(Table *t, cp s, Py_ssize_t n, uint64_t h) {
+    Py_ssize_t mask = t->cap - 1, i = (Py_ssize_t)(h & mask);
+    for (;;) {
+        Entry *e = &t->slots[i];
+        if (!e->raw) return e;
+        if (e->hash == h && e->len == n && memcmp(e->raw, s, n) == 0) return e;
+        i = (i + 1) & mask;
+    }
+}
+
+static int table_grow(Table *t) {
+    Table bigger;
+    if (table_init(&bigger, t->cap * 2)) return FAIL;
+    for (Py_ssize_t i = 0; i < t->cap; i++) {
+        Entry *e = &t->slots[i];
+        if (e->raw) *table_find(&bigger, (cp)e->raw, e->len, e->hash) = *e;
+    }
+    bigger.used = t->used;
+    PyMem_Free(t->slots);
+    *t = bigger;
+    return 0;
+}
+
+/* The entry of the raw string s[0:n] (between its quotes), made on first sight: its text
+ * decoded (strict UTF-8; through `unescape` when it holds an escape) and interned. */
+static int table_get(Table *t, cp s, Py_ssize_t n, int escaped, PyObject *unescape,
+                     Entry **out) {
+    uint64_t h = hash_bytes(s, n);
+    Entry *e = table_find(t, s, n, h);
+    if (e->raw) {
+        *out = e;
+        return 0;
+    }
+    PyObject *text;
+    if (escaped) {
+        PyObject *quoted = PyBytes_FromStringAndSize((const char *)s - 1, n + 2);
+        if (!quoted) return FAIL;
+        text = PyObject_CallOneArg(unescape, quoted);
+        Py_DECREF(quoted);
+        if (text && !PyUnicode_CheckExact(text)) Py_CLEAR(text);
+    } else {
+        text = PyUnicode_DecodeUTF8((const char *)s, n, NULL);
+    }
+    if (!text) {
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)) return FAIL;
+        PyErr_Clear();
+        return BAIL;
+    }
+    PyUnicode_InternInPlace(&text);
+    char *raw = PyMem_Malloc(n ? n : 1);
+    if (!raw) {
+        Py_DECREF(text);
+        return FAIL;
+    }
+    memcpy(raw, s, n);
+    e->hash = h;
+    e->len = n;
+    e->raw = raw;
+    e->text = text;
+    e->code = -1;
+    t->used++;
+    if (t->used * 2 > t->cap) {
+        if (table_grow(t)) return FAIL;
+        e = table_find(t, s, n, h);
+    }
+    *out = e;
+    return 0;
+}
+
+/* -- JSON -------------------------------------------------------------------------- */
+
+static inline cp skip_ws(cp p, cp end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+static inline int is_hex(unsigned char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Bytes that end a run of plain string text: the quote, a backslash, control bytes. */
+static unsigned char special[256];
+
+static void init_special(void) {
+    for (int c = 0; c < 0x20; c++) special[c] = 1;
+    special['"'] = special['\\'] = 1;
+}
+
+/* A string at *pp (its opening quote): its contents' span, whether it holds an escape. */
+static int scan_string(cp *pp, cp end, cp *s, Py_ssize_t *n, int *escaped) {
+    cp p = *pp;
+    if (p >= end || *p != '"') return BAIL;
+    p++;
+    cp start = p;
+    int esc = 0;
+    while (p < end) {
+        /* Plain text first, four bytes a step: most of a trace's bytes are in strings. */
+        while (end - p >= 4 && !special[p[0]] && !special[p[1]] && !special[p[2]] &&
+               !special[p[3]])
+            p += 4;
+        while (p < end && !special[*p]) p++;
+        if (p >= end) break;
+        unsigned char c = *p;
+        if (c == '"') {
+            *s = start;
+            *n = p - start;
+            *escaped = esc;
+            *pp = p + 1;
+            return 0;
+        }
+        if (c < 0x20) return BAIL;
+        if (c == '\\') {
+            esc = 1;
+            if (p + 1 >= end) return BAIL;
+            unsigned char x = p[1];
+            if (x == 'u') {
+                if (p + 6 > end || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) ||
+                    !is_hex(p[5]))
+                    return BAIL;
+                p += 6;
+                continue;
+            }
+            if (!strchr("\"\\/bfnrt", x) || x == 0) return BAIL;
+            p += 2;
+            continue;
+        }
+        p++;
+    }
+    return BAIL;
+}
+
+/* A number at *pp, by JSON's grammar: its span, whether it has a fraction or exponent. */
+static int scan_number(cp *pp, cp end, cp *s, Py_ssize_t *n, int *frac, int *expo) {
+    cp p = *pp, start = p;
+    *frac = *expo = 0;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return BAIL;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && is_digit(*p)) p++;
+    } else {
+        return BAIL;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || !is_digit(*p)) return BAIL;
+        while (p < end && is_digit(*p)) p++;
+        *frac = 1;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || !is_digit(*p)) return BAIL;
+        while (p < end && is_digit(*p)) p++;
+        *expo = 1;
+    }
+    *s = start;
+    *n = p - start;
+    *pp = p;
+    return 0;
+}
+
+static int skip_value(cp *pp, cp end, int depth);
+
+static int skip_literal(cp *pp, cp end, const char *word) {
+    size_t k = strlen(word);
+    if ((size_t)(end - *pp) < k || memcmp(*pp, word, k) != 0) return BAIL;
+    *pp += k;
+    return 0;
+}
+
+static int skip_value(cp *pp, cp end, int depth) {
+    cp p = *pp, s;
+    Py_ssize_t n;
+    int a, b;
+    if (p >= end) return BAIL;
+    if (depth > MAX_DEPTH) return BAIL;
+    switch (*p) {
+        case '"':
+            return scan_string(pp, end, &s, &n, &a);
+        case '{':
+            p = skip_ws(p + 1, end);
+            if (p < end && *p == '}') {
+                *pp = p + 1;
+                return 0;
+            }
+            for (;;) {
+                if (scan_string(&p, end, &s, &n, &a)) return BAIL;
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':') return BAIL;
+                p = skip_ws(p + 1, end);
+                if (skip_value(&p, end, depth + 1)) return BAIL;
+                p = skip_ws(p, end);
+                if (p < end && *p == ',') {
+                    p = skip_ws(p + 1, end);
+                    continue;
+                }
+                if (p < end && *p == '}') {
+                    *pp = p + 1;
+                    return 0;
+                }
+                return BAIL;
+            }
+        case '[':
+            p = skip_ws(p + 1, end);
+            if (p < end && *p == ']') {
+                *pp = p + 1;
+                return 0;
+            }
+            for (;;) {
+                if (skip_value(&p, end, depth + 1)) return BAIL;
+                p = skip_ws(p, end);
+                if (p < end && *p == ',') {
+                    p = skip_ws(p + 1, end);
+                    continue;
+                }
+                if (p < end && *p == ']') {
+                    *pp = p + 1;
+                    return 0;
+                }
+                return BAIL;
+            }
+        case 't':
+            return skip_literal(pp, end, "true");
+        case 'f':
+            return skip_literal(pp, end, "false");
+        case 'n':
+            return skip_literal(pp, end, "null");
+        default:
+            return scan_number(pp, end, &s, &n, &a, &b);
+    }
+}
+
+/* A JSON integer that fits well inside an int64 (at most 18 digits). */
+static int scan_int(cp *pp, cp end, int64_t *out) {
+    cp s;
+    Py_ssize_t n;
+    int frac, expo;
+    if (scan_number(pp, end, &s, &n, &frac, &expo) || frac || expo) return BAIL;
+    int neg = *s == '-';
+    if (n - neg > 18) return BAIL;
+    int64_t v = 0;
+    for (Py_ssize_t i = neg; i < n; i++) v = v * 10 + (s[i] - '0');
+    *out = neg ? -v : v;
+    return 0;
+}
+
+/* A timestamp in µs, as the Python path reads it: whole µs times 1000 plus the first three
+ * digits of the fraction (truncated). Negative, exponent or out of range: not ours. */
+static int scan_ts(cp *pp, cp end, int64_t *out) {
+    cp s;
+    Py_ssize_t n;
+    int frac, expo;
+    if (scan_number(pp, end, &s, &n, &frac, &expo) || expo || *s == '-') return BAIL;
+    int64_t whole = 0;
+    Py_ssize_t i = 0;
+    for (; i < n && s[i] != '.'; i++) {
+        if (i >= 17) return BAIL;
+        whole = whole * 10 + (s[i] - '0');
+    }
+    if (whole > MAX_TS_US) return BAIL;
+    int64_t part = 0;
+    int k = 0;
+    if (i < n) { /* the fraction */
+        for (i++; i < n && k < 3; i++, k++) part = part * 10 + (s[i] - '0');
+    }
+    for (; k < 3; k++) part *= 10;
+    *out = whole * 1000 + part;
+    return 0;
+}
+
+static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+
+static int scan_double(cp *pp, cp end, double *out) {
+    cp s;
+    Py_ssize_t n;
+    int frac, expo;
+    char buf[64];
+    if (scan_number(pp, end, &s, &n, &frac, &expo) || n >= (Py_ssize_t)sizeof buf) return BAIL;
+    if (!expo && n <= 16) {
+        /* At most 15 digits: the digits as an integer and the power of ten are exact
+         * doubles, so one IEEE division is the correctly rounded value, which is what
+         * strtod (and msgspec) give; without strtod's cost. */
+        int64_t m = 0;
+        int digits = 0, after = 0, seen_point = 0;
+        for (Py_ssize_t i = *s == '-'; i < n; i++) {
+            if (s[i] == '.') {
+                seen_point = 1;
+                continue;
+            }
+            m = m * 10 + (s[i] - '0');
+            digits++;
+            after += seen_point;
+        }
+        if (digits <= 15) {
+            double v = (double)m / pow10[after];
+            *out = *s == '-' ? -v : v;
+            return 0;
+        }
+    }
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    double v = strtod(buf, NULL);
+    if (!isfinite(v)) return BAIL;
+    *out = v;
+    return 0;
+}
+
+/* -- events ------------------------------------------------------------------------ */
+
+typedef struct {
+    Col code, name, pid, tid, ts, dur, astart, aend;
+    Table names, cats, phases;
+    PyObject *cat_codes, *phase_codes, *unescape, *texts;
+    cp base;
+} Scan;
+
+/* The number of a category or phase string (0 for one the mapping lacks). */
+static int code_of(Table *t, PyObject *mapping, cp s, Py_ssize_t n, int escaped,
+                   long *out) {
+    if (escaped) return BAIL;
+    Entry *e;
+    int r = table_get(t, s, n, 0, NULL, &e);
+    if (r) return r;
+    if (e->code < 0) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)s, n);
+        if (!key) return FAIL;
+        PyObject *v = PyDict_GetItemWithError(mapping, key);
+        Py_DECREF(key);
+        if (!v && PyErr_Occurred()) return FAIL;
+        long c = v ? PyLong_AsLong(v) : 0;
+        if (c == -1 && PyErr_Occurred()) return FAIL;
+        e->code = c;
+    }
+    *out = e->code;
+    return 0;
+}
+
+/* A pid or tid: an integer, or text. Numeric text (an optional "-" and digits, shorter
+ * than 19 characters) is its number, as Python's Ids reads it; other text is left to the
+ * tables (they give it a code in order of first use): TEXT_ID here, the text noted. */
+static int scan_id(Scan *sc, cp *pp, cp end, int64_t *out, PyObject **text) {
+    cp s;
+    Py_ssize_t n;
+    int esc;
+    *text = NULL;
+    if (**pp != '"') return scan_int(pp, end, out);
+    if (scan_string(pp, end, &s, &n, &esc)) return BAIL;
+    if (!esc && n > 0 && n < 19) {
+        Py_ssize_t i = s[0] == '-';
+        int digits = i < n;
+        for (Py_ssize_t j = i; j < n; j++) digits &= is_digit(s[j]);
+        if (digits) {
+            int64_t v = 0;
+            for (Py_ssize_t j = i; j < n; j++) v = v * 10 + (s[j] - '0');
+            *out = i ? -v : v;
+            return 0;
+        }
+    }
+    Entry *e;
+    int r = table_get(&sc->names, s, n, esc, sc->unescape, &e);
+    if (r) return r;
+    *out = TEXT_ID;
+    *text = e->text;
+    return 0;
+}
+
+/* Event number (the one about to be pushed), pid (0) or tid (1), and its text id. */
+static int note_text(Scan *sc, int which, PyObject *text) {
+    if (!text) return 0;
+    PyObject *item = Py_BuildValue("(niO)", sc->code.n, which, text);
+    if (!item) return FAIL;
+    int r = PyList_Append(sc->texts, item);
+    Py_DECREF(item);
+    return r ? FAIL : 0;
+}
+
+#define KEY(lit) (n == (Py_ssize_t)(sizeof(lit) - 1) && memcmp(k, lit, n) == 0)
+
+static int scan_event(Scan *sc, cp *pp, cp end) {
+    cp p = *pp, k, s;
+    Py_ssize_t n, sn;
+    int esc;
+    static const unsigned char empty[1] = {0};
+    cp ph = empty, cat = empty, name = empty;
+    Py_ssize_t ph_n = 0, cat_n = 0, name_n = 0;
+    int ph_esc = 0, cat_esc = 0, name_esc = 0;
+    int64_t pid = 0, tid = 0, ts = NO_TS, as = -1, ae = -1;
+    PyObject *pid_text = NULL, *tid_text = NULL;
+    double dur = 0.0;
+    int r;
+
+    if (p >= end || *p != '{') return BAIL;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}') {
+        p++;
+    } else {
+        for (;;) {
+            if (scan_string(&p, end, &k, &n, &esc) || esc) return BAIL;
+            p = skip_ws(p, end);
+            if (p >= end || *p != ':') return BAIL;
+            p = skip_ws(p + 1, end);
+            if (p >= end) return BAIL;
+            if (KEY("ph")) {
+                if (scan_string(&p, end, &ph, &ph_n, &ph_esc)) return BAIL;
+            } else if (KEY("cat")) {
+                if (scan_string(&p, end, &cat, &cat_n, &cat_esc)) return BAIL;
+            } else if (KEY("name")) {
+                if (scan_string(&p, end, &name, &name_n, &name_esc)) return BAIL;
+            } else if (KEY("pid")) {
+                if ((r = scan_id(sc, &p, end, &pid, &pid_text))) return r;
+            } else if (KEY("tid")) {
+                if ((r = scan_id(sc, &p, end, &tid, &tid_text))) return r;
+            } else if (KEY("ts")) {
+                if (scan_ts(&p, end, &ts)) return BAIL;
+            } else if (KEY("dur")) {
+                if (scan_double(&p, end, &dur)) return BAIL;
+            } else if (KEY("id")) {
+                /* Not read here, but its type is checked as the struct checks it. */
+                if (*p == '"') {
+                    if (scan_string(&p, end, &s, &sn, &esc)) return BAIL;
+                } else if (*p == 'n') {
+                    if (skip_literal(&p, end, "null")) return BAIL;
+                } else {
+                    int64_t ignored;
+                    if (scan_int(&p, end, &ignored)) return BAIL;
+                }
+            } else if (KEY("args")) {
+                cp a = p;
+                if (skip_value(&p, end, 1)) return BAIL;
+                as = a - sc->base;
+                ae = p - sc->base;
+            } else {
+                if (skip_value(&p, end, 1)) return BAIL;
+            }
+            p = skip_ws(p, end);
+            if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+                continue;
+            }
+            if (p < end && *p == '}') {
+                p++;
+                break;
+            }
+            return BAIL;
+        }
+    }
+    long cat_code, ph_code;
+    if ((r = code_of(&sc->cats, sc->cat_codes, cat, cat_n, cat_esc, &cat_code))) return r;
+    if ((r = code_of(&sc->phases, sc->phase_codes, ph, ph_n, ph_esc, &ph_code))) return r;
+    Entry *e;
+    if ((r = table_get(&sc->names, name, name_n, name_esc, sc->unescape, &e))) return r;
+    if ((r = note_text(sc, 0, pid_text)) || (r = note_text(sc, 1, tid_text))) return r;
+    PUSH(sc->code, uint8_t, (uint8_t)(cat_code + ph_code));
+    PUSH(sc->name, PyObject *, e->text);
+    PUSH(sc->pid, int64_t, pid);
+    PUSH(sc->tid, int64_t, tid);
+    PUSH(sc->ts, int64_t, ts);
+    PUSH(sc->dur, double, dur);
+    PUSH(sc->astart, int64_t, as);
+    PUSH(sc->aend, int64_t, ae);
+    *pp = p;
+    return 0;
+}
+
+static int scan_all(Scan *sc, cp p, cp end) {
+    p = skip_ws(p, end);
+    if (p >= end) return BAIL;
+    for (;;) {
+        int r = scan_event(sc, &p, end);
+        if (r) return r;
+        p = skip_ws(p, end);
+        if (p >= end) return 0;
+        if (*p != ',') return BAIL;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+static void scan_free(Scan *sc) {
+    Col *cols[] = {&sc->code, &sc->name, &sc->pid,    &sc->tid,
+                   &sc->ts,   &sc->dur,  &sc->astart, &sc->aend};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) PyMem_Free(cols[i]->data);
+    table_free(&sc->names);
+    table_free(&sc->cats);
+    table_free(&sc->phases);
+    Py_XDECREF(sc->texts);
+}
+
+PyDoc_STRVAR(scan_doc,
+             "scan(buffer, start, stop, cat_codes, phase_codes, unescape)\n--\n\n"
+             "The events in buffer[start:stop] as columns: (codes, names, pid, tid, ts_ns, "
+             "dur, args_start, args_stop, texts), numeric columns as bytearrays, texts the "
+             "(event, 0 for pid or 1 for tid, text) of ids written as text that is not a "
+             "number (their column holds the lowest int64 there); None when the "
+             "text is not what this scanner reads exactly as the Python path does.");
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, stop;
+    PyObject *cat_codes, *phase_codes, *unescape;
+    if (!PyArg_ParseTuple(args, "y*nnO!O!O:scan", &view, &start, &stop, &PyDict_Type,
+                          &cat_codes, &PyDict_Type, &phase_codes, &unescape))
+        return NULL;
+    PyObject *result = NULL;
+    Scan sc;
+    memset(&sc, 0, sizeof sc);
+    if (start < 0 || stop > view.len || start > stop) {
+        PyErr_SetString(PyExc_ValueError, "span outside the buffer");
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    sc.cat_codes = cat_codes;
+    sc.phase_codes = phase_codes;
+    sc.unescape = unescape;
+    sc.base = (cp)view.buf;
+    sc.texts = PyList_New(0);
+    int r = !sc.texts || col_init(&sc.code, 1) || col_init(&sc.name, sizeof(PyObject *)) ||
+            col_init(&sc.pid, 8) || col_init(&sc.tid, 8) || col_init(&sc.ts, 8) ||
+            col_init(&sc.dur, 8) || col_init(&sc.astart, 8) || col_init(&sc.aend, 8) ||
+            table_init(&sc.names, 1024) || table_init(&sc.cats, 64) ||
+            table_init(&sc.phases, 16);
+    if (!r) r = scan_all(&sc, sc.base + start, sc.base + stop);
+    if (r == BAIL) {
+        result = Py_NewRef(Py_None);
+    } else if (r == 0) {
+        PyObject *names = PyList_New(sc.name.n);
+        if (names) {
+            PyObject **src = (PyObject **)sc.name.data;
+            for (Py_ssize_t i = 0; i < sc.name.n; i++) PyList_SET_ITEM(names, i, Py_NewRef(src[i]));
+            result = Py_BuildValue("(NNNNNNNNO)", col_bytearray(&sc.code), names,
+                                   col_bytearray(&sc.pid), col_bytearray(&sc.tid),
+                                   col_bytearray(&sc.ts), col_bytearray(&sc.dur),
+                                   col_bytearray(&sc.astart), col_bytearray(&sc.aend),
+                                   sc.texts);
+        }
+    } else if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    scan_free(&sc);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+PyDoc_STRVAR(join_doc,
+             "join(buffer, starts, stops)\n--\n\n"
+             "The JSON array of the values buffer[starts[i]:stops[i]] (int64 arrays as "
+             "buffers); a negative start stands for an absent value, written as {}.");
+
+static PyObject *join(PyObject *self, PyObject *args) {
+    Py_buffer view, sv, ev;
+    if (!PyArg_ParseTuple(args, "y*y*y*:join", &view, &sv, &ev)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = sv.len / 8;
+    const int64_t *st = sv.buf, *en = ev.buf;
+    const char *base = view.buf;
+    if (ev.len != sv.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops differ in length");
+        goto done;
+    }
+    Py_ssize_t size = 2 + (n > 0 ? n - 1 : 0);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (st[i] < 0) {
+            size += 2;
+        } else if (st[i] > en[i] || en[i] > view.len) {
+            PyErr_SetString(PyExc_ValueError, "span outside the buffer");
+            goto done;
+        } else {
+            size += en[i] - st[i];
+        }
+    }
+    out = PyBytes_FromStringAndSize(NULL, size);
+    if (!out) goto done;
+    char *w = PyBytes_AS_STRING(out);
+    *w++ = '[';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i) *w++ = ',';
+        if (st[i] < 0) {
+            *w++ = '{';
+            *w++ = '}';
+        } else {
+            memcpy(w, base + st[i], en[i] - st[i]);
+            w += en[i] - st[i];
+        }
+    }
+    *w++ = ']';
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, scan_doc},
+    {"join", join, METH_VARARGS, join_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "nbprof.trace._scan", "Trace events scanned into columns.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    init_special();
+    return PyModule_Create(&module);
+}

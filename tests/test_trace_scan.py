@@ -1,0 +1,359 @@
+"""The C scanner reads exactly what the Python path reads, and leaves it the rest.
+
+Every case loads one file twice, with the scanner (``NBPROF_SCAN=1``) and without it, and
+compares the whole trace (every table, bit for bit) or the error message. Cases the scanner
+takes are also checked to have been read by it, so that agreement is not the Python path
+agreeing with itself; cases it must leave (text it does not read the same way) are checked
+to have been left.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nbprof
+from nbprof.trace import decode as dec
+from nbprof.trace import scan
+from nbprof.trace import tables as tb
+from tests.conftest import corpus_params
+from tests.test_trace_cache import assert_same
+from tests.test_trace_fastpaths import GOOD, kineto_text
+
+built = pytest.mark.skipif(not scan.available(), reason="the C scanner is not built")
+
+
+def test_the_scanner_is_built_where_there_is_a_compiler() -> None:
+    # pip builds it with the package; without a compiler the install still works, slower.
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert scan._scan is not None
+
+
+def read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, list[bool]]:
+    """(trace or error text) with the scanner and without it, and what each scan answered
+    (True: read; False: left to the Python path)."""
+    answers: list[bool] = []
+    real = scan.scan_piece
+
+    def counting(*args: Any) -> Any:
+        got = real(*args)
+        if scan.available():
+            answers.append(got is not None)
+        return got
+
+    monkeypatch.setattr(scan, "scan_piece", counting)
+    out = []
+    for on in ("1", "0"):
+        monkeypatch.setenv(scan.ENV, on)
+        try:
+            out.append(nbprof.trace.read(path, progress=False, cache=False))
+        except nbprof.TraceError as e:
+            out.append(str(e))
+    return out[0], out[1], answers
+
+
+def assert_agree(one: Any, two: Any) -> None:
+    if isinstance(one, str) or isinstance(two, str):
+        assert one == two
+    else:
+        assert_same(one, two)
+
+
+def write(tmp_path: Path, events: list[Any], name: str = "t.json") -> Path:
+    p = tmp_path / name
+    p.write_text(kineto_text(events), encoding="utf-8")
+    return p
+
+
+def _with(event: str) -> list[Any]:
+    """The GOOD events with one more, written as given (JSON text, laid out by Kineto's
+    indentation of its first line only)."""
+    return [*GOOD, event]
+
+
+# Events the scanner reads itself: each must give exactly the Python path's trace.
+TAKEN = {
+    "escaped name": r'{"ph": "X", "cat": "cpu_op", "name": "a\"b\\c\u00e9\n", "pid": 1, '
+    r'"tid": 2, "ts": 120, "dur": 1}',
+    "unicode name": '{"ph": "X", "cat": "cpu_op", "name": "défaut ∑ 🙂", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 1}',
+    "template name": '{"ph": "X", "cat": "kernel", "name": "void k<float, 4>(T*)", "pid": 0, '
+    '"tid": 7, "ts": 140, "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 99}}',
+    "numeric text tid": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": "2", '
+    '"ts": 120, "dur": 1}',
+    "negative numeric text pid": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": "-3", '
+    '"tid": 2, "ts": 120, "dur": 1}',
+    "text pid and tid": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": "Spans", '
+    '"tid": "PyTorch Profiler", "ts": 120, "dur": 1}',
+    "text tid with spaces": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, '
+    '"tid": " 25 ", "ts": 120, "dur": 1}',
+    "decimal ts": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120.123456, "dur": 1}',
+    "short decimal ts": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120.5, "dur": 1}',
+    "no ts (metadata)": '{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, '
+    '"args": {"name": "python"}}',
+    "decimal dur": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 0.1}',
+    "long decimal dur": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 123456789.123456789}',
+    "exponent dur": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 1.5e2}',
+    "negative zero dur": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": -0}',
+    "no args": '{"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 1, '
+    '"tid": 2, "ts": 120, "dur": 1}',
+    "null args": '{"ph": "i", "cat": "x", "name": "n", "pid": 1, "tid": 2, "ts": 120, '
+    '"args": null}',
+    "nested args": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 1, "args": {"Input Dims": [[1, [2, {"a": [true, false, null]}]]], '
+    '"s": "x\\"y", "f": -1.5e-3}}',
+    "keys in another order": '{"dur": 3, "args": {"correlation": 8}, "ts": 111, "tid": 2, '
+    '"pid": 1, "name": "cudaLaunchKernel", "cat": "cuda_runtime", "ph": "X"}',
+    "repeated key": '{"ph": "X", "cat": "cpu_op", "name": "a", "name": "b", "pid": 1, '
+    '"tid": 2, "ts": 120, "dur": 1}',
+    "id forms": '{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": "0x7", "pid": 1, '
+    '"tid": 2, "ts": 110}',
+    "null id": '{"ph": "i", "cat": "x", "name": "n", "id": null, "pid": 1, "tid": 2, "ts": 110}',
+    "unknown category and phase": '{"ph": "Q", "cat": "mystery", "name": "n", "pid": 1, '
+    '"tid": 2, "ts": 110, "dur": 1}',
+    "empty event": "{}",
+    "negative duration (an error)": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, '
+    '"tid": 2, "ts": 120, "dur": -1.5}',
+    "absurd duration (an error)": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, '
+    '"tid": 2, "ts": 120, "dur": 1e300}',
+    "kernel args of the wrong type (an error)": '{"ph": "X", "cat": "kernel", "name": "k", '
+    '"pid": 0, "tid": 7, "ts": 140, "dur": 1, "args": {"correlation": "seven"}}',
+    "duration event without ts (an error)": '{"ph": "X", "cat": "cpu_op", "name": "op", '
+    '"pid": 1, "tid": 2, "dur": 1}',
+}
+
+# Text the scanner leaves to the Python path, which reads it or words the error.
+LEFT = {
+    "ts as text": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": "120", "dur": 1}',
+    "ts with an exponent": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 1.2e2, "dur": 1}',
+    "negative ts": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": -5, "dur": 1}',
+    "null ts": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, "ts": null, '
+    '"dur": 1}',
+    "ts past the bound": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 9000000000000001, "dur": 1}',
+    "pid beyond int64": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": '
+    '92233720368547758070, "tid": 2, "ts": 120, "dur": 1}',
+    "float pid": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1.0, "tid": 2, '
+    '"ts": 120, "dur": 1}',
+    "name as a number": '{"ph": "X", "cat": "cpu_op", "name": 5, "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 1}',
+    "null dur": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, "ts": 120, '
+    '"dur": null}',
+    "escaped key": '{"ph": "X", "cat": "cpu_op", "n\\u0061me": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 1}',
+    "escaped category": '{"ph": "X", "cat": "cpu\\u005fop", "name": "op", "pid": 1, '
+    '"tid": 2, "ts": 120, "dur": 1}',
+    "control character in a string": '{"ph": "X", "cat": "cpu_op", "name": "a\tb", '
+    '"pid": 1, "tid": 2, "ts": 120, "dur": 1}',
+    "leading zero": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 01, "tid": 2, '
+    '"ts": 120, "dur": 1}',
+    "bad literal": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 1, "args": {"x": nul}}',
+    "trailing comma": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 1,}',
+    "id as an object": '{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": {}, "pid": 1, '
+    '"tid": 2, "ts": 110}',
+    "deep args": '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, '
+    '"ts": 120, "dur": 1, "args": {"a": ' + "[" * 70 + "]" * 70 + "}}",
+    "an event that is not an object": "[1, 2]",
+}
+
+
+@built
+@pytest.mark.parametrize("event", list(TAKEN.values()), ids=list(TAKEN))
+def test_events_the_scanner_reads_as_python_does(
+    event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two, answers = read_both(write(tmp_path, _with(event)), monkeypatch)
+    assert answers and all(answers)
+    assert_agree(one, two)
+
+
+@built
+@pytest.mark.parametrize("event", list(LEFT.values()), ids=list(LEFT))
+def test_text_the_scanner_leaves_to_python(
+    event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two, answers = read_both(write(tmp_path, _with(event)), monkeypatch)
+    # Invalid JSON may be refused before any piece is read: then nothing was scanned.
+    assert not any(answers)
+    assert_agree(one, two)
+
+
+@built
+def test_invalid_utf8_is_left_to_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i, where in enumerate(("name", "cat", "tid")):
+        p = tmp_path / f"bad{i}.json"
+        text = kineto_text(
+            _with(
+                f'{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, "ts": 1, '
+                f'"dur": 1, "{where}": "@@"}}'
+            )
+        )
+        p.write_bytes(text.encode().replace(b"@@", b"\xff\xfe"))
+        one, two, answers = read_both(p, monkeypatch)
+        assert answers and not any(answers)
+        assert_agree(one, two)
+        assert isinstance(one, str)
+
+
+@built
+def test_text_ids_get_the_codes_python_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Codes go to text ids in order of first use across kinds (kernels first, pid before
+    # tid): an op's text tid seen in the file before a kernel's still gets the later code.
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": "host", "tid": "main", "ts": 1,
+         "dur": 5, "args": {}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": "gpu", "tid": "stream 7", "ts": 2,
+         "dur": 1, "args": {"device": 0, "correlation": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "op2", "pid": "host", "tid": "stream 7",
+         "ts": 3, "dur": 1, "args": {}},
+    ]  # fmt: skip
+    one, two, answers = read_both(write(tmp_path, events), monkeypatch)
+    assert answers == [True]
+    assert_agree(one, two)
+    # gpu, stream 7, host, main (-2, -3, -4, -5): the op on "stream 7" shares its code.
+    assert one.cpu_ops["tid"].tolist() == [-5, -3]
+
+
+@built
+def test_many_pieces_and_a_gzip_file_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbprof.trace.reader as reader
+
+    monkeypatch.setattr(reader, "CHUNK", 2)  # pieces of about 512 bytes
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(kineto_text(GOOD * 40).encode()))
+    one, two, answers = read_both(p, monkeypatch)
+    assert len(answers) > 10 and all(answers)
+    assert_agree(one, two)
+
+
+@built
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_traces_read_the_same_with_the_scanner(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NBPROF_PARSE_WORKERS", "1")  # every piece scanned in this process
+    one, two, answers = read_both(path, monkeypatch)
+    assert_agree(one, two)
+    if path.name.startswith(("hta__df_index_resolver", "kineto-tbplugin", "param__linear")):
+        # Kineto's own layout, with text ids ("Spans", and tids as numeric text in the
+        # older files): all of it is the scanner's.
+        assert answers and all(answers)
+
+
+# -- generated events -----------------------------------------------------------------------
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+_IDS = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.integers(0, 99).map(str),
+    st.sampled_from(["Spans", "PyTorch Profiler", "stream 7", "-4", " 5", ""]),
+)
+
+
+def _decimal(whole: int, places: int) -> st.SearchStrategy[str]:
+    """Decimal text with 1 to ``places`` digits after the point."""
+    return st.tuples(st.integers(0, whole), st.text("0123456789", min_size=1, max_size=places)).map(
+        lambda t: f"{t[0]}.{t[1]}"
+    )
+
+
+_TS = st.one_of(
+    st.integers(0, 2**53).map(str),
+    _decimal(10**15, 6),
+    st.sampled_from(["0.5", "12.0001", "3e2", "-1", '"7"']),
+)
+_DUR = st.one_of(
+    st.integers(0, 10**12).map(str),
+    st.floats(0, 1e12, allow_nan=False).map(repr),
+    _decimal(10**9, 9),
+    st.sampled_from(["-0.5", "1E3", "0.1", "null"]),
+)
+_CATS = st.sampled_from(
+    [
+        "cpu_op",
+        "kernel",
+        "cuda_runtime",
+        "gpu_memcpy",
+        "user_annotation",
+        "ac2g",
+        "python_function",
+        "x",
+    ]
+)
+
+
+@st.composite
+def _event(draw: st.DrawFn) -> str:
+    fields = {
+        "ph": json.dumps(draw(st.sampled_from(["X", "X", "X", "i", "s", "f", "M"]))),
+        "cat": json.dumps(draw(_CATS)),
+        "name": json.dumps(draw(_TEXT), ensure_ascii=draw(st.booleans())),
+        "pid": json.dumps(draw(_IDS)),
+        "tid": json.dumps(draw(_IDS)),
+        "ts": draw(_TS),
+        "dur": draw(_DUR),
+        "args": json.dumps(
+            draw(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "correlation": st.integers(0, 9),
+                        "device": st.integers(0, 1),
+                        "External id": st.integers(0, 9),
+                        "Input Dims": st.lists(st.lists(st.integers(0, 4), max_size=2)),
+                    },
+                )
+            )
+        ),
+    }
+    keys = draw(st.permutations(list(fields)))
+    keep = [k for k in keys if k not in draw(st.sets(st.sampled_from(list(fields)), max_size=2))]
+    return "{" + ", ".join(f'"{k}": {fields[k]}' for k in keep) + "}"
+
+
+@built
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(events=st.lists(_event(), min_size=1, max_size=6))
+def test_generated_events_read_the_same_either_way(
+    events: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two, _ = read_both(write(tmp_path, [*GOOD[:3], *events]), monkeypatch)
+    assert_agree(one, two)
+
+
+@built
+def test_join_writes_absent_args_as_an_empty_object() -> None:
+    data = b'{"a": 1} [2]'
+    spans = scan.ArgSpans(data, np.array([0, -1, 9]), np.array([8, -1, 12]))
+    assert spans.joined() == b'[{"a": 1},{},[2]]'
+    assert spans.take(np.array([2, 1])).joined() == b"[[2],{}]"
+    with pytest.raises(nbprof.TraceError, match="event 7: `args` should be an object"):
+        dec.decode_args(spans, dec.RuntimeArgs, "t", np.array([5, 6, 7]))
+
+
+def test_codes_are_the_tables_numbers() -> None:
+    assert {k.decode(): v for k, v in tb.CAT_CODES.items()} == tb._CAT_NO
+    assert {k.decode(): v for k, v in tb.PHASE_CODES.items()} == tb._PHASE_CODE
