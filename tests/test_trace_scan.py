@@ -15,14 +15,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nbprof
+from nbprof.trace import argfields, scan
 from nbprof.trace import decode as dec
-from nbprof.trace import scan
 from nbprof.trace import tables as tb
 from tests.conftest import corpus_params
 from tests.test_trace_cache import assert_same
@@ -135,6 +136,134 @@ TAKEN = {
     "duration event without ts (an error)": '{"ph": "X", "cat": "cpu_op", "name": "op", '
     '"pid": 1, "tid": 2, "dur": 1}',
 }
+
+
+def _kernel(args: str) -> str:
+    return (
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 140, "dur": 1, '
+        '"args": ' + args + "}"
+    )
+
+
+def _copy(args: str) -> str:
+    return (
+        '{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, '
+        '"tid": 7, "ts": 150, "dur": 1, "args": ' + args + "}"
+    )
+
+
+def _op(args: str) -> str:
+    return (
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 2, "ts": 120, '
+        '"dur": 1, "args": ' + args + "}"
+    )
+
+
+# Args the scanner's fields read (the columns made from them, not from structs).
+FIELDS_TAKEN = {
+    "launch dimensions": _kernel(
+        '{"grid": [], "block": [0, 1099511627776, 1099511627776], "correlation": null}'
+    ),
+    "overflowing dimensions": _kernel('{"grid": [2147483648, 2147483648, 4], "block": 5}'),
+    "18-digit scalar dimension": _kernel('{"grid": 999999999999999999, "block": -3}'),
+    "numbers of either kind": _kernel(
+        '{"registers per thread": 32.5, "shared memory": 1e3, "blocks per SM": 3, '
+        '"est. achieved occupancy %": 12, "device": null, "stream": null}'
+    ),
+    "numbers past the bounds": _kernel(
+        '{"registers per thread": 5e18, "est. achieved occupancy %": -1e300}'
+    ),
+    "a repeated key": _kernel('{"correlation": 1, "correlation": 7, "device": 1}'),
+    "memcpy kind as text": _copy('{"kind": "HtoD", "bytes": 8.5, "device": 0}'),
+    "memcpy kind as a number": _copy('{"kind": 3, "bytes": 8, "device": 0}'),
+    "memcpy kind unknown": _copy('{"kind": "sideways", "bytes": null}'),
+    "op shapes of any kind": _op(
+        '{"Input Dims": [[1, 2], [], 3.5e999], "Input type": {"a": "b"}, "External id": 4, '
+        '"flops": 12}'
+    ),
+    "op shapes with escapes": _op('{"Input Dims": "a\\u00e9\\n", "Input type": null}'),
+}
+
+# Args the scanner's fields leave to the structs (which read them, or word the error).
+FIELDS_LEFT = {
+    "a device as text (ROCm)": _kernel('{"device": "0", "correlation": 3}'),
+    "a float correlation (an error)": _kernel('{"correlation": 3.5}'),
+    "a huge correlation": _kernel('{"correlation": 92233720368547758080}'),
+    "a stream past 2**62": _kernel('{"stream": 4611686018427387905, "device": 0}'),
+    "a 19-digit dimension": _kernel('{"grid": 4611686018427387904, "block": -3}'),
+    "a float in the dimensions (an error)": _kernel('{"grid": [1, 2.5, 1]}'),
+    "nested dimensions (an error)": _kernel('{"grid": [[1], 2, 1]}'),
+    "flops not finite (an error)": _op('{"flops": 1e999}'),
+    "text flops (an error)": _op('{"flops": "many"}'),
+    "args not an object (an error)": _op("[1]"),
+    "an escaped key": _op('{"External \\u0069d": 4}'),
+}
+
+
+@built
+@pytest.mark.parametrize("event", list(FIELDS_TAKEN.values()), ids=list(FIELDS_TAKEN))
+def test_args_the_fields_read_as_the_structs_do(
+    event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = count_field_reads(monkeypatch)
+    one, two, answers = read_both(write(tmp_path, _with(event)), monkeypatch)
+    assert answers and all(answers)
+    assert reads and all(reads)
+    assert_agree(one, two)
+    assert not isinstance(one, str)
+
+
+@built
+@pytest.mark.parametrize("event", list(FIELDS_LEFT.values()), ids=list(FIELDS_LEFT))
+def test_args_the_fields_leave_to_the_structs(
+    event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = count_field_reads(monkeypatch)
+    one, two, answers = read_both(write(tmp_path, _with(event)), monkeypatch)
+    assert answers and all(answers)
+    assert False in reads
+    assert_agree(one, two)
+
+
+def count_field_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What each read of args fields answered (True: columns; False: left to structs)."""
+    reads: list[bool] = []
+    real = argfields.read
+
+    def counting(*args: Any) -> Any:
+        got = real(*args)
+        reads.append(got is not None)
+        return got
+
+    monkeypatch.setattr(argfields, "read", counting)
+    return reads
+
+
+# One JSON value of each tag the scanner gives.
+_SAMPLES = {
+    argfields.ABSENT: None,
+    argfields.INT: "7",
+    argfields.FLOAT: "7.5",
+    argfields.STR: '"7"',
+    argfields.NULL: "null",
+    argfields.BOOL: "true",
+    argfields.INTS: "[1, 2, 3]",
+    argfields.ARRAY: "[1.5]",
+    argfields.OBJECT: "{}",
+    argfields.OTHER: "1e999",
+}
+
+
+@pytest.mark.parametrize("kind", list(tb._FIELDS), ids=lambda k: k.__name__)
+def test_what_the_fields_read_the_structs_take(kind: type) -> None:
+    # The scanner's columns are used only where the struct takes the value as it is.
+    for attr, (key, allowed) in tb._FIELDS[kind].items():
+        for tag, value in _SAMPLES.items():
+            if tag not in allowed or value is None:
+                continue
+            raw = msgspec.Raw(b'{"' + key + b'": ' + value.encode() + b"}")
+            assert dec.decode_args([raw], kind, "t", np.arange(1)), (attr, tag)
+
 
 # Text the scanner leaves to the Python path, which reads it or words the error.
 LEFT = {
@@ -318,10 +447,23 @@ def _event(draw: st.DrawFn) -> str:
                 st.fixed_dictionaries(
                     {},
                     optional={
-                        "correlation": st.integers(0, 9),
-                        "device": st.integers(0, 1),
+                        "correlation": st.one_of(st.integers(0, 9), st.none()),
+                        "device": st.one_of(st.integers(0, 1), st.none(), st.just("0")),
+                        "stream": st.one_of(st.integers(-1, 2**63), st.none()),
                         "External id": st.integers(0, 9),
                         "Input Dims": st.lists(st.lists(st.integers(0, 4), max_size=2)),
+                        "grid": st.one_of(
+                            st.lists(st.integers(-(2**40), 2**40), max_size=4),
+                            st.integers(-(2**63), 2**63),
+                            st.none(),
+                        ),
+                        "registers per thread": st.one_of(
+                            st.integers(-(2**63), 2**63), st.floats(allow_nan=False), st.none()
+                        ),
+                        "est. achieved occupancy %": st.floats(allow_nan=False),
+                        "bytes": st.one_of(st.integers(0, 2**64), st.floats(0, 1e20)),
+                        "kind": st.one_of(st.sampled_from(["HtoD", "x"]), st.integers(0, 3)),
+                        "flops": st.one_of(st.integers(0, 2**70), st.floats(0, 1e30)),
                     },
                 )
             )

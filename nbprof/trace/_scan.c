@@ -711,7 +711,327 @@ done:
     return out;
 }
 
+/* -- args fields ------------------------------------------------------------------ */
+
+/* What a field of an event's args held. */
+enum {
+    F_ABSENT = 0,
+    F_INT = 1,    /* an integer of at most 18 digits: ival, and num = (double)ival */
+    F_FLOAT = 2,  /* a finite number with a fraction or exponent: num */
+    F_STR = 3,    /* a string: its span, quotes included */
+    F_NULL = 4,
+    F_BOOL = 5,
+    F_INTS = 6,   /* an array of such integers: ival = their product, or -1 when the array
+                     is empty or the product is out of (-2**62, 2**62); num = their count */
+    F_ARRAY = 7,  /* any other array */
+    F_OBJECT = 8,
+    F_OTHER = 9,  /* a number not held exactly here (huge, or not finite) */
+};
+
+#define LIMIT62 (((int64_t)1) << 62)
+
+/* An array at *pp of integers only: their product as _product() gives it, else BAIL with
+ * *pp unchanged (the caller skips it as any array). */
+static int scan_int_array(cp *pp, cp end, int64_t *product, int64_t *count) {
+    cp p = skip_ws(*pp + 1, end);
+    __int128 acc = 1;
+    int zero = 0, over = 0;
+    int64_t k = 0;
+    if (p < end && *p == ']') {
+        *pp = p + 1;
+        *product = -1;
+        *count = 0;
+        return 0;
+    }
+    for (;;) {
+        int64_t v;
+        if (p >= end || scan_int(&p, end, &v)) return BAIL;
+        k++;
+        if (v == 0) zero = 1;
+        if (!over) {
+            acc *= v;
+            if (acc >= LIMIT62 || acc <= -LIMIT62) over = 1; /* |items| >= 1: it stays out */
+        }
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (p < end && *p == ']') break;
+        return BAIL;
+    }
+    *pp = p + 1;
+    *product = zero ? 0 : over ? -1 : (int64_t)acc;
+    *count = k;
+    return 0;
+}
+
+typedef struct {
+    PyObject *tags, *num, *ival, *start, *stop; /* bytearrays of n items */
+} Field;
+
+static int field_value(cp base, cp *pp, cp end, Field *f, Py_ssize_t i) {
+    cp p = *pp, s;
+    Py_ssize_t n;
+    int a, frac, expo;
+    uint8_t tag;
+    double num = 0.0;
+    int64_t iv = 0;
+    switch (*p) {
+        case '"':
+            if (scan_string(&p, end, &s, &n, &a)) return BAIL;
+            tag = F_STR;
+            break;
+        case 'n':
+            if (skip_literal(&p, end, "null")) return BAIL;
+            tag = F_NULL;
+            break;
+        case 't':
+        case 'f':
+            if (skip_value(&p, end, 1)) return BAIL;
+            tag = F_BOOL;
+            break;
+        case '{':
+            if (skip_value(&p, end, 1)) return BAIL;
+            tag = F_OBJECT;
+            break;
+        case '[': {
+            int64_t count;
+            if (scan_int_array(&p, end, &iv, &count) == 0) {
+                num = (double)count;
+                tag = F_INTS;
+            } else {
+                if (skip_value(&p, end, 1)) return BAIL;
+                tag = F_ARRAY;
+            }
+            break;
+        }
+        default: {
+            cp q = p;
+            if (scan_number(&q, end, &s, &n, &frac, &expo)) return BAIL;
+            if (!frac && !expo && n - (*s == '-') <= 18) {
+                if (scan_int(&p, end, &iv)) return BAIL;
+                num = (double)iv;
+                tag = F_INT;
+            } else if (frac || expo) {
+                if (scan_double(&p, end, &num)) {
+                    /* Not finite (1e999): msgspec refuses it for a float field. */
+                    p = q;
+                    tag = F_OTHER;
+                } else {
+                    tag = F_FLOAT;
+                }
+            } else {
+                p = q;
+                tag = F_OTHER;
+            }
+        }
+    }
+    ((uint8_t *)PyByteArray_AS_STRING(f->tags))[i] = tag;
+    ((double *)PyByteArray_AS_STRING(f->num))[i] = num;
+    ((int64_t *)PyByteArray_AS_STRING(f->ival))[i] = iv;
+    ((int64_t *)PyByteArray_AS_STRING(f->start))[i] = *pp - base;
+    ((int64_t *)PyByteArray_AS_STRING(f->stop))[i] = p - base;
+    *pp = p;
+    return 0;
+}
+
+#define MAX_FIELDS 16
+
+PyDoc_STRVAR(fields_doc,
+             "fields(buffer, starts, stops, keys)\n--\n\n"
+             "The values of the keys (a tuple of bytes) in each args object "
+             "buffer[starts[i]:stops[i]] (a negative start: no args, every key absent), per "
+             "key (tags, num, ival, start, stop) as bytearrays of uint8, float64 and int64: "
+             "what the key held, its number, its integer (an int array's product), its span. "
+             "None when an args value is not an object, or not read here exactly (an escaped "
+             "key, invalid JSON, deep nesting). A repeated key's last value counts.");
+
+static PyObject *fields(PyObject *self, PyObject *args) {
+    Py_buffer view, sv, ev;
+    PyObject *keys;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!:fields", &view, &sv, &ev, &PyTuple_Type, &keys))
+        return NULL;
+    PyObject *out = NULL;
+    Field f[MAX_FIELDS];
+    memset(f, 0, sizeof f);
+    Py_ssize_t nk = PyTuple_GET_SIZE(keys), n = sv.len / 8;
+    const char *kp[MAX_FIELDS];
+    Py_ssize_t kn[MAX_FIELDS];
+    const int64_t *st = sv.buf, *en = ev.buf;
+    cp base = view.buf;
+    int r = 0;
+    if (nk > MAX_FIELDS || ev.len != sv.len) {
+        PyErr_SetString(PyExc_ValueError, "too many keys, or starts and stops differ");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, k);
+        if (!PyBytes_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
+            goto done;
+        }
+        kp[k] = PyBytes_AS_STRING(key);
+        kn[k] = PyBytes_GET_SIZE(key);
+        f[k].tags = PyByteArray_FromStringAndSize(NULL, n);
+        f[k].num = PyByteArray_FromStringAndSize(NULL, n * 8);
+        f[k].ival = PyByteArray_FromStringAndSize(NULL, n * 8);
+        f[k].start = PyByteArray_FromStringAndSize(NULL, n * 8);
+        f[k].stop = PyByteArray_FromStringAndSize(NULL, n * 8);
+        if (!f[k].tags || !f[k].num || !f[k].ival || !f[k].start || !f[k].stop) goto done;
+        memset(PyByteArray_AS_STRING(f[k].tags), F_ABSENT, n);
+        memset(PyByteArray_AS_STRING(f[k].num), 0, n * 8);
+        memset(PyByteArray_AS_STRING(f[k].ival), 0, n * 8);
+        memset(PyByteArray_AS_STRING(f[k].start), 0xff, n * 8); /* -1: no span */
+        memset(PyByteArray_AS_STRING(f[k].stop), 0xff, n * 8);
+    }
+    for (Py_ssize_t i = 0; i < n && !r; i++) {
+        if (st[i] < 0) continue;
+        if (st[i] > en[i] || en[i] > view.len) {
+            PyErr_SetString(PyExc_ValueError, "span outside the buffer");
+            goto done;
+        }
+        cp p = base + st[i], end = base + en[i], s;
+        Py_ssize_t sn;
+        int esc;
+        if (p >= end || *p != '{') {
+            r = BAIL;
+            break;
+        }
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == '}') continue;
+        for (;;) {
+            if (scan_string(&p, end, &s, &sn, &esc) || esc) {
+                r = BAIL;
+                break;
+            }
+            p = skip_ws(p, end);
+            if (p >= end || *p != ':') {
+                r = BAIL;
+                break;
+            }
+            p = skip_ws(p + 1, end);
+            if (p >= end) {
+                r = BAIL;
+                break;
+            }
+            Py_ssize_t k = 0;
+            while (k < nk && !(kn[k] == sn && memcmp(kp[k], s, sn) == 0)) k++;
+            if (k < nk) {
+                if ((r = field_value(base, &p, end, &f[k], i))) break;
+            } else if ((r = skip_value(&p, end, 1))) {
+                break;
+            }
+            p = skip_ws(p, end);
+            if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+                continue;
+            }
+            if (p < end && *p == '}') break;
+            r = BAIL;
+            break;
+        }
+    }
+    if (r) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    out = PyTuple_New(nk);
+    if (!out) goto done;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *t = PyTuple_Pack(5, f[k].tags, f[k].num, f[k].ival, f[k].start, f[k].stop);
+        if (!t) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyTuple_SET_ITEM(out, k, t);
+    }
+done:
+    for (Py_ssize_t k = 0; k < MAX_FIELDS; k++) {
+        Py_XDECREF(f[k].tags);
+        Py_XDECREF(f[k].num);
+        Py_XDECREF(f[k].ival);
+        Py_XDECREF(f[k].start);
+        Py_XDECREF(f[k].stop);
+    }
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return out;
+}
+
+PyDoc_STRVAR(texts_doc,
+             "texts(buffer, starts, stops)\n--\n\n"
+             "The text of each span buffer[starts[i]:stops[i]] (UTF-8, invalid bytes replaced; "
+             "a negative start: the empty string), one interned str per distinct text.");
+
+static PyObject *texts(PyObject *self, PyObject *args) {
+    Py_buffer view, sv, ev;
+    if (!PyArg_ParseTuple(args, "y*y*y*:texts", &view, &sv, &ev)) return NULL;
+    PyObject *out = NULL;
+    Table seen = {0};
+    Py_ssize_t n = sv.len / 8;
+    const int64_t *st = sv.buf, *en = ev.buf;
+    cp base = view.buf;
+    if (ev.len != sv.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops differ in length");
+        goto done;
+    }
+    if (table_init(&seen, 64)) goto done;
+    out = PyList_New(n);
+    if (!out) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cp s = base;
+        Py_ssize_t len = 0;
+        if (st[i] >= 0) {
+            if (st[i] > en[i] || en[i] > view.len) {
+                PyErr_SetString(PyExc_ValueError, "span outside the buffer");
+                Py_CLEAR(out);
+                goto done;
+            }
+            s = base + st[i];
+            len = en[i] - st[i];
+        }
+        uint64_t h = hash_bytes(s, len);
+        Entry *e = table_find(&seen, s, len, h);
+        if (!e->raw) {
+            PyObject *text = PyUnicode_DecodeUTF8((const char *)s, len, "replace");
+            char *raw = text ? PyMem_Malloc(len ? len : 1) : NULL;
+            if (!raw) {
+                Py_XDECREF(text);
+                Py_CLEAR(out);
+                if (!PyErr_Occurred()) PyErr_NoMemory();
+                goto done;
+            }
+            PyUnicode_InternInPlace(&text);
+            memcpy(raw, s, len);
+            e->hash = h;
+            e->len = len;
+            e->raw = raw;
+            e->text = text;
+            seen.used++;
+            if (seen.used * 2 > seen.cap) {
+                if (table_grow(&seen)) {
+                    Py_CLEAR(out);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                e = table_find(&seen, s, len, h);
+            }
+        }
+        PyList_SET_ITEM(out, i, Py_NewRef(e->text));
+    }
+done:
+    table_free(&seen);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"texts", texts, METH_VARARGS, texts_doc},
+    {"fields", fields, METH_VARARGS, fields_doc},
     {"scan", scan, METH_VARARGS, scan_doc},
     {"join", join, METH_VARARGS, join_doc},
     {NULL, NULL, 0, NULL},

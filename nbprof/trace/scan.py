@@ -22,7 +22,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 try:
-    from nbprof.trace import _scan
+    from nbprof.trace import _scan as _scan
 except ImportError:  # built without a C compiler: the Python path reads everything
     _scan = None  # type: ignore[assignment]
     logger.debug("nbprof.trace._scan is not built; trace events are decoded in Python")

@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from nbprof.trace import argfields
 from nbprof.trace import decode as dec
 from nbprof.trace.model import TABLES, empty_columns, empty_table, frame_from_arrays
 from nbprof.trace.scan import TEXT_ID, ArgSpans, EventColumns
@@ -392,31 +393,107 @@ def rel_us(ts_ns: np.ndarray, origin_ns: int) -> np.ndarray:
 Columns = dict[str, np.ndarray]
 
 
-def _gpu_event_columns(c: Common, args: list[Any], ids: Ids) -> Columns:
+class _Structs:
+    """:class:`argfields.ArgColumns` of decoded args structs."""
+
+    def __init__(self, args: Sequence[Any]) -> None:
+        self.args = args
+
+    def _values(self, attr: str) -> list[Any]:
+        return list(map(attrgetter(attr), self.args))
+
+    def num(self, attr: str, dtype: type, missing: float) -> np.ndarray:
+        return _num(self._values(attr), dtype, missing)
+
+    def dims(self, attr: str) -> np.ndarray:
+        return _dims(self.args, attr)
+
+    def device(self, attr: str, pid: np.ndarray) -> np.ndarray:
+        return _device_col(self._values(attr), pid)
+
+    def stream(self, attr: str, tid: np.ndarray, ids: Ids) -> np.ndarray:
+        return _stream_col(self._values(attr), tid, ids)
+
+    def memcpy_kind(self, attr: str, kinds: frozenset[str]) -> list[str]:
+        return [k if isinstance(k, str) and k in kinds else "" for k in self._values(attr)]
+
+    def raw_texts(self, attr: str) -> np.ndarray:
+        return _raw_texts(self._values(attr))
+
+
+_I, _N = argfields.INT_FIELD, argfields.NUMBER_FIELD
+#: The args fields each table reads, and what each may hold to be read by the scanner.
+_FIELDS: dict[type[msgspec.Struct], dict[str, Any]] = {
+    dec.KernelArgs: argfields.spec_of(
+        dec.KernelArgs,
+        {
+            "device": _I,
+            "stream": _I,
+            "correlation": _I,
+            "registers": _N,
+            "shared_mem": _N,
+            "blocks_per_sm": _N,
+            "occupancy": _N,
+            "grid": argfields.DIMS_FIELD,
+            "block": argfields.DIMS_FIELD,
+        },
+    ),
+    dec.CopyArgs: argfields.spec_of(
+        dec.CopyArgs,
+        {"device": _I, "stream": _I, "correlation": _I, "bytes": _N, "kind": argfields.KIND_FIELD},
+    ),
+    dec.RuntimeArgs: argfields.spec_of(dec.RuntimeArgs, {"correlation": _I}),
+    dec.OpArgs: argfields.spec_of(
+        dec.OpArgs,
+        {
+            "external_id": _I,
+            "flops": _N,
+            "input_dims": argfields.RAW_FIELD,
+            "input_types": argfields.RAW_FIELD,
+        },
+    ),
+}
+
+
+def _args(c: Common, kind: type[msgspec.Struct], path: str, idx: np.ndarray) -> Any:
+    """The args of ``c``'s events as :class:`argfields.ArgColumns`: read by the scanner
+    where it can, else decoded into ``kind`` structs (which words any error)."""
+
+    def structs() -> _Structs:
+        return _Structs(dec.decode_args(c.args, kind, path, idx))
+
+    if isinstance(c.args, ArgSpans) and len(c.args):
+        got = argfields.read(c.args, _FIELDS[kind], structs)
+        if got is not None:
+            return got
+    return structs()
+
+
+def _gpu_event_columns(c: Common, args: argfields.ArgColumns, ids: Ids) -> Columns:
     """The columns every GPU event table starts with (kernels, memcpys, memsets)."""
     return {
         "_pid": c.pid,
         "_tid": c.tid,
-        "device": _device_col([a.device for a in args], c.pid),
-        "stream": _stream_col([a.stream for a in args], c.tid, ids),
+        "device": args.device("device", c.pid),
+        "stream": args.stream("stream", c.tid, ids),
         "name": c.name,
         "ts_ns": c.ts_ns,
         "dur": c.dur,
-        "correlation": _num([a.correlation for a in args], np.int64, -1),
+        "correlation": args.num("correlation", np.int64, -1),
     }
 
 
 def kernels(c: Common, idx: np.ndarray, ids: Ids, path: str) -> Columns:
     """Kernel columns (``ts_ns`` absolute; ``rank`` and ``ts`` are added by the reader)."""
-    args = dec.decode_args(c.args, dec.KernelArgs, path, idx)
+    args = _args(c, dec.KernelArgs, path, idx)
     return {
         **_gpu_event_columns(c, args, ids),
-        "grid": _dims(args, "grid"),
-        "block": _dims(args, "block"),
-        "registers": _num([a.registers for a in args], np.int64, -1),
-        "shared_mem": _num([a.shared_mem for a in args], np.int64, -1),
-        "occupancy": _num([a.occupancy for a in args], np.float64, np.nan),
-        "blocks_per_sm": _num([a.blocks_per_sm for a in args], np.float64, np.nan),
+        "grid": args.dims("grid"),
+        "block": args.dims("block"),
+        "registers": args.num("registers", np.int64, -1),
+        "shared_mem": args.num("shared_mem", np.int64, -1),
+        "occupancy": args.num("occupancy", np.float64, np.nan),
+        "blocks_per_sm": args.num("blocks_per_sm", np.float64, np.nan),
     }
 
 
@@ -442,18 +519,16 @@ def _parse_memcpy_names(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def copies(c: Common, idx: np.ndarray, ids: Ids, path: str, *, memcpy: bool) -> Columns:
-    args = dec.decode_args(c.args, dec.CopyArgs, path, idx)
-    n = len(args)
+    args = _args(c, dec.CopyArgs, path, idx)
+    n = len(c.dur)
     cols: Columns = {
         **_gpu_event_columns(c, args, ids),
-        "bytes": _num([a.bytes for a in args], np.int64, -1),
+        "bytes": args.num("bytes", np.int64, -1),
     }
     if memcpy:
         kind, src, dst = _parse_memcpy_names(c.name)
         # ROCm writes the direction in args.kind; use it where the name gave none.
-        arg_kind = [
-            a.kind if isinstance(a.kind, str) and a.kind in _MEMCPY_KINDS else "" for a in args
-        ]
+        arg_kind = args.memcpy_kind("kind", _MEMCPY_KINDS)
         kind = np.where(kind == "", _obj(arg_kind), kind) if n else kind
         cols.update(kind=kind.astype(object), src=src, dst=dst)
     return cols
@@ -461,14 +536,14 @@ def copies(c: Common, idx: np.ndarray, ids: Ids, path: str, *, memcpy: bool) -> 
 
 def runtime(c: Common, idx: np.ndarray, cats: np.ndarray, path: str) -> Columns:
     """Runtime call columns; ``cats`` already spelled as the column wants (see Sorted)."""
-    args = dec.decode_args(c.args, dec.RuntimeArgs, path, idx)
+    args = _args(c, dec.RuntimeArgs, path, idx)
     return {
         "pid": c.pid,
         "tid": c.tid,
         "name": c.name,
         "ts_ns": c.ts_ns,
         "dur": c.dur,
-        "correlation": _num([a.correlation for a in args], np.int64, -1),
+        "correlation": args.num("correlation", np.int64, -1),
         "cat": cats,
     }
 
@@ -487,17 +562,17 @@ def _raw_texts(raws: list[msgspec.Raw]) -> np.ndarray:
 
 
 def cpu_ops(c: Common, idx: np.ndarray, path: str) -> Columns:
-    args = dec.decode_args(c.args, dec.OpArgs, path, idx)
+    args = _args(c, dec.OpArgs, path, idx)
     return {
         "pid": c.pid,
         "tid": c.tid,
         "name": c.name,
         "ts_ns": c.ts_ns,
         "dur": c.dur,
-        "external_id": _num([a.external_id for a in args], np.int64, -1),
-        "flops": _num([a.flops for a in args], np.float64, np.nan),
-        "input_dims": _raw_texts([a.input_dims for a in args]),
-        "input_types": _raw_texts([a.input_types for a in args]),
+        "external_id": args.num("external_id", np.int64, -1),
+        "flops": args.num("flops", np.float64, np.nan),
+        "input_dims": args.raw_texts("input_dims"),
+        "input_types": args.raw_texts("input_types"),
     }
 
 
