@@ -24,6 +24,7 @@ from nbprof.analysis import _text
 from nbprof.trace import decode as dec
 from nbprof.trace import reader, scan
 from nbprof.trace import tables as tb
+from tests.conftest import corpus_params
 
 
 @pytest.fixture(autouse=True, params=["scanner", "python"])
@@ -464,6 +465,43 @@ def assert_same_either_way(one: Any, two: Any) -> None:
         assert one == two
     else:
         assert_same(one, two)
+
+
+def test_pieces_end_before_values_written_after_the_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Newer PyTorch writes deviceProperties after the event array, its objects at the
+    # events' indentation: the array still ends at its own "]", and nothing after it is
+    # read as events or lost from the metadata.
+    events = ",\n".join(
+        "\n".join("    " + line for line in json.dumps(e, indent=2).split("\n")) for e in GOOD
+    )
+    props = ",\n".join(
+        "    {\n" + f'      "id": {i}, "name": "GPU {i}", "numSms": {100 + i}' + "\n    }"
+        for i in range(3)
+    )
+    text = (
+        '{\n  "traceEvents": [\n' + events + '\n  ],\n  "schemaVersion": 1,\n'
+        '  "deviceProperties": [\n' + props + '\n  ],\n  "traceName": "t"\n}\n'
+    )
+    one, two, pieces = by_pieces_and_skimmed(text, tmp_path, monkeypatch, 8192, False)
+    assert_same_either_way(one, two)
+    assert pieces == 1
+    assert not isinstance(one, str)
+    assert one.devices["sm_count"].tolist() == [100, 101, 102]
+    assert [p["numSms"] for p in one.metadata["deviceProperties"]] == [100, 101, 102]
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_traces_read_by_pieces_as_by_the_skim(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_trace_cache import assert_same
+
+    monkeypatch.setenv("NBPROF_PARSE_WORKERS", "1")
+    one = nbprof.trace.read(path, progress=False, cache=False)
+    monkeypatch.setattr(reader, "_piece_bytes", lambda: 0)
+    assert_same(one, nbprof.trace.read(path, progress=False, cache=False))
 
 
 @pytest.mark.parametrize("gz", [True, False])

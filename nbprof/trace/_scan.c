@@ -12,6 +12,9 @@
 #include <Python.h>
 
 #include <math.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,10 +216,25 @@ static int scan_string(cp *pp, cp end, cp *s, Py_ssize_t *n, int *escaped) {
     cp start = p;
     int esc = 0;
     while (p < end) {
-        /* Plain text first, four bytes a step: most of a trace's bytes are in strings. */
-        while (end - p >= 4 && !special[p[0]] && !special[p[1]] && !special[p[2]] &&
-               !special[p[3]])
-            p += 4;
+        /* Plain text first: most of a trace's bytes are in strings. */
+#ifdef __SSE2__
+        /* Sixteen bytes a step, without a branch per byte (short strings made the
+         * byte loop's exit a mispredicted branch per string). */
+        while (end - p >= 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)p);
+            __m128i hit = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                             _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                /* unsigned x <= 0x1f: a control byte */
+                _mm_cmpeq_epi8(_mm_max_epu8(x, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f)));
+            int mask = _mm_movemask_epi8(hit);
+            if (mask) {
+                p += __builtin_ctz((unsigned)mask);
+                break;
+            }
+            p += 16;
+        }
+#endif
         while (p < end && !special[*p]) p++;
         if (p >= end) break;
         unsigned char c = *p;

@@ -384,6 +384,9 @@ def skim_events(data: Buffer) -> list[msgspec.Raw]:
     return _file_decoder.decode(data).traceEvents
 
 
+#: How far before the event array's apparent end top-level keys written after it are
+#: looked for (see :func:`split_events`).
+_TAIL_BYTES = 64 << 10
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 _INDENT = re.compile(rb"[ \t]*")
 
@@ -420,6 +423,20 @@ def split_events(
     last = data.rfind(b"\n" + indent + b"}", first)
     if last < 0:
         return None
+    # Newer PyTorch writes top-level values after the event array, deviceProperties among
+    # them: a list of objects that can sit at the events' indentation, whose last "}"
+    # the search above finds. A top-level key line after the events says the array ends
+    # before it. Those values are a few kB, so only that much before the end is searched:
+    # further back lie the events, which a search would read for nothing (a key beyond
+    # it only costs the skim, as before).
+    key_at = data.rfind(b"\n", 0, m.start()) + 1
+    key_indent = bytes(data[key_at : m.start()])
+    if _INDENT.fullmatch(key_indent) is not None:
+        key = data.rfind(b"\n" + key_indent + b'"', max(first, last - _TAIL_BYTES), last)
+        if key >= 0:
+            last = data.rfind(b"\n" + indent + b"}", first, key)
+            if last < 0:
+                return None
     end = last + len(indent) + 2
     closing = _skip_space(data, end)
     if data[closing : closing + 1] != b"]":
