@@ -217,7 +217,7 @@ static int scan_string(cp *pp, cp end, cp *s, Py_ssize_t *n, int *escaped) {
     int esc = 0;
     while (p < end) {
         /* Plain text first: most of a trace's bytes are in strings. */
-#ifdef __SSE2__
+#if defined(__SSE2__) && defined(__GNUC__)
         /* Sixteen bytes a step, without a branch per byte (short strings made the
          * byte loop's exit a mispredicted branch per string). */
         while (end - p >= 16) {
@@ -418,8 +418,8 @@ static int scan_double(cp *pp, cp end, double *out) {
     if (scan_number(pp, end, &s, &n, &frac, &expo) || n >= (Py_ssize_t)sizeof buf) return BAIL;
     if (!expo && n <= 16) {
         /* At most 15 digits: the digits as an integer and the power of ten are exact
-         * doubles, so one IEEE division is the correctly rounded value, which is what
-         * strtod (and msgspec) give; without strtod's cost. */
+         * doubles, so one IEEE division is the correctly rounded value, which is what a
+         * full parse (and msgspec) gives; without its cost. */
         int64_t m = 0;
         int digits = 0, after = 0, seen_point = 0;
         for (Py_ssize_t i = *s == '-'; i < n; i++) {
@@ -439,8 +439,15 @@ static int scan_double(cp *pp, cp end, double *out) {
     }
     memcpy(buf, s, n);
     buf[n] = 0;
-    double v = strtod(buf, NULL);
-    if (!isfinite(v)) return BAIL;
+    /* Python's own correctly rounded parser: strtod follows the C locale, which a program
+     * may have set to one that writes "1,5". Overflow gives an infinity (no exception). */
+    char *stop = NULL;
+    double v = PyOS_string_to_double(buf, &stop, NULL);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return BAIL;
+    }
+    if (stop != buf + n || !isfinite(v)) return BAIL;
     *out = v;
     return 0;
 }
@@ -752,7 +759,7 @@ enum {
  * *pp unchanged (the caller skips it as any array). */
 static int scan_int_array(cp *pp, cp end, int64_t *product, int64_t *count) {
     cp p = skip_ws(*pp + 1, end);
-    __int128 acc = 1;
+    int64_t acc = 1;
     int zero = 0, over = 0;
     int64_t k = 0;
     if (p < end && *p == ']') {
@@ -766,9 +773,16 @@ static int scan_int_array(cp *pp, cp end, int64_t *product, int64_t *count) {
         if (p >= end || scan_int(&p, end, &v)) return BAIL;
         k++;
         if (v == 0) zero = 1;
-        if (!over) {
-            acc *= v;
-            if (acc >= LIMIT62 || acc <= -LIMIT62) over = 1; /* |items| >= 1: it stays out */
+        if (!over && v != 0) {
+            /* |acc| < 2**62 and |v| < 10**18: the product is out of range exactly when
+             * |acc| > (2**62 - 1) / |v|, tested before it could overflow; with every item
+             * at least 1 in size, it stays out (a zero, checked apart, makes it 0). */
+            int64_t m = v < 0 ? -v : v, a = acc < 0 ? -acc : acc;
+            if (a > (LIMIT62 - 1) / m) {
+                over = 1;
+            } else {
+                acc *= v;
+            }
         }
         p = skip_ws(p, end);
         if (p < end && *p == ',') {
@@ -779,7 +793,7 @@ static int scan_int_array(cp *pp, cp end, int64_t *product, int64_t *count) {
         return BAIL;
     }
     *pp = p + 1;
-    *product = zero ? 0 : over ? -1 : (int64_t)acc;
+    *product = zero ? 0 : over ? -1 : acc;
     *count = k;
     return 0;
 }
