@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -174,9 +175,7 @@ FIELDS_TAKEN = {
         '{"registers per thread": 5e18, "est. achieved occupancy %": -1e300}'
     ),
     "a repeated key": _kernel('{"correlation": 1, "correlation": 7, "device": 1}'),
-    "memcpy kind as text": _copy('{"kind": "HtoD", "bytes": 8.5, "device": 0}'),
     "memcpy kind as a number": _copy('{"kind": 3, "bytes": 8, "device": 0}'),
-    "memcpy kind unknown": _copy('{"kind": "sideways", "bytes": null}'),
     "op shapes of any kind": _op(
         '{"Input Dims": [[1, 2], [], 3.5e999], "Input type": {"a": "b"}, "External id": 4, '
         '"flops": 12}'
@@ -187,6 +186,9 @@ FIELDS_TAKEN = {
 # Args the scanner's fields leave to the structs (which read them, or word the error).
 FIELDS_LEFT = {
     "a device as text (ROCm)": _kernel('{"device": "0", "correlation": 3}'),
+    "memcpy kind as text (ROCm)": _copy('{"kind": "HtoD", "bytes": 8.5, "device": 0}'),
+    "memcpy kind unknown": _copy('{"kind": "sideways", "bytes": null}'),
+    "memset kind as text": _copy('{"kind": "HtoD"}').replace("gpu_memcpy", "gpu_memset"),
     "a float correlation (an error)": _kernel('{"correlation": 3.5}'),
     "a huge correlation": _kernel('{"correlation": 92233720368547758080}'),
     "a stream past 2**62": _kernel('{"stream": 4611686018427387905, "device": 0}'),
@@ -328,7 +330,7 @@ def test_text_the_scanner_leaves_to_python(
 
 @built
 def test_invalid_utf8_is_left_to_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for i, where in enumerate(("name", "cat", "tid")):
+    for i, where in enumerate(("name", "cat", "tid", "id")):
         p = tmp_path / f"bad{i}.json"
         text = kineto_text(
             _with(
@@ -341,6 +343,21 @@ def test_invalid_utf8_is_left_to_python(tmp_path: Path, monkeypatch: pytest.Monk
         assert answers and not any(answers)
         assert_agree(one, two)
         assert isinstance(one, str)
+
+
+@built
+def test_args_text_of_invalid_utf8_is_an_error_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A memset's args.kind is read as text by its struct, which checks the UTF-8 (found by
+    # fuzzing: the fields once took such text, unread, and the load went on).
+    p = tmp_path / "t.json"
+    event = _copy('{"kind": "@@"}').replace("gpu_memcpy", "gpu_memset")
+    p.write_bytes(kineto_text(_with(event)).encode().replace(b"@@", b"\xff"))
+    one, two, answers = read_both(p, monkeypatch)
+    assert answers and all(answers)
+    assert_agree(one, two)
+    assert isinstance(one, str) and "Invalid UTF-8" in one
 
 
 @built
@@ -499,3 +516,161 @@ def test_join_writes_absent_args_as_an_empty_object() -> None:
 def test_codes_are_the_tables_numbers() -> None:
     assert {k.decode(): v for k, v in tb.CAT_CODES.items()} == tb._CAT_NO
     assert {k.decode(): v for k, v in tb.PHASE_CODES.items()} == tb._PHASE_CODE
+
+
+# -- the scanner against msgspec on mutated text, piece by piece ---------------------------
+
+_PIECE = (
+    b'{"ph": "X", "cat": "kernel", "name": "void k<float>(int)", "pid": 0, "tid": 7, '
+    b'"ts": 140, "dur": 1.5, "args": {"device": 0, "stream": 7, "correlation": 9, '
+    b'"grid": [1, 2, 3], "registers per thread": 32}},\n  '
+    b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": "1", "tid": "main", '
+    b'"ts": 100.25, "dur": 50, "args": {"External id": 1, "Input Dims": [[2, 3], [3, 4]], '
+    b'"Input type": ["float", "float"]}},\n  '
+    b'{"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 2, "ts": 110, "name": "ac2g"}'
+)
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> bytes:
+    data = bytearray(_PIECE)
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(data) - 1))
+        op = draw(st.sampled_from(["flip", "drop", "insert", "cut"]))
+        if op == "flip":
+            data[at] = draw(st.integers(0, 255))
+        elif op == "drop":
+            del data[at : at + draw(st.integers(1, 8))]
+        elif op == "insert":
+            data[at:at] = draw(
+                st.sampled_from([b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b"\x00",
+                                 b"\xff", b"-", b"e9", b".", b" ", b"\\u00", b"null"])
+            )  # fmt: skip
+        else:
+            del data[at:]
+        if not data:
+            data = bytearray(b"{")
+    return bytes(data)
+
+
+def _python_piece(data: bytes) -> Any:
+    """decode_piece's events, as the columns the scanner gives, or None when it fails."""
+    got = dec.decode_piece(data, (0, len(data)), 0, "t", dec.TsMode())
+    if got is None:
+        return None
+    events, ts = got
+    codes = [tb._CAT_NO.get(e.cat, 0) + tb._PHASE_CODE.get(e.ph, 0) for e in events]
+    return (
+        codes,
+        [e.name for e in events],
+        [e.pid for e in events],
+        [e.tid for e in events],
+        (ts.tolist(), [e.dur for e in events], [bytes(e.args) for e in events]),
+    )
+
+
+@built
+@settings(max_examples=600, deadline=None)
+@given(data=st.one_of(_mutated(), st.binary(max_size=64)))
+def test_the_scanner_never_reads_what_msgspec_refuses(data: bytes) -> None:
+    # On any bytes: no crash, and anything the scanner reads, msgspec reads the same way
+    # (the scanner may leave more to it, never less).
+    got = scan.scan_piece(data, (0, len(data)), tb.CAT_CODES, tb.PHASE_CODES)
+    if got is None:
+        return
+    cols, ts = got
+    want = _python_piece(data)
+    assert want is not None, data
+    codes, names, pids, tids, (want_ts, durs, args) = want
+    assert cols.codes.tolist() == codes
+    assert cols.name.tolist() == names
+
+    # Text of an optional "-" and up to 18 digits is its number (as tables.Ids reads
+    # it); other text is kept for the tables to code.
+    def number(v: int | str) -> int | str:
+        return int(v) if isinstance(v, str) and re.fullmatch(r"-?[0-9]{1,18}", v) else v
+
+    everything = np.arange(len(cols))
+    assert cols.ids(cols.pid, cols.pid_text, everything) == [number(p) for p in pids]
+    assert cols.ids(cols.tid, cols.tid_text, everything) == [number(t) for t in tids]
+    assert ts.tolist() == want_ts
+    assert cols.dur.tolist() == durs
+    spans = cols.args
+    assert [
+        bytes(data[a:b]) if a >= 0 else b"{}" for a, b in zip(spans.start, spans.stop, strict=True)
+    ] == args
+
+
+@built
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(_mutated(), st.binary(max_size=64)), n=st.integers(0, 4))
+def test_fields_and_texts_take_any_bytes(data: bytes, n: int) -> None:
+    # Spans anywhere in the buffer (the scanner gives whole args objects; these need not
+    # be): no crash, None or a tag per span and key.
+    starts = np.array([min(i * 7, len(data)) for i in range(n)], np.int64)
+    stops = np.array([len(data)] * n, np.int64)
+    got = scan._scan.fields(data, starts, stops, (b"device", b"grid", b"Input Dims"))  # type: ignore[union-attr]
+    assert got is None or all(len(f[0]) == n for f in got)
+    assert len(scan._scan.texts(data, starts, stops)) == n  # type: ignore[union-attr]
+    assert scan._scan.join(data, starts, stops).startswith(b"[")  # type: ignore[union-attr]
+
+
+_ARGS = (
+    b'{"device": 0, "stream": 7, "correlation": 9, "grid": [1, 2, 3], "block": [128, 1, 1], '
+    b'"registers per thread": 32, "shared memory": 0, "blocks per SM": 1.5, '
+    b'"est. achieved occupancy %": 50, "bytes": 1024, "kind": "HtoD", "External id": 4, '
+    b'"flops": 1e9, "Input Dims": [[2, 3]], "Input type": ["float"]}'
+)
+
+
+@st.composite
+def _mutated_args(draw: st.DrawFn) -> bytes:
+    data = bytearray(_ARGS)
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(1, len(data) - 2))
+        data[at:at] = draw(
+            st.sampled_from([b"-", b"0", b"9" * 19, b".5", b"e400", b'"x"', b"null", b"[]",
+                             b"[1, 2.5]", b"true", b" ", b"\xff", b'"', b",", b"{}"])
+        )  # fmt: skip
+    return bytes(data)
+
+
+@built
+@settings(max_examples=400, deadline=None)
+@given(texts=st.lists(_mutated_args(), min_size=1, max_size=3))
+def test_args_fields_agree_with_the_structs_on_mutated_args(texts: list[bytes]) -> None:
+    data = b" ".join(texts)
+    starts, at = [], 0
+    for t in texts:
+        starts.append(at)
+        at += len(t) + 1
+    spans = scan.ArgSpans(data, np.array(starts), np.array(starts) + [len(t) for t in texts])
+    idx = np.arange(len(texts))
+    pid, tid = np.arange(len(texts)) + 100, np.arange(len(texts)) + 200
+    for kind, spec in tb._FIELDS.items():
+        got = argfields.read(spans, spec)
+        if got is None:
+            continue
+        # The structs take whatever the fields read, and give the same columns.
+        want = tb._Structs(dec.decode_args(spans, kind, "t", idx))
+        for attr in spec:
+            if attr in ("device",):
+                assert got.device(attr, pid).tolist() == want.device(attr, pid).tolist()
+            elif attr == "stream":
+                assert (
+                    got.stream(attr, tid, tb.Ids()).tolist()
+                    == want.stream(attr, tid, tb.Ids()).tolist()
+                )
+            elif attr in ("grid", "block"):
+                assert got.dims(attr).tolist() == want.dims(attr).tolist()
+            elif attr == "kind":
+                assert got.memcpy_kind(attr, tb._MEMCPY_KINDS) == want.memcpy_kind(
+                    attr, tb._MEMCPY_KINDS
+                )
+            elif attr in ("input_dims", "input_types"):
+                assert got.raw_texts(attr).tolist() == want.raw_texts(attr).tolist()
+            else:
+                for dtype, missing in ((np.int64, -1), (np.float64, np.nan)):
+                    np.testing.assert_array_equal(
+                        got.num(attr, dtype, missing), want.num(attr, dtype, missing)
+                    )

@@ -564,7 +564,11 @@ static int scan_event(Scan *sc, cp *pp, cp end) {
             } else if (KEY("id")) {
                 /* Not read here, but its type is checked as the struct checks it. */
                 if (*p == '"') {
+                    /* Text: decoded (its UTF-8 checked, as the struct checks it). */
+                    Entry *ignored;
                     if (scan_string(&p, end, &s, &sn, &esc)) return BAIL;
+                    if ((r = table_get(&sc->names, s, sn, esc, sc->unescape, &ignored)))
+                        return r;
                 } else if (*p == 'n') {
                     if (skip_literal(&p, end, "null")) return BAIL;
                 } else {

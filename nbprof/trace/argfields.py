@@ -11,7 +11,7 @@ instead, so the columns, and any error, are the Python path's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,7 +27,9 @@ ABSENT, INT, FLOAT, STR, NULL, BOOL, INTS, ARRAY, OBJECT, OTHER = range(10)
 INT_FIELD = frozenset({ABSENT, NULL, INT})
 NUMBER_FIELD = frozenset({ABSENT, NULL, INT, FLOAT})
 DIMS_FIELD = frozenset({ABSENT, NULL, INT, INTS})
-KIND_FIELD = frozenset({ABSENT, NULL, INT, STR})
+#: A field that may be text (ROCm's memcpy direction): text is left to the struct, which
+#: checks its UTF-8.
+KIND_FIELD = frozenset({ABSENT, NULL, INT})
 RAW_FIELD = frozenset(range(10))
 
 _LIMIT = 2**62
@@ -64,12 +66,9 @@ def spec_of(kind: type[msgspec.Struct], tags: Mapping[str, frozenset[int]]) -> d
     return {attr: (names[attr].encode(), allowed) for attr, allowed in tags.items()}
 
 
-def read(
-    spans: ArgSpans, spec: dict[str, Any], structs: Callable[[], ArgColumns]
-) -> ArgColumns | None:
+def read(spans: ArgSpans, spec: dict[str, Any]) -> ArgColumns | None:
     """The fields ``spec`` (see :func:`spec_of`) of these args as columns; None when the
-    scanner cannot read them all as the struct would (``structs`` then decodes them; it
-    is also called here for the rare column not made from numbers alone)."""
+    scanner cannot read them all as the struct would (the caller decodes structs then)."""
     if _scan is None:
         return None
     attrs = list(spec)
@@ -94,18 +93,15 @@ def read(
         if allowed is not RAW_FIELD and not _MASKS[allowed][f.tags].all():
             return None
         fields[attr] = f
-    return _Scanned(spans.data, fields, structs)
+    return _Scanned(spans.data, fields)
 
 
 class _Scanned:
     """:class:`ArgColumns` from the scanner's fields."""
 
-    def __init__(
-        self, data: Any, fields: dict[str, _Field], structs: Callable[[], ArgColumns]
-    ) -> None:
+    def __init__(self, data: Any, fields: dict[str, _Field]) -> None:
         self._data = data
         self._fields = fields
-        self._structs = structs
 
     def num(self, attr: str, dtype: type, missing: float) -> np.ndarray:
         # As tables._num: a number as a float (an int converted as Python converts it),
@@ -140,10 +136,8 @@ class _Scanned:
         return np.where(f.tags == INT, f.ival, tid).astype(np.int64)
 
     def memcpy_kind(self, attr: str, kinds: frozenset[str]) -> list[str]:
-        f = self._fields[attr]
-        if (f.tags == STR).any():  # ROCm's directions, as text: the structs read them
-            return self._structs().memcpy_kind(attr, kinds)
-        return [""] * len(f.tags)
+        # Only numbers or nothing here (see KIND_FIELD): no direction given as text.
+        return [""] * len(self._fields[attr].tags)
 
     def raw_texts(self, attr: str) -> np.ndarray:
         assert _scan is not None

@@ -459,14 +459,11 @@ def _args(c: Common, kind: type[msgspec.Struct], path: str, idx: np.ndarray) -> 
     """The args of ``c``'s events as :class:`argfields.ArgColumns`: read by the scanner
     where it can, else decoded into ``kind`` structs (which words any error)."""
 
-    def structs() -> _Structs:
-        return _Structs(dec.decode_args(c.args, kind, path, idx))
-
     if isinstance(c.args, ArgSpans) and len(c.args):
-        got = argfields.read(c.args, _FIELDS[kind], structs)
+        got = argfields.read(c.args, _FIELDS[kind])
         if got is not None:
             return got
-    return structs()
+    return _Structs(dec.decode_args(c.args, kind, path, idx))
 
 
 def _gpu_event_columns(c: Common, args: argfields.ArgColumns, ids: Ids) -> Columns:
