@@ -69,11 +69,12 @@ class Installed:
         )
 
 
-def _pip(*args: str, cwd: Path) -> None:
+def _pip(*args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
     # --no-index everywhere: nothing may come from a package index.
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
         cwd=cwd,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -81,9 +82,8 @@ def _pip(*args: str, cwd: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    base = tmp_path_factory.mktemp("wheel")
+def _build_and_install(base: Path, **build_env: str) -> Installed:
+    """The wheel built from a copy of the release's files, installed in a new venv."""
     # Build from a copy of the files a release is made of, so build artefacts land in
     # the copy and nothing stale in the checkout (an old build/ folder) reaches the wheel.
     src = base / "src"
@@ -98,7 +98,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     )
     # The running environment provides the build backend (setuptools): no download.
     _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(base), "./src",
-         cwd=base)  # fmt: skip
+         cwd=base, env=build_env)  # fmt: skip
     (wheel,) = base.glob("nbprof-*.whl")
 
     venv = base / "venv"
@@ -118,7 +118,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     script = python.parent / ("nbprof.exe" if os.name == "nt" else "nbprof")
     home = base / "home"
     home.mkdir()
-    yield Installed(wheel, venv, python, script, home)
+    return Installed(wheel, venv, python, script, home)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    yield _build_and_install(tmp_path_factory.mktemp("wheel"))
 
 
 def test_the_wheel_carries_the_package_data(installed: Installed) -> None:
@@ -201,3 +206,42 @@ def test_demo_from_the_wheel_diagnoses_a_cached_real_trace_offline(
     assert "From: facebookresearch/HolisticTraceAnalysis:" in header and "(MIT)" in header
     assert f"Read from: {cache / name} (the download cache)." in header
     assert "Verdict: Stalled on synchronizations." in proc.stdout
+
+
+def test_without_a_compiler_the_wheel_reads_traces_in_python(tmp_path: Path) -> None:
+    # The scanner is optional: with no C compiler the build still succeeds, the wheel
+    # holds no extension, and traces are read by the Python path, to the same tables.
+    from nbprof.trace import read
+    from tests.test_trace_fastpaths import GOOD, kineto_text
+
+    base = tmp_path / "nocc"
+    base.mkdir()
+    installed = _build_and_install(base, CC="false")
+    with zipfile.ZipFile(installed.wheel) as z:
+        assert not [n for n in z.namelist() if n.endswith((".so", ".pyd"))]
+    trace = tmp_path / "t.json"
+    trace.write_text(kineto_text(GOOD * 3), encoding="utf-8")
+    code = (
+        "import sys; from nbprof.trace import read, scan; "
+        "t = read(sys.argv[1], progress=False, cache=False); "
+        "print(scan.available(), len(t.kernels), t.kernels['grid'].tolist(), "
+        "t.cpu_ops['input_dims'].tolist())"
+    )
+    proc = subprocess.run(
+        [str(installed.python), "-c", code, str(trace)],
+        cwd=tmp_path,
+        env=installed.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    here = read(trace, progress=False, cache=False)
+    # Read here by the scanner (where it is built), there in Python: the same columns.
+    want = (
+        False,
+        len(here.kernels),
+        here.kernels["grid"].tolist(),
+        here.cpu_ops["input_dims"].tolist(),
+    )
+    assert proc.stdout.strip() == " ".join(map(str, want))
