@@ -28,6 +28,7 @@ import numpy as np
 
 from nbprof.errors import TraceError as TraceError  # tables raises it as dec.TraceError
 from nbprof.errors import plain_text
+from nbprof.trace import scan
 from nbprof.trace.io import encoding_problem
 from nbprof.trace.scan import ArgSpans
 
@@ -144,6 +145,10 @@ class Decoded:
     #: (see :func:`_one_piece`): its events are tabulated a chunk at a time, as a skimmed
     #: file's are, so that its rows come out in the same order.
     whole: bool = False
+    #: The whole piece is larger than a piece (a big file not laid out as Kineto writes
+    #: it): only the scanner reads it, and when it leaves it the file is skimmed (decoded
+    #: at once in Python, its events would all be structs together).
+    scan_only: bool = False
 
 
 NO_TS = np.iinfo(np.int64).min
@@ -295,9 +300,10 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
     bare = head == b"["
     raws: list[msgspec.Raw] | None = None
     pieces: list[tuple[int, int]] = []
+    big = len(data) > piece_bytes
     if not bare:
         cut = split_events(data, piece_bytes) if piece_bytes > 0 else None
-        if cut is None and len(data) <= piece_bytes:
+        if cut is None and piece_bytes > 0 and (not big or scan.available()):
             cut = _one_piece(data)
             whole = cut is not None
         split = _split_top(data) if cut is None else None
@@ -375,7 +381,9 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
     if not raws and not pieces:
         raise TraceError(path, "trace is empty (no events)")
     if pieces:
-        return Decoded([], metadata, props, base_ns, rank, notes, data, pieces, whole)
+        return Decoded(
+            [], metadata, props, base_ns, rank, notes, data, pieces, whole, whole and big
+        )
     return Decoded(raws, metadata, props, base_ns, rank, notes)
 
 

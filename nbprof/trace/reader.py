@@ -565,7 +565,9 @@ def _pieces_part(
     for span in spans:
         got: tuple[tb.Events, np.ndarray] | None = scan.scan_piece(
             d.data, span, tb.CAT_CODES, tb.PHASE_CODES
-        ) or dec.decode_piece(d.data, span, offset, path, mode)
+        )
+        if got is None and not d.scan_only:
+            got = dec.decode_piece(d.data, span, offset, path, mode)
         if got is None:
             return None
         events, ts = got
