@@ -513,6 +513,15 @@ def test_join_writes_absent_args_as_an_empty_object() -> None:
         dec.decode_args(spans, dec.RuntimeArgs, "t", np.array([5, 6, 7]))
 
 
+@built
+@pytest.mark.parametrize("text", [b'{}"device": 0}', b'{"device": 0} x', b'{"device": 0}}'])
+def test_fields_refuse_text_after_the_object(text: bytes) -> None:
+    # Found by fuzzing: an args span holding more than one object (never one the scanner
+    # gives) was read up to the first object's end.
+    spans = scan.ArgSpans(text, np.array([0]), np.array([len(text)]))
+    assert argfields.read(spans, tb._FIELDS[dec.KernelArgs]) is None
+
+
 def test_codes_are_the_tables_numbers() -> None:
     assert {k.decode(): v for k, v in tb.CAT_CODES.items()} == tb._CAT_NO
     assert {k.decode(): v for k, v in tb.PHASE_CODES.items()} == tb._PHASE_CODE

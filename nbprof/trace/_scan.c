@@ -935,7 +935,10 @@ static PyObject *fields(PyObject *self, PyObject *args) {
             break;
         }
         p = skip_ws(p + 1, end);
-        if (p < end && *p == '}') continue;
+        if (p < end && *p == '}') {
+            if (skip_ws(p + 1, end) != end) r = BAIL; /* text after the object */
+            continue;
+        }
         for (;;) {
             if (scan_string(&p, end, &s, &sn, &esc) || esc) {
                 r = BAIL;
@@ -963,7 +966,10 @@ static PyObject *fields(PyObject *self, PyObject *args) {
                 p = skip_ws(p + 1, end);
                 continue;
             }
-            if (p < end && *p == '}') break;
+            if (p < end && *p == '}') {
+                if (skip_ws(p + 1, end) != end) r = BAIL; /* text after the object */
+                break;
+            }
             r = BAIL;
             break;
         }
