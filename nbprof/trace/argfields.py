@@ -72,12 +72,7 @@ def read(spans: ArgSpans, spec: dict[str, Any]) -> ArgColumns | None:
     if _scan is None:
         return None
     attrs = list(spec)
-    got = _scan.fields(
-        spans.data,
-        np.ascontiguousarray(spans.start, np.int64),
-        np.ascontiguousarray(spans.stop, np.int64),
-        tuple(spec[a][0] for a in attrs),
-    )
+    got = _scan.fields(spans.data, *spans.bounds(), tuple(spec[a][0] for a in attrs))
     if got is None:
         return None
     fields: dict[str, _Field] = {}

@@ -52,15 +52,20 @@ class ArgSpans:
     def __len__(self) -> int:
         return len(self.start)
 
-    def take(self, pos: np.ndarray) -> ArgSpans:
+    def take(self, pos: np.ndarray | slice) -> ArgSpans:
         return ArgSpans(self.data, self.start[pos], self.stop[pos])
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The starts and stops as the scanner's functions take them (contiguous int64)."""
+        return (
+            np.ascontiguousarray(self.start, np.int64),
+            np.ascontiguousarray(self.stop, np.int64),
+        )
 
     def joined(self) -> bytes:
         """The JSON array of these values, absent ones as ``{}`` (as the structs hold them)."""
         assert _scan is not None  # spans come only from the scanner
-        start = np.ascontiguousarray(self.start, np.int64)
-        stop = np.ascontiguousarray(self.stop, np.int64)
-        return _scan.join(self.data, start, stop)
+        return _scan.join(self.data, *self.bounds())
 
 
 @dataclass
@@ -83,7 +88,6 @@ class EventColumns:
         return len(self.codes)
 
     def __getitem__(self, s: slice) -> EventColumns:
-        a = self.args
         first, stop, _ = s.indices(len(self.codes))
         return EventColumns(
             self.codes[s],
@@ -91,7 +95,7 @@ class EventColumns:
             self.pid[s],
             self.tid[s],
             self.dur[s],
-            ArgSpans(a.data, a.start[s], a.stop[s]),
+            self.args.take(s),
             {i - first: t for i, t in self.pid_text.items() if first <= i < stop},
             {i - first: t for i, t in self.tid_text.items() if first <= i < stop},
         )

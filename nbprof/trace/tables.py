@@ -455,10 +455,11 @@ _FIELDS: dict[type[msgspec.Struct], dict[str, Any]] = {
 }
 
 
-def _args(c: Common, kind: type[msgspec.Struct], path: str, idx: np.ndarray) -> Any:
+def _args(
+    c: Common, kind: type[msgspec.Struct], path: str, idx: np.ndarray
+) -> argfields.ArgColumns:
     """The args of ``c``'s events as :class:`argfields.ArgColumns`: read by the scanner
     where it can, else decoded into ``kind`` structs (which words any error)."""
-
     if isinstance(c.args, ArgSpans) and len(c.args):
         got = argfields.read(c.args, _FIELDS[kind])
         if got is not None:
