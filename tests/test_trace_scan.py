@@ -27,8 +27,7 @@ from nbprof.trace import argfields, scan
 from nbprof.trace import decode as dec
 from nbprof.trace import tables as tb
 from tests.conftest import corpus_params
-from tests.test_trace_cache import assert_same
-from tests.test_trace_fastpaths import GOOD, kineto_text
+from tests.test_trace_fastpaths import GOOD, assert_same_either_way, kineto_text
 
 built = pytest.mark.skipif(not scan.available(), reason="the C scanner is not built")
 
@@ -39,19 +38,28 @@ def test_the_scanner_is_built_where_there_is_a_compiler() -> None:
         assert scan._scan is not None
 
 
-def read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, list[bool]]:
-    """(trace or error text) with the scanner and without it, and what each scan answered
-    (True: read; False: left to the Python path)."""
+def record_answers(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, when: Any = lambda: True
+) -> list[bool]:
+    """What each call of ``module.name`` answers from now on, while ``when()`` holds:
+    True for a result, False for None (left to the other path)."""
     answers: list[bool] = []
-    real = scan.scan_piece
+    real = getattr(module, name)
 
-    def counting(*args: Any) -> Any:
+    def recording(*args: Any) -> Any:
         got = real(*args)
-        if scan.available():
+        if when():
             answers.append(got is not None)
         return got
 
-    monkeypatch.setattr(scan, "scan_piece", counting)
+    monkeypatch.setattr(module, name, recording)
+    return answers
+
+
+def read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, list[bool]]:
+    """(trace or error text) with the scanner and without it, and what each scan answered
+    (True: read; False: left to the Python path)."""
+    answers = record_answers(monkeypatch, scan, "scan_piece", scan.available)
     out = []
     for on in ("1", "0"):
         monkeypatch.setenv(scan.ENV, on)
@@ -60,13 +68,6 @@ def read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, li
         except nbprof.TraceError as e:
             out.append(str(e))
     return out[0], out[1], answers
-
-
-def assert_agree(one: Any, two: Any) -> None:
-    if isinstance(one, str) or isinstance(two, str):
-        assert one == two
-    else:
-        assert_same(one, two)
 
 
 def write(tmp_path: Path, events: list[Any], name: str = "t.json") -> Path:
@@ -203,42 +204,23 @@ FIELDS_LEFT = {
 
 
 @built
-@pytest.mark.parametrize("event", list(FIELDS_TAKEN.values()), ids=list(FIELDS_TAKEN))
-def test_args_the_fields_read_as_the_structs_do(
-    event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("event", "by_fields"),
+    [pytest.param(e, True, id=k) for k, e in FIELDS_TAKEN.items()]
+    + [pytest.param(e, False, id=k) for k, e in FIELDS_LEFT.items()],
+)
+def test_args_the_fields_read_or_leave_to_the_structs(
+    event: str, by_fields: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    reads = count_field_reads(monkeypatch)
+    reads = record_answers(monkeypatch, argfields, "read")
     one, two, answers = read_both(write(tmp_path, _with(event)), monkeypatch)
     assert answers and all(answers)
-    assert reads and all(reads)
-    assert_agree(one, two)
-    assert not isinstance(one, str)
-
-
-@built
-@pytest.mark.parametrize("event", list(FIELDS_LEFT.values()), ids=list(FIELDS_LEFT))
-def test_args_the_fields_leave_to_the_structs(
-    event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    reads = count_field_reads(monkeypatch)
-    one, two, answers = read_both(write(tmp_path, _with(event)), monkeypatch)
-    assert answers and all(answers)
-    assert False in reads
-    assert_agree(one, two)
-
-
-def count_field_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """What each read of args fields answered (True: columns; False: left to structs)."""
-    reads: list[bool] = []
-    real = argfields.read
-
-    def counting(*args: Any) -> Any:
-        got = real(*args)
-        reads.append(got is not None)
-        return got
-
-    monkeypatch.setattr(argfields, "read", counting)
-    return reads
+    if by_fields:
+        assert reads and all(reads)
+        assert not isinstance(one, str)
+    else:
+        assert False in reads
+    assert_same_either_way(one, two)
 
 
 # One JSON value of each tag the scanner gives.
@@ -308,24 +290,21 @@ LEFT = {
 
 
 @built
-@pytest.mark.parametrize("event", list(TAKEN.values()), ids=list(TAKEN))
-def test_events_the_scanner_reads_as_python_does(
-    event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("event", "scanned"),
+    [pytest.param(e, True, id=k) for k, e in TAKEN.items()]
+    + [pytest.param(e, False, id=k) for k, e in LEFT.items()],
+)
+def test_events_the_scanner_reads_or_leaves_to_python(
+    event: str, scanned: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     one, two, answers = read_both(write(tmp_path, _with(event)), monkeypatch)
-    assert answers and all(answers)
-    assert_agree(one, two)
-
-
-@built
-@pytest.mark.parametrize("event", list(LEFT.values()), ids=list(LEFT))
-def test_text_the_scanner_leaves_to_python(
-    event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    one, two, answers = read_both(write(tmp_path, _with(event)), monkeypatch)
-    # Invalid JSON may be refused before any piece is read: then nothing was scanned.
-    assert not any(answers)
-    assert_agree(one, two)
+    if scanned:
+        assert answers and all(answers)
+    else:
+        # Invalid JSON may be refused before any piece is read: then nothing was scanned.
+        assert not any(answers)
+    assert_same_either_way(one, two)
 
 
 @built
@@ -341,7 +320,7 @@ def test_invalid_utf8_is_left_to_python(tmp_path: Path, monkeypatch: pytest.Monk
         p.write_bytes(text.encode().replace(b"@@", b"\xff\xfe"))
         one, two, answers = read_both(p, monkeypatch)
         assert answers and not any(answers)
-        assert_agree(one, two)
+        assert_same_either_way(one, two)
         assert isinstance(one, str)
 
 
@@ -356,7 +335,7 @@ def test_args_text_of_invalid_utf8_is_an_error_either_way(
     p.write_bytes(kineto_text(_with(event)).encode().replace(b"@@", b"\xff"))
     one, two, answers = read_both(p, monkeypatch)
     assert answers and all(answers)
-    assert_agree(one, two)
+    assert_same_either_way(one, two)
     assert isinstance(one, str) and "Invalid UTF-8" in one
 
 
@@ -376,7 +355,7 @@ def test_text_ids_get_the_codes_python_gives(
     ]  # fmt: skip
     one, two, answers = read_both(write(tmp_path, events), monkeypatch)
     assert answers == [True]
-    assert_agree(one, two)
+    assert_same_either_way(one, two)
     # gpu, stream 7, host, main (-2, -3, -4, -5): the op on "stream 7" shares its code.
     assert one.cpu_ops["tid"].tolist() == [-5, -3]
 
@@ -390,7 +369,7 @@ def test_many_pieces_and_a_gzip_file_agree(tmp_path: Path, monkeypatch: pytest.M
     p.write_bytes(gzip.compress(kineto_text(GOOD * 40).encode()))
     one, two, answers = read_both(p, monkeypatch)
     assert len(answers) > 10 and all(answers)
-    assert_agree(one, two)
+    assert_same_either_way(one, two)
 
 
 @built
@@ -400,7 +379,7 @@ def test_corpus_traces_read_the_same_with_the_scanner(
 ) -> None:
     monkeypatch.setenv("NBPROF_PARSE_WORKERS", "1")  # every piece scanned in this process
     one, two, answers = read_both(path, monkeypatch)
-    assert_agree(one, two)
+    assert_same_either_way(one, two)
     if path.name.startswith(("hta__df_index_resolver", "kineto-tbplugin", "param__linear")):
         # Kineto's own layout, with text ids ("Spans", and tids as numeric text in the
         # older files): all of it is the scanner's.
@@ -500,7 +479,7 @@ def test_generated_events_read_the_same_either_way(
     events: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     one, two, _ = read_both(write(tmp_path, [*GOOD[:3], *events]), monkeypatch)
-    assert_agree(one, two)
+    assert_same_either_way(one, two)
 
 
 @built
