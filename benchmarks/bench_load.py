@@ -179,11 +179,41 @@ class _Stages:
         import nbprof.trace.reader as reader
 
         self.s = {"gunzip": 0.0, "decode": 0.0}
-        reader.read_bytes = self._timed("gunzip", reader.read_bytes)  # type: ignore[assignment]
+        try:
+            import nbprof.trace.io as io
+        except ImportError:
+            io = None  # type: ignore[assignment]
+        if io is not None and hasattr(io, "gunzip_pieces"):
+            # Decompressed a piece at a time, whether the file is then streamed or read
+            # whole: each piece's inflating is timed.
+            io.gunzip_pieces = self._timed_pieces("gunzip", io.gunzip_pieces)  # type: ignore[assignment]
+        else:
+            reader.read_bytes = self._timed("gunzip", reader.read_bytes)  # type: ignore[assignment]
         dec.decode_file = self._timed("decode", dec.decode_file)  # type: ignore[assignment]
         dec.decode_chunk = self._timed("decode", dec.decode_chunk)  # type: ignore[assignment]
         if hasattr(dec, "decode_piece"):  # a Kineto file's pieces, decoded without a skim
             dec.decode_piece = self._timed("decode", dec.decode_piece)  # type: ignore[assignment]
+        try:
+            import nbprof.trace.scan as scan
+        except ImportError:
+            return
+        # The C scanner reads most pieces: it is the decoding stage too.
+        scan.scan_piece = self._timed("decode", scan.scan_piece)  # type: ignore[assignment]
+
+    def _timed_pieces(self, stage: str, f: Any) -> Any:
+        def run(*a: Any, **k: Any) -> Any:
+            pieces = f(*a, **k)
+            while True:
+                t = time.perf_counter()
+                try:
+                    piece = next(pieces)
+                except StopIteration:
+                    return
+                finally:
+                    self.s[stage] += time.perf_counter() - t
+                yield piece
+
+        return run
 
     def _timed(self, stage: str, f: Any) -> Any:
         def run(*a: Any, **k: Any) -> Any:

@@ -314,48 +314,14 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
             raws, top, dup = split
         else:
             top, dup = _skim_top(data, path, head)
-        if dup == "traceEvents":
-            raise TraceError(
-                path,
-                "`traceEvents` appears more than once at the top level: refusing to guess "
-                "which one is the trace (a JSON reader keeps only the last)",
-            )
-        if dup is not None:
-            notes.append(
-                f"top-level `{plain_text(dup)}` appears more than once; the last one is used"
-            )
-        if "traceEvents" not in top:
-            raise TraceError(path, "no `traceEvents` in the file (is this a profiler trace?)")
-        del top["traceEvents"]
-        for key, raw in top.items():
-            try:
-                metadata[key] = msgspec.json.decode(raw)
-            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
-                # The skim checks the JSON's structure but not the UTF-8 inside raw strings,
-                # so a value can still fail here. Metadata only adds to the tables: ignore it.
-                why = too_deep() if isinstance(e, RecursionError) else str(e)
-                metadata[key] = None
-                if key != "deviceProperties":  # logged and noted below, as malformed
-                    safe = plain_text(key)
-                    logger.warning(
-                        "%s: ignoring unreadable top-level `%s` (%s)", plain_text(path), safe, why
-                    )
-                    notes.append(f"top-level `{safe}` could not be read ({why}) and is ignored")
-        raw_props = top.get("deviceProperties")
-        got = _device_props(raw_props, path)
-        if got is None:
-            notes.append("deviceProperties was malformed and is ignored")
-        props = got or []
-        base = metadata.get("baseTimeNanoseconds")
-        if isinstance(base, int) and not isinstance(base, bool) and base >= 0:
-            if base >= 2**62:
-                raise TraceError(path, f"baseTimeNanoseconds out of range ({base})")
-            base_ns = base
-        info = metadata.get("distributedInfo")
-        if isinstance(info, dict):
-            r = info.get("rank")
-            if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
-                rank = r
+        meta = top_values(top, dup, path)
+        metadata, props, base_ns, rank, notes = (
+            meta.metadata,
+            meta.device_props,
+            meta.base_ns,
+            meta.rank,
+            meta.notes,
+        )
     if raws is None:
         try:
             # Slices of the file's own bytes (not of the skim's raw value, which would copy).
@@ -385,6 +351,56 @@ def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
             [], metadata, props, base_ns, rank, notes, data, pieces, whole, whole and big
         )
     return Decoded(raws, metadata, props, base_ns, rank, notes)
+
+
+def top_values(top: dict[str, msgspec.Raw], dup: str | None, path: str) -> Decoded:
+    """The top-level values other than the events (``top``, with a repeated top-level key
+    ``dup``), read: a Decoded with no events yet."""
+    metadata: dict[str, Any] = {}
+    base_ns: int | None = None
+    rank: int | None = None
+    notes: list[str] = []
+    if dup == "traceEvents":
+        raise TraceError(
+            path,
+            "`traceEvents` appears more than once at the top level: refusing to guess "
+            "which one is the trace (a JSON reader keeps only the last)",
+        )
+    if dup is not None:
+        notes.append(f"top-level `{plain_text(dup)}` appears more than once; the last one is used")
+    if "traceEvents" not in top:
+        raise TraceError(path, "no `traceEvents` in the file (is this a profiler trace?)")
+    del top["traceEvents"]
+    for key, raw in top.items():
+        try:
+            metadata[key] = msgspec.json.decode(raw)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
+            # The skim checks the JSON's structure but not the UTF-8 inside raw strings,
+            # so a value can still fail here. Metadata only adds to the tables: ignore it.
+            why = too_deep() if isinstance(e, RecursionError) else str(e)
+            metadata[key] = None
+            if key != "deviceProperties":  # logged and noted below, as malformed
+                safe = plain_text(key)
+                logger.warning(
+                    "%s: ignoring unreadable top-level `%s` (%s)", plain_text(path), safe, why
+                )
+                notes.append(f"top-level `{safe}` could not be read ({why}) and is ignored")
+    raw_props = top.get("deviceProperties")
+    got = _device_props(raw_props, path)
+    if got is None:
+        notes.append("deviceProperties was malformed and is ignored")
+    props = got or []
+    base = metadata.get("baseTimeNanoseconds")
+    if isinstance(base, int) and not isinstance(base, bool) and base >= 0:
+        if base >= 2**62:
+            raise TraceError(path, f"baseTimeNanoseconds out of range ({base})")
+        base_ns = base
+    info = metadata.get("distributedInfo")
+    if isinstance(info, dict):
+        r = info.get("rank")
+        if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
+            rank = r
+    return Decoded([], metadata, props, base_ns, rank, notes)
 
 
 def skim_events(data: Buffer) -> list[msgspec.Raw]:

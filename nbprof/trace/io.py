@@ -15,6 +15,8 @@ import os
 import re
 import types
 import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,16 +134,37 @@ def _gunzip(raw: bytes, where: str, free: int | None = _ASK) -> bytearray:
     The buffer grows by appending (a ``realloc`` that the system can move without copying),
     and the message readers keep pointing into it (no copy to ``bytes`` at the end).
     """
+    _, free = _limit(free)
+    return join_pieces(gunzip_pieces(raw, where, free), where, free)
+
+
+def join_pieces(
+    pieces: Iterator[bytes], where: str, free: int | None, out: bytearray | None = None
+) -> bytearray:
+    """The decompressed ``pieces`` (of :func:`gunzip_pieces`) appended to ``out``."""
+    out = bytearray() if out is None else out
+    try:
+        for piece in pieces:
+            out += piece
+    except MemoryError:
+        raise TraceError(where, _memory.not_enough(len(out), free, "decompressed trace")) from None
+    return out
+
+
+def gunzip_pieces(raw: bytes, where: str, free: int | None = _ASK) -> Iterator[bytes]:
+    """The decompressed bytes of every gzip member of ``raw``, a piece at a time, checked
+    as :func:`_gunzip` checks them (a start that is not JSON text, damage, truncation,
+    more output than memory can hold) and refused with the same TraceError."""
     limit, free = _limit(free)
-    out = bytearray()
     view = memoryview(raw)
     at = 0
+    produced = 0
     d = _inflate.decompressobj(16 + zlib.MAX_WBITS)
     checked = False
     try:
         while True:
-            chunk = view[at : at + (_IN if out else _FIRST_IN)]
-            piece = d.decompress(chunk, _OUT if out else _FIRST_OUT)
+            chunk = view[at : at + (_IN if produced else _FIRST_IN)]
+            piece = d.decompress(chunk, _OUT if produced else _FIRST_OUT)
             # At a member's end, what follows it is unused_data (and also, when the output
             # filled up on the way, unconsumed_tail): count it once.
             at += len(chunk) - len(d.unused_data if d.eof else d.unconsumed_tail)
@@ -153,11 +176,12 @@ def _gunzip(raw: bytes, where: str, free: int | None = _ASK) -> bytearray:
                     # itself is whole: a damaged file says so instead.
                     _raise_if_damaged(d, view[at:], where)
                     raise
-                if limit is not None and len(out) + len(piece) > limit:
+                if limit is not None and produced + len(piece) > limit:
                     raise TraceError(
                         where, _too_big(f"decompresses to more than {_memory.gb(limit)}", free)
                     )
-                out += piece
+                produced += len(piece)
+                yield piece
             if d.eof:
                 if view[at : at + 2] != _GZIP_MAGIC:
                     # Trailing zero padding (some tools add it) ends the stream quietly.
@@ -168,8 +192,42 @@ def _gunzip(raw: bytes, where: str, free: int | None = _ASK) -> bytearray:
     except _INFLATE_ERRORS as e:
         raise TraceError(where, f"gzip data is corrupt ({e})") from None
     except MemoryError:
-        raise TraceError(where, _memory.not_enough(len(out), free, "decompressed trace")) from None
-    return out
+        raise TraceError(where, _memory.not_enough(produced, free, "decompressed trace")) from None
+
+
+@dataclass
+class GzipSource:
+    """A gzip file being decompressed: its pieces still to come (:func:`gunzip_pieces`),
+    and the size its gzip trailer gives (modulo 4 GiB, and only a hint: nothing checks it
+    before the end)."""
+
+    pieces: Iterator[bytes]
+    size_hint: int
+    where: str
+    free: int | None
+
+    def rest_into(self, out: bytearray) -> bytearray:
+        """The pieces still to come appended to ``out``, as :func:`read_bytes` would
+        have read them (and refused with the same TraceError)."""
+        return join_pieces(self.pieces, self.where, self.free, out)
+
+
+def gzip_source(path: str | os.PathLike[str]) -> GzipSource | None:
+    """A gzip file, to decompress a piece at a time; None for a file that is not gzip, or
+    that cannot be read: :func:`read_bytes` then reads it, or says why not."""
+    try:
+        f, _ = open_regular(Path(path))
+        free = _memory.free_bytes()
+        with f:
+            if f.read(2) != _GZIP_MAGIC:
+                return None
+            f.seek(0)
+            raw = f.read()
+    except (OSError, TraceError, MemoryError):
+        return None
+    hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+    left = None if free is None else max(free - len(raw), 0)
+    return GzipSource(gunzip_pieces(raw, str(path), left), hint, str(path), left)
 
 
 #: How much more output :func:`_raise_if_damaged` decompresses, at most, to find damage.

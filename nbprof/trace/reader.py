@@ -24,7 +24,7 @@ from nbprof import _memory
 from nbprof.errors import TraceError, plain_text
 from nbprof.trace import cache as table_cache
 from nbprof.trace import decode as dec
-from nbprof.trace import forked, links, scan
+from nbprof.trace import forked, io, links, scan, stream
 from nbprof.trace import tables as tb
 from nbprof.trace.io import read_bytes, trace_files
 from nbprof.trace.model import TABLES, Trace, empty_table
@@ -187,7 +187,14 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) ->
                 for _ in range(_STAGES_PER_FILE):
                     bar.step("cached")
                 continue
-            data = read_bytes(f)
+            got = _streamed(f, order if folder else 0, bar)
+            if isinstance(got, tuple):
+                streamed, sizes[str(f)] = got
+                if key is not None:
+                    _store_rank(key, streamed)
+                ranks.append(streamed)
+                continue
+            data = read_bytes(f) if got is None else got
             sizes[str(f)] = len(data)
             bar.step("read")
             decoded = dec.decode_file(data, str(f), _piece_bytes())
@@ -682,6 +689,108 @@ def _decode_parallel(d: dec.Decoded, path: str) -> tuple[_Acc, tb.Ids] | None:
     return acc, tb.Ids()
 
 
+#: Set to 0 to read every file whole, never as it is decompressed (see :func:`_streamed`).
+STREAM_ENV = "NBPROF_STREAM"
+#: How much of a file is read to see whether its layout allows streaming (the first piece
+#: decompressed is larger: a trace's events start well within it).
+_HEAD_BYTES = 1 << 16
+
+
+def _streamed(f: Path, order: int, bar: _Progress) -> tuple[_Rank, int] | bytearray | None:
+    """A gzip trace's rank read as it is decompressed (:mod:`nbprof.trace.stream`), and
+    its bytes of JSON, where its layout allows; else the bytes decompressed so far and the
+    rest (a file laid out otherwise, read whole after all); else None (not gzip, read
+    whole by choice, or to be read again whole, which also words any error as ever).
+    ``order`` is the rank a file that does not say its own gets."""
+    if os.environ.get(STREAM_ENV, "").strip() == "0" or _piece_bytes() <= 0:
+        return None
+    src = io.gzip_source(f)
+    if src is None:
+        return None
+    if _shared_out(src.size_hint):
+        return src.rest_into(bytearray())
+    path = str(f)
+    first = bytearray()
+    try:
+        for piece in src.pieces:
+            first += piece
+            if len(first) >= _HEAD_BYTES:
+                break
+    except TraceError:
+        return None
+    h = stream.head(first)
+    if h is None:
+        return src.rest_into(first)
+    bar.step("read")
+    got = _stream_rank(src, h, first, order, path, bar)
+    if got is None:
+        logger.debug("%s: read whole after all", plain_text(path))
+    return got
+
+
+def _shared_out(size_hint: int) -> bool:
+    """Whether a file of about this size is to be read by several processes: they share
+    its whole bytes, so it is read whole."""
+    return size_hint >= PARALLEL_MIN_BYTES and forked.workers_wanted() >= 2 and forked.can_fork()
+
+
+def _stream_rank(
+    src: io.GzipSource, h: stream.Head, buf: bytearray, order: int, path: str, bar: _Progress
+) -> tuple[_Rank, int] | None:
+    """:func:`_streamed`'s rank and bytes of JSON: each piece tabulated as
+    :func:`_pieces_part` does it, the rank built from them once the top-level values (read
+    at the end) are known. Times are gathered as written and moved by
+    ``baseTimeNanoseconds`` at the end. None wherever the whole file's reading could
+    differ: a piece neither reader takes, a rank whose flow events are needed (they are
+    found in the whole file's bytes), an error."""
+    acc = _Acc()
+    ids = tb.Ids()
+    mode = dec.TsMode()
+    offset = 0
+    latest: int | None = None
+    cut = stream.pieces(src.pieces, h, buf, _piece_bytes())
+    try:
+        while True:
+            try:
+                data, span = next(cut)
+            except StopIteration as stop:
+                end: stream.End = stop.value
+                break
+            got: tuple[tb.Events, np.ndarray] | None = scan.scan_piece(
+                data, span, tb.CAT_CODES, tb.PHASE_CODES
+            )
+            if got is None:
+                got = dec.decode_piece(data, span, offset, path, mode)
+            if got is None:
+                return None
+            events, ts = got
+            has = ts != dec.NO_TS
+            if has.any():
+                top = int(ts[has].max())
+                latest = top if latest is None else max(latest, top)
+            _chunk(acc, events, ts, offset, ids, path)
+            offset += len(events)
+            del events, got, ts, data
+            bar.grow(1)
+            bar.step("decoding")
+        if acc.any_missing_correlation():
+            return None
+        d = dec.top_values(end.top, end.repeated, path)
+        base = d.base_ns or 0
+        if base and latest is not None and latest > np.iinfo(np.int64).max - base:
+            return None  # out of range: the whole file's reading says so
+        bar.step("skimmed")
+        rank = d.rank if d.rank is not None else order
+        built = _finish_rank(d, acc, ids, offset, rank, path, bar.step, shift=base)
+    except (stream.Unstreamable, TraceError) as e:
+        logger.debug("%s: %s", plain_text(path), e)
+        return None
+    finally:
+        cut.close()
+    built.file_rank = d.rank
+    return built, end.json_bytes
+
+
 def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:
     by_pieces = None
     if d.pieces:
@@ -700,6 +809,23 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
                 step("decoding")
         else:
             acc, ids = _decode_range(d, 0, n_events, path, step)
+    return _finish_rank(d, acc, ids, n_events, rank, path, step)
+
+
+def _finish_rank(
+    d: dec.Decoded,
+    acc: _Acc,
+    ids: tb.Ids,
+    n_events: int,
+    rank: int,
+    path: str,
+    step: Callable[[str], None],
+    shift: int = 0,
+) -> _Rank:
+    """The rank's tables from the columns its events were gathered into. ``shift``: what
+    the gathered times lack of their absolute value (``baseTimeNanoseconds`` where they
+    were gathered before it was known): only the first time is moved by it, the tables'
+    times being relative to it."""
     flow_start: tb.Columns = {}
     flow_end: tb.Columns = {}
     if acc.any_missing_correlation():
@@ -713,7 +839,7 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     d.data = None
     if acc.first_ns is None:
         raise TraceError(path, "trace holds no timed events (only metadata)")
-    first = acc.first_ns
+    first = acc.first_ns + shift
     wall = d.base_ns is not None or first >= _EPOCH_NS
     notes = list(d.notes)
     for ph, n in acc.skipped.items():
@@ -727,7 +853,7 @@ def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None
     if filled:
         notes.append(f"{filled} events linked to their launch by flow events (no correlation ids)")
     for c in cols.values():
-        c["ts"] = tb.rel_us(c.pop("ts_ns"), first)
+        c["ts"] = tb.rel_us(c.pop("ts_ns"), first - shift)
         c.pop("_pid", None)
         c.pop("_tid", None)
         c["rank"] = np.full(len(c["ts"]), rank, np.int32)

@@ -1,0 +1,285 @@
+"""A gzip trace read as it is decompressed gives exactly what reading it whole gives.
+
+The streamed path (:mod:`nbprof.trace.stream`) only ever keeps a few MiB of JSON; every
+file it cannot read exactly as the whole file is read goes back to that way. Each test
+reads a file both ways (``NBPROF_STREAM=0`` turns streaming off) and compares the trace,
+or the error, and checks which way the file was read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbprof
+from nbprof.trace import decode as dec
+from nbprof.trace import io, reader, scan, stream
+from tests.conftest import corpus_params
+from tests.test_trace_cache import assert_same
+from tests.test_trace_fastpaths import CASES, GOOD, _x, assert_same_either_way, kineto_text
+
+#: GOOD with a correlation id on every GPU event: no flow events are needed to link them.
+LINKED = [
+    dict(e, args={**e["args"], "correlation": 9}) if e.get("cat") == "gpu_memcpy" else e
+    for e in GOOD
+]
+
+
+@pytest.fixture(autouse=True, params=["scanner", "python"])
+def events_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "scanner" and not scan.available():
+        pytest.skip("the C scanner is not built")
+    monkeypatch.setenv(scan.ENV, "1" if request.param == "scanner" else "0")
+    monkeypatch.setenv("NBPROF_PARSE_WORKERS", "1")
+    return str(request.param)
+
+
+class Spy:
+    """Records whether each streamed read gave a rank, and the stream buffer's largest size."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ranks: list[bool] = []
+        self.largest = 0
+        real_rank, real_pieces = reader._stream_rank, stream.pieces
+
+        def rank(*args: Any, **kw: Any) -> Any:
+            got = real_rank(*args, **kw)
+            self.ranks.append(got is not None)
+            return got
+
+        def pieces(*args: Any, **kw: Any) -> Any:
+            gen = real_pieces(*args, **kw)
+            try:
+                while True:
+                    buf, span = next(gen)
+                    self.largest = max(self.largest, len(buf))
+                    yield buf, span
+            except StopIteration as stop:
+                return stop.value
+
+        monkeypatch.setattr(reader, "_stream_rank", rank)
+        monkeypatch.setattr(stream, "pieces", pieces)
+
+
+def both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Spy]:
+    """(trace or error text) read as streamed where it can be, then read whole."""
+    spy = Spy(monkeypatch)
+    out: list[Any] = []
+    for on in ("1", "0"):
+        monkeypatch.setenv(reader.STREAM_ENV, on)
+        try:
+            out.append(nbprof.trace.read(path, progress=False, cache=False))
+        except nbprof.TraceError as e:
+            out.append(str(e))
+    return out[0], out[1], spy
+
+
+def write_gz(tmp_path: Path, text: str | bytes, name: str = "t.json.gz") -> Path:
+    data = text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text
+    p = tmp_path / name
+    p.write_bytes(gzip.compress(data))
+    return p
+
+
+def small_pieces(monkeypatch: pytest.MonkeyPatch, piece: int, out: int) -> None:
+    """Cut pieces of about ``piece`` bytes from decompressed pieces of ``out`` bytes, and
+    keep only 32 bytes back for the end: every step of the stream runs on a small file."""
+    monkeypatch.setattr(reader, "_piece_bytes", lambda: piece)
+    monkeypatch.setattr(io, "_OUT", out)
+    monkeypatch.setattr(io, "_FIRST_OUT", out)
+    monkeypatch.setattr(dec, "_TAIL_BYTES", 32)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in corpus_params() if p.values[0] is None or p.values[0].suffix == ".gz"]
+)
+def test_corpus_traces_stream_as_they_read_whole(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two, spy = both_ways(path, monkeypatch)
+    # Every gzip trace in the corpus is laid out as Kineto writes it: streamed, not re-read.
+    assert spy.ranks == [True]
+    assert_same(one, two)
+    # Only a few pieces' bytes are held at once, whatever the file's size.
+    assert spy.largest <= reader._piece_bytes() + dec._TAIL_BYTES + 2 * io._FIRST_OUT
+
+
+@pytest.mark.parametrize("sizes", [(40, 7), (200, 64), (1 << 21, 1 << 19)])
+def test_good_trace_streams_in_any_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sizes: tuple[int, int]
+) -> None:
+    small_pieces(monkeypatch, *sizes)
+    one, two, spy = both_ways(write_gz(tmp_path, kineto_text(LINKED * 5)), monkeypatch)
+    assert spy.ranks == [True]
+    assert_same(one, two)
+    assert len(one.kernels) == 10
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_cases_stream_or_fail_as_they_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    small_pieces(monkeypatch, 60, 16)
+    one, two, spy = both_ways(write_gz(tmp_path, CASES[case]), monkeypatch)
+    assert_same_either_way(one, two)
+    # Whatever streaming could not read exactly was read whole: no error came from it.
+    assert spy.ranks in ([], [True], [False])
+
+
+def test_values_after_the_events_are_read_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Newer Kineto writes baseTimeNanoseconds and distributedInfo after the events: the
+    # times gathered before they were known are moved by the base at the end.
+    base = 1_700_000_000_000_000_000
+    after = f'"distributedInfo": {{"rank": 3}},\n  "baseTimeNanoseconds": {base}'
+    small_pieces(monkeypatch, 60, 16)
+    one, two, spy = both_ways(write_gz(tmp_path, kineto_text(LINKED * 3, after=after)), monkeypatch)
+    assert spy.ranks == [True]
+    assert_same(one, two)
+    # The earliest event is the step annotation at ts=90 µs after the base.
+    assert one.origin_ns == base + 90_000
+    assert sorted(set(one.kernels["ts"])) == [40.0, 70.0]  # 130 and 160 µs, less 90
+    assert set(one.kernels["rank"]) == {3}
+
+
+def test_times_out_of_range_with_a_base_fail_as_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4.6e18 ns of base and 4.7e18 ns of time: past the int64 nanoseconds of year 2262.
+    base = 2**62 - 1
+    late = _x("cpu_op", "late", 4_700_000_000_000_000, 1)
+    text = kineto_text([*LINKED, late], after=f'"baseTimeNanoseconds": {base}')
+    one, two, spy = both_ways(write_gz(tmp_path, text), monkeypatch)
+    assert one == two
+    assert "timestamps out of range" in one
+    assert spy.ranks == [False]
+
+
+def test_flow_events_needed_send_the_file_to_the_whole_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No correlation ids: kernels are linked by flow events, found in the whole file.
+    ev = [dict(e, args={k: v for k, v in e["args"].items() if k != "correlation"})
+          if "args" in e else e for e in GOOD]  # fmt: skip
+    ev[2].update(pid=0, tid=7)
+    one, two, spy = both_ways(write_gz(tmp_path, kineto_text(ev)), monkeypatch)
+    assert spy.ranks == [False]
+    assert_same(one, two)
+    assert one.kernels["correlation"].tolist()[0] == 7
+
+
+def test_a_one_line_file_is_decompressed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not laid out for streaming: the bytes already decompressed are kept, not read again.
+    text = json.dumps({"schemaVersion": 1, "traceEvents": GOOD})
+    p = write_gz(tmp_path, text)
+    opened: list[str] = []
+    real = io.gunzip_pieces
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        opened.append(str(args[1]))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(io, "gunzip_pieces", counting)
+    one, two, spy = both_ways(p, monkeypatch)
+    assert_same(one, two)
+    assert spy.ranks == []
+    assert opened == [str(p), str(p)]  # once in each of the two reads
+
+
+def test_a_big_file_for_several_processes_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parallel path shares one whole buffer among processes: such a file is not streamed.
+    from nbprof.trace import forked
+
+    monkeypatch.setenv(forked.WORKERS_ENV, "2")
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
+    p = write_gz(tmp_path, kineto_text(LINKED))
+    one, two, spy = both_ways(p, monkeypatch)
+    assert_same(one, two)
+    assert spy.ranks == [] if forked.can_fork() else [True]
+
+
+def test_gzip_members_split_inside_an_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = kineto_text(LINKED * 4).encode()
+    cut = data.index(b'"gemm"') + 3
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(data[:cut]) + gzip.compress(data[cut:]))
+    small_pieces(monkeypatch, 100, 50)
+    one, two, spy = both_ways(p, monkeypatch)
+    assert spy.ranks == [True]
+    assert_same(one, two)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda b: b[: len(b) // 2], id="truncated"),
+        pytest.param(
+            lambda b: b[:200] + bytes(x ^ 0x5A for x in b[200:260]) + b[260:], id="corrupt"
+        ),
+    ],
+)
+def test_damaged_gzip_fails_as_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: Any
+) -> None:
+    import random
+
+    rng = random.Random(5)
+    # Incompressible names make the gzip stream long enough to damage mid-way.
+    events = [_x("cpu_op", f"{rng.getrandbits(64):016x}", i, 1) for i in range(200)]
+    raw = gzip.compress(kineto_text([*GOOD, *events]).encode())
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(damage(raw))
+    small_pieces(monkeypatch, 300, 128)
+    one, two, _ = both_ways(p, monkeypatch)
+    assert one == two
+    assert "gzip data is" in one
+
+
+def test_the_buffer_stays_small_on_a_bigger_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 3,000 events, about 0.5 MB of JSON, in pieces of 8 KiB: the buffer never holds more
+    # than the first bytes read to see the layout, or than a piece, what is kept back for
+    # the end, one decompressed piece and the part of a cut: a seventh of the file here.
+    events = [_x("cpu_op", f"op{i % 50}", 10 * i, 5, **{"External id": i}) for i in range(3000)]
+    text = kineto_text([*LINKED, *events])
+    small_pieces(monkeypatch, 8192, 4096)
+    monkeypatch.setattr(dec, "_TAIL_BYTES", 1024)
+    one, two, spy = both_ways(write_gz(tmp_path, text), monkeypatch)
+    assert spy.ranks == [True]
+    assert_same(one, two)
+    bound = max(reader._HEAD_BYTES + 4096, 8192 + 1024 + 4096 + 1024)
+    assert spy.largest <= bound < len(text) / 7
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(range(len(LINKED))), min_size=1, max_size=15),
+    st.integers(1, 400),
+    st.integers(1, 200),
+    st.sampled_from(['"traceName": "t"', '"baseTimeNanoseconds": 5', ""]),
+)
+def test_any_events_in_any_pieces_stream_as_whole(
+    order: list[int], piece: int, out: int, after: str
+) -> None:
+    import tempfile
+
+    text = kineto_text([LINKED[i] for i in order], after=after)
+    with tempfile.TemporaryDirectory() as d, pytest.MonkeyPatch.context() as m:
+        m.setenv("NBPROF_PARSE_WORKERS", "1")
+        small_pieces(m, piece, out)
+        one, two, _ = both_ways(write_gz(Path(d), text), m)
+        assert_same_either_way(one, two)
