@@ -430,6 +430,9 @@ def by_pieces_and_skimmed(
     p = tmp_path / ("t.json.gz" if gz else "t.json")
     p.write_bytes(gzip.compress(data) if gz else data)
     monkeypatch.setattr(reader, "CHUNK", chunk)
+    # The whole file's pieces against its skim: streaming is compared with both in
+    # tests/test_trace_stream.py.
+    monkeypatch.setenv(reader.STREAM_ENV, "0")
     decoded = [0]
 
     def counting(real: Any) -> Any:

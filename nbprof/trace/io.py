@@ -10,6 +10,7 @@ data is decompressed a piece at a time and refused as soon as it outgrows that, 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -196,38 +197,57 @@ def gunzip_pieces(raw: bytes, where: str, free: int | None = _ASK) -> Iterator[b
 
 
 @dataclass
-class GzipSource:
-    """A gzip file being decompressed: its pieces still to come (:func:`gunzip_pieces`),
-    and the size its gzip trailer gives (modulo 4 GiB, and only a hint: nothing checks it
-    before the end)."""
+class Source:
+    """A trace file being read a piece at a time: its pieces still to come (decompressed,
+    :func:`gunzip_pieces`, for a gzip file), and its size (for a gzip file the size its
+    trailer gives, modulo 4 GiB, and only a hint: nothing checks it before the end)."""
 
     pieces: Iterator[bytes]
     size_hint: int
+    gzip: bool
     where: str
     free: int | None
 
     def rest_into(self, out: bytearray) -> bytearray:
-        """The pieces still to come appended to ``out``, as :func:`read_bytes` would
-        have read them (and refused with the same TraceError)."""
+        """A gzip file's pieces still to come appended to ``out``, as :func:`read_bytes`
+        would have read them (and refused with the same TraceError)."""
+        assert self.gzip
         return join_pieces(self.pieces, self.where, self.free, out)
 
 
-def gzip_source(path: str | os.PathLike[str]) -> GzipSource | None:
-    """A gzip file, to decompress a piece at a time; None for a file that is not gzip, or
-    that cannot be read: :func:`read_bytes` then reads it, or says why not."""
+def source(path: str | os.PathLike[str]) -> Source | None:
+    """A trace file to read a piece at a time; None for one that cannot be read, or that
+    is not JSON or gzip, or too big for the memory free: :func:`read_bytes` then says why
+    (or reads it, if that has changed since)."""
+    where = str(path)
     try:
-        f, _ = open_regular(Path(path))
+        f, size = open_regular(Path(path))
         free = _memory.free_bytes()
-        with f:
-            if f.read(2) != _GZIP_MAGIC:
-                return None
+        with contextlib.ExitStack() as closing:
+            closing.callback(f.close)
+            head = f.read(512)
             f.seek(0)
-            raw = f.read()
+            if head[:2] == _GZIP_MAGIC:
+                raw = f.read()
+                hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+                left = None if free is None else max(free - len(raw), 0)
+                return Source(gunzip_pieces(raw, where, left), hint, True, where, left)
+            if other_format(head):
+                return None
+            _check_fits(size, where, free)
+            closing.pop_all()  # the file is read, and closed, by its pieces
+            return Source(_file_pieces(f, where), size, False, where, free)
     except (OSError, TraceError, MemoryError):
         return None
-    hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
-    left = None if free is None else max(free - len(raw), 0)
-    return GzipSource(gunzip_pieces(raw, str(path), left), hint, str(path), left)
+
+
+def _file_pieces(f: Any, where: str) -> Iterator[bytes]:
+    with f:
+        try:
+            while piece := f.read(_OUT):
+                yield piece
+        except OSError as e:
+            raise TraceError(where, f"could not read the file ({e.strerror or e})") from None
 
 
 #: How much more output :func:`_raise_if_damaged` decompresses, at most, to find damage.

@@ -697,18 +697,19 @@ _HEAD_BYTES = 1 << 16
 
 
 def _streamed(f: Path, order: int, bar: _Progress) -> tuple[_Rank, int] | bytearray | None:
-    """A gzip trace's rank read as it is decompressed (:mod:`nbprof.trace.stream`), and
-    its bytes of JSON, where its layout allows; else the bytes decompressed so far and the
-    rest (a file laid out otherwise, read whole after all); else None (not gzip, read
-    whole by choice, or to be read again whole, which also words any error as ever).
+    """A trace's rank read as it is read (and decompressed: :mod:`nbprof.trace.stream`),
+    and its bytes of JSON, where its layout allows; else the bytes of a gzip file
+    decompressed so far and the rest (laid out otherwise: read whole after all); else
+    None (to be read whole, by choice or to read it again, which also words any error as
+    ever).
     ``order`` is the rank a file that does not say its own gets."""
     if os.environ.get(STREAM_ENV, "").strip() == "0" or _piece_bytes() <= 0:
         return None
-    src = io.gzip_source(f)
+    src = io.source(f)
     if src is None:
         return None
     if _shared_out(src.size_hint):
-        return src.rest_into(bytearray())
+        return src.rest_into(bytearray()) if src.gzip else None
     path = str(f)
     first = bytearray()
     try:
@@ -720,7 +721,9 @@ def _streamed(f: Path, order: int, bar: _Progress) -> tuple[_Rank, int] | bytear
         return None
     h = stream.head(first)
     if h is None:
-        return src.rest_into(first)
+        # Read whole: a gzip file's bytes decompressed so far are kept; a plain file, of
+        # which only the start was read, is read again whole.
+        return src.rest_into(first) if src.gzip else None
     bar.step("read")
     got = _stream_rank(src, h, first, order, path, bar)
     if got is None:
@@ -735,7 +738,7 @@ def _shared_out(size_hint: int) -> bool:
 
 
 def _stream_rank(
-    src: io.GzipSource, h: stream.Head, buf: bytearray, order: int, path: str, bar: _Progress
+    src: io.Source, h: stream.Head, buf: bytearray, order: int, path: str, bar: _Progress
 ) -> tuple[_Rank, int] | None:
     """:func:`_streamed`'s rank and bytes of JSON: each piece tabulated as
     :func:`_pieces_part` does it, the rank built from them once the top-level values (read
