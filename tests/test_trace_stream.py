@@ -88,6 +88,13 @@ def write_gz(tmp_path: Path, text: str | bytes, gz: bool = True) -> Path:
     return p
 
 
+def room(piece: int, keep: int, out: int) -> int:
+    """The most the stream's buffer holds: its room for what must fit (a piece, what is
+    kept back for the end, a piece read and the separator of a cut), or what was read to
+    see the layout."""
+    return max(stream._ROOM * (piece + keep + out + 16), reader._HEAD_BYTES + out)
+
+
 def small_pieces(monkeypatch: pytest.MonkeyPatch, piece: int, out: int) -> None:
     """Cut pieces of about ``piece`` bytes from decompressed pieces of ``out`` bytes, and
     keep only 32 bytes back for the end: every step of the stream runs on a small file."""
@@ -106,8 +113,9 @@ def test_corpus_traces_stream_as_they_read_whole(
     # it: streamed, not read again.
     assert spy.ranks and all(spy.ranks)
     assert_same(one, two)
-    # Only a few pieces' bytes are held at once, whatever the file's size.
-    assert spy.largest <= reader._piece_bytes() + dec._TAIL_BYTES + 2 * io._FIRST_OUT
+    # Only a few pieces' bytes are held at once, whatever the file's size: room for four
+    # times a piece, what is kept back for the end, and a piece read.
+    assert spy.largest <= room(reader._piece_bytes(), dec._TAIL_BYTES, io._FIRST_OUT)
 
 
 @pytest.mark.parametrize("gz", [True, False])
@@ -207,7 +215,7 @@ def test_a_plain_file_streams_as_it_is_read(
     one, two, spy = both_ways(write_gz(tmp_path, text, gz=False), monkeypatch)
     assert spy.ranks == [True]
     assert_same(one, two)
-    assert spy.largest <= reader._HEAD_BYTES + 1024 < len(text) / 2
+    assert spy.largest <= room(4096, 256, 1024) < len(text) / 2
 
 
 def test_a_big_file_for_several_processes_is_read_whole(
@@ -267,8 +275,7 @@ def test_the_buffer_stays_small_on_a_bigger_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 3,000 events, about 0.5 MB of JSON, in pieces of 8 KiB: the buffer never holds more
-    # than the first bytes read to see the layout, or than a piece, what is kept back for
-    # the end, one decompressed piece and the part of a cut: a seventh of the file here.
+    # than its room (see room()), a third of the file here.
     events = [_x("cpu_op", f"op{i % 50}", 10 * i, 5, **{"External id": i}) for i in range(3000)]
     text = kineto_text([*LINKED, *events])
     small_pieces(monkeypatch, 8192, 4096)
@@ -276,8 +283,7 @@ def test_the_buffer_stays_small_on_a_bigger_file(
     one, two, spy = both_ways(write_gz(tmp_path, text), monkeypatch)
     assert spy.ranks == [True]
     assert_same(one, two)
-    bound = max(reader._HEAD_BYTES + 4096, 8192 + 1024 + 4096 + 1024)
-    assert spy.largest <= bound < len(text) / 7
+    assert spy.largest <= room(8192, 1024, 4096) < len(text) / 3
 
 
 @settings(max_examples=40, deadline=None)
