@@ -53,17 +53,30 @@ def corpus() -> Path:
     return folder
 
 
+_RANK_IN_INFO = re.compile(
+    rb'("distributedInfo"\s*:\s*\{[^{}]*?"rank"\s*:\s*)\d+([^{}]*?"world_size"\s*:\s*)\d+'
+)
+
+
 def make_job(n: int, out: Path) -> Path:
-    """``n`` ranks: the 8 DLRM ranks again and again, rank ids 0..n-1, world size n."""
-    docs = [json.loads(gzip.decompress(f.read_bytes())) for f in sorted(corpus().glob("*.gz"))]
+    """``n`` ranks: the 8 DLRM ranks again and again, rank ids 0..n-1, world size n.
+
+    Each copy is its original's text with only the rank and world size in its
+    ``distributedInfo`` changed: laid out as Kineto wrote it (one event per indented
+    block), as the files a job's ranks write are."""
+    texts = [gzip.decompress(f.read_bytes()) for f in sorted(corpus().glob("*.gz"))]
     folder = out / f"job{n}"
     folder.mkdir(parents=True, exist_ok=True)
     for r in range(n):
-        doc = docs[r % len(docs)]
-        doc["distributedInfo"] = {**doc["distributedInfo"], "rank": r, "world_size": n}
-        (folder / f"rank{r:04d}.pt.trace.json.gz").write_bytes(
-            gzip.compress(json.dumps(doc).encode(), compresslevel=1)
+        text = texts[r % len(texts)]
+        ids = (str(r).encode(), str(n).encode())
+        new, count = _RANK_IN_INFO.subn(
+            lambda m, ids=ids: m.group(1) + ids[0] + m.group(2) + ids[1], text, 1
         )
+        info = json.loads(new)["distributedInfo"]
+        if count != 1 or (info["rank"], info["world_size"]) != (r, n):
+            sys.exit(f"could not renumber rank {r}: its distributedInfo is laid out otherwise")
+        (folder / f"rank{r:04d}.pt.trace.json.gz").write_bytes(gzip.compress(new, compresslevel=1))
     return folder
 
 
