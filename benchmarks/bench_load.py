@@ -543,9 +543,9 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
     lines += [
         "",
         "Where nbprof's time goes (seconds, the best uncached run, and the second load from",
-        "the cache): gunzip = reading and decompressing the file; decode = msgspec's",
-        "skim of the file and its decoding of the events; tables = everything else in the",
-        "load (columns, links, frames; from the cache: reading it); analysis =",
+        "the cache): gunzip = decompressing the file; decode = reading its events (the C",
+        "scanner, else msgspec's skim and decoding); tables = everything else in the load",
+        "(columns, links, frames; from the cache: reading it); analysis =",
         "`nbprof.analysis.analyze`.",
         "",
         "| trace | run | gunzip | decode | tables | analysis | total |",

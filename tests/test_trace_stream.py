@@ -304,3 +304,54 @@ def test_any_events_in_any_pieces_stream_as_whole(
         small_pieces(m, piece, out)
         one, two, _ = both_ways(write_gz(Path(d), text), m)
         assert_same_either_way(one, two)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 30),
+    st.integers(1, 300),
+    st.integers(1, 120),
+    st.integers(0, 64),
+    st.booleans(),
+)
+def test_pieces_are_the_events_in_order(
+    count: int, piece: int, out: int, keep: int, hold_a_view: bool
+) -> None:
+    """The spans handed out are the array's events, whole and in order, however the text
+    arrives, whether the buffer can grow in place or (a view of it held) cannot."""
+    events = [dict(LINKED[i % len(LINKED)], ts=i) for i in range(count)]
+    text = kineto_text(events, after='"traceName": "t", "n": [1, 2]').encode()
+    chunks = iter(text[i : i + out] for i in range(0, len(text), out))
+    first = bytearray()
+    for c in chunks:
+        first += c
+        if len(first) >= 200:
+            break
+    h = stream.head(first)
+    assert h is not None
+    views = []
+    got: list[bytes] = []
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(dec, "_TAIL_BYTES", keep)
+        gen = stream.pieces(chunks, h, first, piece)
+        try:
+            while True:
+                buf, (a, b) = next(gen)
+                if hold_a_view and not views:
+                    views.append(memoryview(buf))
+                # The byte before a span and the one after it are the reader's to use.
+                assert buf[a - 1 : a] in (b" ", b"\n", b"[") and b < len(buf)
+                got.append(bytes(buf[a:b]))
+        except StopIteration as stop:
+            end = stop.value
+    for v in views:
+        v.release()
+    # From the first event's "{" to the last one's "}", the events two spaces in.
+    first_event = text.index(b"{", text.index(b'"traceEvents"'))
+    inside = text[first_event : text.rindex(b"}\n  ]") + 1]
+    assert b",\n  ".join(got) == inside
+    assert [e for g in got for e in json.loads(b"[" + g + b"]")] == [
+        json.loads(json.dumps(e)) for e in events
+    ]
+    assert json.loads(bytes(end.top["traceName"])) == "t" and end.json_bytes == len(text)
+    assert end.repeated is None

@@ -728,6 +728,7 @@ def _streamed(f: Path, order: int, bar: _Progress) -> tuple[_Rank, int] | bytear
     got = _stream_rank(src, h, first, order, path, bar)
     if got is None:
         logger.debug("%s: read whole after all", plain_text(path))
+        bar.grow(1)  # the whole reading steps past "read" again
     return got
 
 

@@ -132,7 +132,12 @@ def pieces(
             hi, start = live, 1
             room = _ROOM * (live + n)
             if room > len(buf):
-                buf.extend(bytes(room - len(buf)))
+                try:
+                    buf.extend(bytes(room - len(buf)))
+                except BufferError:  # a view of it is still held: a new buffer
+                    grown = bytearray(room)
+                    grown[:hi] = buf[:hi]
+                    buf = grown
         buf[hi : hi + n] = piece
         hi += n
         total += n
