@@ -399,7 +399,9 @@ class _Acc:
         self.parts.setdefault(table, []).append(cols)
 
     def get(self, table: str) -> tb.Columns:
-        return _concat(self.parts.get(table, []))
+        """The table's columns, its chunks' parts given up (so that the tables made from
+        the columns do not sit beside them)."""
+        return _concat(self.parts.pop(table, []))
 
     def absorb(self, other: _Acc, shift: int) -> None:
         """Add ``other``'s columns after these, its flow positions moved by ``shift``."""
@@ -725,7 +727,11 @@ def _streamed(f: Path, order: int, bar: _Progress) -> tuple[_Rank, int] | bytear
         # which only the start was read, is read again whole.
         return src.rest_into(first) if src.gzip else None
     bar.step("read")
-    got = _stream_rank(src, h, first, order, path, bar)
+    # The stream's buffer is let go of once its last piece is read, before the tables are
+    # made: no name but the stream's own may hold it.
+    held = [first]
+    del first
+    got = _stream_rank(src, h, held.pop(), order, path, bar)
     if got is None:
         logger.debug("%s: read whole after all", plain_text(path))
         bar.grow(1)  # the whole reading steps past "read" again
@@ -753,6 +759,7 @@ def _stream_rank(
     offset = 0
     latest: int | None = None
     cut = stream.pieces(src.pieces, h, buf, _piece_bytes())
+    del buf
     try:
         while True:
             try:
