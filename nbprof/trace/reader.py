@@ -537,11 +537,13 @@ def _piece_bytes() -> int:
     return CHUNK * _EVENT_BYTES
 
 
-#: Files of fewer bytes of JSON are decoded in this process alone, pieces or not: forking a
-#: child and reading its columns back cost about 20 ms on the 51 MiB benchmark trace (where
-#: two processes saved about 0.06 s of 0.27); the bound sits well below that size, and was
-#: not measured further down.
-PARALLEL_MIN_BYTES = 16 << 20
+#: Files of fewer bytes of JSON are decoded in this process alone (streamed, where their
+#: layout allows). Two processes share a whole file's bytes, which one process streaming it
+#: never holds: on the benchmark traces (load + analysis, fresh processes taking turns)
+#: they took 0.26-0.28 s against one's 0.25-0.27 at 51 MiB, 0.43-0.48 against 0.46-0.48 at
+#: 85 MiB, 1.11-1.14 against 1.14-1.28 at 213 MiB, for 1.4x-1.8x its peak memory; at
+#: 427 MiB 2.25 s against 2.54 (1.9x the memory).
+PARALLEL_MIN_BYTES = 256 << 20
 #: What sending a child's columns back costs, against what making them cost.
 _SEND_COST = 0.1
 
