@@ -355,3 +355,31 @@ def test_pieces_are_the_events_in_order(
     ]
     assert json.loads(bytes(end.top["traceName"])) == "t" and end.json_bytes == len(text)
     assert end.repeated is None
+
+
+@pytest.mark.parametrize("layout", ["one line", "indented", "shared out"])
+def test_every_file_opened_is_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    # A plain file is read a piece at a time from its open file: whether it is streamed,
+    # handed back to be read whole, or left to several processes, it is closed after.
+    from nbprof import _files
+    from nbprof.trace import forked
+
+    opened: list[Any] = []
+    real = _files.open_regular
+
+    def recording(p: Any) -> Any:
+        f, size = real(p)
+        opened.append(f)
+        return f, size
+
+    monkeypatch.setattr(io, "open_regular", recording)
+    if layout == "shared out":
+        monkeypatch.setenv(forked.WORKERS_ENV, "2")
+        monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
+    text = json.dumps({"traceEvents": LINKED}) if layout == "one line" else kineto_text(LINKED)
+    one, two, spy = both_ways(write_gz(tmp_path, text, gz=False), monkeypatch)
+    assert_same(one, two)
+    assert opened and all(f.closed for f in opened)
+    assert spy.ranks == ([True] if layout == "indented" else [])

@@ -207,6 +207,16 @@ class Source:
     gzip: bool
     where: str
     free: int | None
+    #: The open file a plain file's pieces are read from (closed by :meth:`close`).
+    file: Any = None
+
+    def close(self) -> None:
+        """Stop reading: the pieces' generator is closed, and the file with it."""
+        close = getattr(self.pieces, "close", None)
+        if close is not None:
+            close()
+        if self.file is not None:
+            self.file.close()
 
     def rest_into(self, out: bytearray) -> bytearray:
         """A gzip file's pieces still to come appended to ``out``, as :func:`read_bytes`
@@ -236,7 +246,7 @@ def source(path: str | os.PathLike[str]) -> Source | None:
                 return None
             _check_fits(size, where, free)
             closing.pop_all()  # the file is read, and closed, by its pieces
-            return Source(_file_pieces(f, where), size, False, where, free)
+            return Source(_file_pieces(f, where), size, False, where, free, f)
     except (OSError, TraceError, MemoryError):
         return None
 

@@ -712,9 +712,17 @@ def _streamed(f: Path, order: int, bar: _Progress) -> tuple[_Rank, int] | bytear
     src = io.source(f)
     if src is None:
         return None
+    try:
+        return _streamed_from(src, str(f), order, bar)
+    finally:
+        src.close()
+
+
+def _streamed_from(
+    src: io.Source, path: str, order: int, bar: _Progress
+) -> tuple[_Rank, int] | bytearray | None:
     if _shared_out(src.size_hint):
         return src.rest_into(bytearray()) if src.gzip else None
-    path = str(f)
     first = bytearray()
     try:
         for piece in src.pieces:
