@@ -382,4 +382,6 @@ def test_every_file_opened_is_closed(
     one, two, spy = both_ways(write_gz(tmp_path, text, gz=False), monkeypatch)
     assert_same(one, two)
     assert opened and all(f.closed for f in opened)
-    assert spy.ranks == ([True] if layout == "indented" else [])
+    # Left to several processes only where they can be forked (no other thread running).
+    streamed = layout == "indented" or (layout == "shared out" and not forked.can_fork())
+    assert spy.ranks == ([True] if streamed else [])
