@@ -457,6 +457,18 @@ def by_pieces_and_skimmed(
     return out[0], out[1], decoded[0]
 
 
+def read_each_way(path: Path, monkeypatch: pytest.MonkeyPatch, env: str) -> tuple[Any, Any]:
+    """(trace or error text) read with the switch ``env`` on ("1"), then off ("0")."""
+    out: list[Any] = []
+    for on in ("1", "0"):
+        monkeypatch.setenv(env, on)
+        try:
+            out.append(nbprof.trace.read(path, progress=False, cache=False))
+        except nbprof.TraceError as e:
+            out.append(str(e))
+    return out[0], out[1]
+
+
 def assert_same_either_way(one: Any, two: Any) -> None:
     from tests.test_trace_cache import assert_same
 

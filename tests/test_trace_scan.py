@@ -27,7 +27,7 @@ from nbprof.trace import argfields, scan
 from nbprof.trace import decode as dec
 from nbprof.trace import tables as tb
 from tests.conftest import corpus_params
-from tests.test_trace_fastpaths import GOOD, assert_same_either_way, kineto_text
+from tests.test_trace_fastpaths import GOOD, assert_same_either_way, kineto_text, read_each_way
 
 built = pytest.mark.skipif(not scan.available(), reason="the C scanner is not built")
 
@@ -60,14 +60,8 @@ def read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, li
     """(trace or error text) with the scanner and without it, and what each scan answered
     (True: read; False: left to the Python path)."""
     answers = record_answers(monkeypatch, scan, "scan_piece", scan.available)
-    out = []
-    for on in ("1", "0"):
-        monkeypatch.setenv(scan.ENV, on)
-        try:
-            out.append(nbprof.trace.read(path, progress=False, cache=False))
-        except nbprof.TraceError as e:
-            out.append(str(e))
-    return out[0], out[1], answers
+    one, two = read_each_way(path, monkeypatch, scan.ENV)
+    return one, two, answers
 
 
 def write(tmp_path: Path, events: list[Any], name: str = "t.json") -> Path:

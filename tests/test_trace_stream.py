@@ -18,12 +18,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nbprof
 from nbprof.trace import decode as dec
 from nbprof.trace import io, reader, scan, stream
 from tests.conftest import corpus_params
 from tests.test_trace_cache import assert_same
-from tests.test_trace_fastpaths import CASES, GOOD, _x, assert_same_either_way, kineto_text
+from tests.test_trace_fastpaths import (
+    CASES,
+    GOOD,
+    _x,
+    assert_same_either_way,
+    kineto_text,
+    read_each_way,
+)
 
 #: GOOD with a correlation id on every GPU event: no flow events are needed to link them.
 LINKED = [
@@ -71,14 +77,8 @@ class Spy:
 def both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Spy]:
     """(trace or error text) read as streamed where it can be, then read whole."""
     spy = Spy(monkeypatch)
-    out: list[Any] = []
-    for on in ("1", "0"):
-        monkeypatch.setenv(reader.STREAM_ENV, on)
-        try:
-            out.append(nbprof.trace.read(path, progress=False, cache=False))
-        except nbprof.TraceError as e:
-            out.append(str(e))
-    return out[0], out[1], spy
+    one, two = read_each_way(path, monkeypatch, reader.STREAM_ENV)
+    return one, two, spy
 
 
 def write_gz(tmp_path: Path, text: str | bytes, gz: bool = True) -> Path:
