@@ -10,7 +10,6 @@ data is decompressed a piece at a time and refused as soon as it outgrows that, 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -79,28 +78,11 @@ def other_format(head: bytes) -> str | None:
 
 def read_bytes(path: str | os.PathLike[str]) -> bytes | bytearray:
     """The uncompressed bytes of ``path``; raises :class:`TraceError` with a plain reason."""
-    p = Path(path)
-    where = str(p)
-    f, size = open_regular(p)
-    free = _memory.free_bytes()
-    with f:
-        try:
-            head = f.read(512)
-            if head[:2] == _GZIP_MAGIC:
-                f.seek(0)
-                raw = f.read()
-                # What is free once the compressed bytes are held, as asking again would say.
-                return _gunzip(raw, where, None if free is None else max(free - len(raw), 0))
-            why = other_format(head)
-            if why:
-                raise TraceError(where, why)
-            _check_fits(size, where, free)
-            f.seek(0)
-            return f.read()
-        except OSError as e:
-            raise TraceError(where, f"could not read the file ({e.strerror or e})") from None
-        except MemoryError:
-            raise TraceError(where, _memory.not_enough(size, free)) from None
+    src = open_source(path)
+    try:
+        return src.read_all()
+    finally:
+        src.close()
 
 
 #: For ``free``: ask :func:`_memory.free_bytes` (the file's reader has asked already).
@@ -218,6 +200,18 @@ class Source:
         if self.file is not None:
             self.file.close()
 
+    def read_all(self) -> bytes | bytearray:
+        """The whole file's (uncompressed) bytes, none of its pieces having been read."""
+        if self.gzip:
+            return self.rest_into(bytearray())
+        try:
+            data: bytes = self.file.read()
+        except OSError as e:
+            raise TraceError(self.where, f"could not read the file ({e.strerror or e})") from None
+        except MemoryError:
+            raise TraceError(self.where, _memory.not_enough(self.size_hint, self.free)) from None
+        return data
+
     def rest_into(self, out: bytearray) -> bytearray:
         """A gzip file's pieces still to come appended to ``out``, as :func:`read_bytes`
         would have read them (and refused with the same TraceError)."""
@@ -225,30 +219,40 @@ class Source:
         return join_pieces(self.pieces, self.where, self.free, out)
 
 
-def source(path: str | os.PathLike[str]) -> Source | None:
-    """A trace file to read a piece at a time; None for one that cannot be read, or that
-    is not JSON or gzip, or too big for the memory free: :func:`read_bytes` then says why
-    (or reads it, if that has changed since)."""
-    where = str(path)
+def open_source(path: str | os.PathLike[str]) -> Source:
+    """A trace file, to read a piece at a time (or whole: :meth:`Source.read_all`); raises
+    :class:`TraceError` with a plain reason for a file that cannot be read, is not JSON or
+    gzip, or is too big for the memory free."""
+    p = Path(path)
+    f, size = open_regular(p)
     try:
-        f, size = open_regular(Path(path))
-        free = _memory.free_bytes()
-        with contextlib.ExitStack() as closing:
-            closing.callback(f.close)
-            head = f.read(512)
-            f.seek(0)
-            if head[:2] == _GZIP_MAGIC:
+        return _source_of(f, str(p), size, _memory.free_bytes())
+    except BaseException:
+        f.close()
+        raise
+
+
+def _source_of(f: Any, where: str, size: int, free: int | None) -> Source:
+    try:
+        head = f.read(512)
+        f.seek(0)
+        if head[:2] == _GZIP_MAGIC:
+            with f:
                 raw = f.read()
-                hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
-                left = None if free is None else max(free - len(raw), 0)
-                return Source(gunzip_pieces(raw, where, left), hint, True, where, left)
-            if other_format(head):
-                return None
-            _check_fits(size, where, free)
-            closing.pop_all()  # the file is read, and closed, by its pieces
-            return Source(_file_pieces(f, where), size, False, where, free, f)
-    except (OSError, TraceError, MemoryError):
-        return None
+            hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+            # What is free once the compressed bytes are held, as asking again would say.
+            left = None if free is None else max(free - len(raw), 0)
+            return Source(gunzip_pieces(raw, where, left), hint, True, where, left)
+        why = other_format(head)
+        if why:
+            raise TraceError(where, why)
+        _check_fits(size, where, free)
+    except OSError as e:
+        raise TraceError(where, f"could not read the file ({e.strerror or e})") from None
+    except MemoryError:
+        raise TraceError(where, _memory.not_enough(size, free)) from None
+    # The file is read, and closed, by its pieces.
+    return Source(_file_pieces(f, where), size, False, where, free, f)
 
 
 def _file_pieces(f: Any, where: str) -> Iterator[bytes]:

@@ -705,13 +705,11 @@ def _streamed(f: Path, order: int, bar: _Progress) -> tuple[_Rank, int] | bytear
     and its bytes of JSON, where its layout allows; else the bytes of a gzip file
     decompressed so far and the rest (laid out otherwise: read whole after all); else
     None (to be read whole, by choice or to read it again, which also words any error as
-    ever).
+    ever). A file that cannot be read at all raises the TraceError that says why.
     ``order`` is the rank a file that does not say its own gets."""
     if os.environ.get(STREAM_ENV, "").strip() == "0" or _piece_bytes() <= 0:
         return None
-    src = io.source(f)
-    if src is None:
-        return None
+    src = io.open_source(f)
     try:
         return _streamed_from(src, str(f), order, bar)
     finally:
