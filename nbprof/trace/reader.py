@@ -574,11 +574,7 @@ def _pieces_part(
     mode = dec.TsMode()
     offset = 0
     for span in spans:
-        got: tuple[tb.Events, np.ndarray] | None = scan.scan_piece(
-            d.data, span, tb.CAT_CODES, tb.PHASE_CODES
-        )
-        if got is None and not d.scan_only:
-            got = dec.decode_piece(d.data, span, offset, path, mode)
+        got = _piece_events(d.data, span, offset, path, mode, python=not d.scan_only)
         if got is None:
             return None
         events, ts = got
@@ -597,6 +593,25 @@ def _pieces_part(
         if step is not None:
             step("decoding")
     return acc, ids, offset
+
+
+def _piece_events(
+    data: dec.Buffer,
+    span: tuple[int, int],
+    offset: int,
+    path: str,
+    mode: dec.TsMode,
+    *,
+    python: bool = True,
+) -> tuple[tb.Events, np.ndarray] | None:
+    """The events of ``data[span]`` (the first of them event ``offset``) and their times:
+    read by the scanner, else (with ``python``) by msgspec; None when neither reads them."""
+    got: tuple[tb.Events, np.ndarray] | None = scan.scan_piece(
+        data, span, tb.CAT_CODES, tb.PHASE_CODES
+    )
+    if got is None and python:
+        got = dec.decode_piece(data, span, offset, path, mode)
+    return got
 
 
 def _decode_pieces_parallel(
@@ -775,11 +790,7 @@ def _stream_rank(
             except StopIteration as stop:
                 end: stream.End = stop.value
                 break
-            got: tuple[tb.Events, np.ndarray] | None = scan.scan_piece(
-                data, span, tb.CAT_CODES, tb.PHASE_CODES
-            )
-            if got is None:
-                got = dec.decode_piece(data, span, offset, path, mode)
+            got = _piece_events(data, span, offset, path, mode)
             if got is None:
                 return None
             events, ts = got
