@@ -101,7 +101,7 @@ def small_pieces(monkeypatch: pytest.MonkeyPatch, piece: int, out: int) -> None:
     monkeypatch.setattr(reader, "_piece_bytes", lambda: piece)
     monkeypatch.setattr(io, "_OUT", out)
     monkeypatch.setattr(io, "_FIRST_OUT", out)
-    monkeypatch.setattr(dec, "_TAIL_BYTES", 32)
+    monkeypatch.setattr(dec, "TAIL_BYTES", 32)
 
 
 @pytest.mark.parametrize("path", corpus_params())
@@ -115,7 +115,7 @@ def test_corpus_traces_stream_as_they_read_whole(
     assert_same(one, two)
     # Only a few pieces' bytes are held at once, whatever the file's size: room for four
     # times a piece, what is kept back for the end, and a piece read.
-    assert spy.largest <= room(reader._piece_bytes(), dec._TAIL_BYTES, io._FIRST_OUT)
+    assert spy.largest <= room(reader._piece_bytes(), dec.TAIL_BYTES, io._FIRST_OUT)
 
 
 @pytest.mark.parametrize("gz", [True, False])
@@ -211,7 +211,7 @@ def test_a_plain_file_streams_as_it_is_read(
     # torch.profiler's tensorboard_trace_handler writes plain JSON unless asked for gzip.
     text = kineto_text(LINKED * 200)
     small_pieces(monkeypatch, 4096, 1024)
-    monkeypatch.setattr(dec, "_TAIL_BYTES", 256)
+    monkeypatch.setattr(dec, "TAIL_BYTES", 256)
     one, two, spy = both_ways(write_gz(tmp_path, text, gz=False), monkeypatch)
     assert spy.ranks == [True]
     assert_same(one, two)
@@ -279,7 +279,7 @@ def test_the_buffer_stays_small_on_a_bigger_file(
     events = [_x("cpu_op", f"op{i % 50}", 10 * i, 5, **{"External id": i}) for i in range(3000)]
     text = kineto_text([*LINKED, *events])
     small_pieces(monkeypatch, 8192, 4096)
-    monkeypatch.setattr(dec, "_TAIL_BYTES", 1024)
+    monkeypatch.setattr(dec, "TAIL_BYTES", 1024)
     one, two, spy = both_ways(write_gz(tmp_path, text), monkeypatch)
     assert spy.ranks == [True]
     assert_same(one, two)
@@ -327,12 +327,12 @@ def test_pieces_are_the_events_in_order(
         first += c
         if len(first) >= 200:
             break
-    h = stream.head(first)
+    h = dec.layout(first)
     assert h is not None
     views = []
     got: list[bytes] = []
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(dec, "_TAIL_BYTES", keep)
+        m.setattr(dec, "TAIL_BYTES", keep)
         gen = stream.pieces(chunks, h, first, piece)
         try:
             while True:

@@ -19,6 +19,7 @@ import logging
 import re
 import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar, cast
@@ -410,7 +411,7 @@ def skim_events(data: Buffer) -> list[msgspec.Raw]:
 
 #: How far before the event array's apparent end top-level keys written after it are
 #: looked for (see :func:`split_events`).
-_TAIL_BYTES = 64 << 10
+TAIL_BYTES = 64 << 10
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 _INDENT = re.compile(rb"[ \t]*")
 
@@ -430,8 +431,46 @@ def split_events(
     and the file is skimmed after all); pieces that all decode are exactly the events.
     The rest of the object is decoded with the array replaced by ``[]``, as in
     :func:`_split_top`, which also checks that the array found is the top-level
-    ``traceEvents``.
+    ``traceEvents`` (:func:`top_around_array`).
     """
+    lay = layout(data)
+    if lay is None:
+        return None
+    ends = array_end(data, lay.first, len(data), lay)
+    if ends is None:
+        return None
+    end, closing = ends
+    around = top_around_array(lay.before, data[closing + 1 :])
+    if around is None:
+        return None
+    top, repeated = around
+    return list(cut_pieces(data, lay.first, end, lay.sep, piece_bytes)), top, repeated
+
+
+@dataclass(frozen=True)
+class Layout:
+    """An event array written as Kineto writes it, from the text before its first event
+    (see :func:`split_events`)."""
+
+    #: The file up to the event array's ``[``.
+    before: bytes
+    #: The first event's indentation, and the text between two events at it.
+    indent: bytes
+    sep: bytes
+    #: The indentation of the line holding the ``traceEvents`` key (None when that line
+    #: is not just indentation before the key).
+    key_indent: bytes | None
+    #: Where the first event starts.
+    first: int
+
+
+def layout(data: Buffer) -> Layout | None:
+    """The event array's layout, from a file's text (its first bytes are enough); None when
+    they do not show an object whose ``traceEvents`` array holds events one indented block
+    each."""
+    at = _skip_space(data, 0)
+    if data[at : at + 1] != b"{":
+        return None
     m = _EVENTS_KEY.search(data)
     if m is None:
         return None
@@ -443,8 +482,23 @@ def split_events(
     indent = bytes(data[line + 1 : first])
     if _INDENT.fullmatch(indent) is None:
         return None
+    key_at = data.rfind(b"\n", 0, m.start()) + 1
+    key_indent = bytes(data[key_at : m.start()])
+    return Layout(
+        before=bytes(data[:opening]),
+        indent=indent,
+        sep=b"},\n" + indent + b"{",
+        key_indent=key_indent if _INDENT.fullmatch(key_indent) else None,
+        first=first,
+    )
+
+
+def array_end(buf: Buffer, start: int, stop: int, lay: Layout) -> tuple[int, int] | None:
+    """(where the last event ends, where the array's ``]`` is) in ``buf[start:stop]``, which
+    holds the end of the array and all that follows it; None when it does not end as
+    Kineto writes it."""
     # The last event's closing brace, at the events' indentation, then the array's end.
-    last = data.rfind(b"\n" + indent + b"}", first)
+    last = buf.rfind(b"\n" + lay.indent + b"}", start, stop)
     if last < 0:
         return None
     # Newer PyTorch writes top-level values after the event array, deviceProperties among
@@ -453,36 +507,48 @@ def split_events(
     # before it. Those values are a few kB, so only that much before the end is searched:
     # further back lie the events, which a search would read for nothing (a key beyond
     # it only costs the skim, as before).
-    key_at = data.rfind(b"\n", 0, m.start()) + 1
-    key_indent = bytes(data[key_at : m.start()])
-    if _INDENT.fullmatch(key_indent) is not None:
-        key = data.rfind(b"\n" + key_indent + b'"', max(first, last - _TAIL_BYTES), last)
+    if lay.key_indent is not None:
+        key = buf.rfind(b"\n" + lay.key_indent + b'"', max(start, last - TAIL_BYTES), last)
         if key >= 0:
-            last = data.rfind(b"\n" + indent + b"}", first, key)
+            last = buf.rfind(b"\n" + lay.indent + b"}", start, key)
             if last < 0:
                 return None
-    end = last + len(indent) + 2
-    closing = _skip_space(data, end)
-    if data[closing : closing + 1] != b"]":
+    end = last + len(lay.indent) + 2
+    closing = _skip_space(buf, end)
+    if closing >= stop or buf[closing] != 0x5D:  # "]"
         return None
-    around = _top_around(data, opening, closing)
-    if around is None:
+    return end, closing
+
+
+def top_around_array(
+    before: Buffer, after: Buffer
+) -> tuple[dict[str, msgspec.Raw], str | None] | None:
+    """The top-level values of the object ``before`` + an event array + ``after``, read
+    with the array replaced by ``[]``, and a repeated top-level key; None when that is not
+    a valid object whose ``traceEvents`` is that array."""
+    rest = bytes(before) + b"[]" + bytes(after)
+    try:
+        top = _top_decoder.decode(rest)
+    except DECODE_ERRORS:
         return None
-    rest, top = around
     raw = top.get("traceEvents")
-    if raw is None or _address(raw) - _address(rest) != opening or bytes(raw) != b"[]":
+    if raw is None or _address(raw) - _address(rest) != len(before) or bytes(raw) != b"[]":
         return None
-    sep = b"},\n" + indent + b"{"
-    pieces: list[tuple[int, int]] = []
-    start = first
+    return top, _repeated_key(rest, top)
+
+
+def cut_pieces(
+    buf: Buffer, start: int, end: int, sep: bytes, piece_bytes: int
+) -> Iterator[tuple[int, int]]:
+    """The spans of the events in ``buf[start:end]`` cut at ``sep``, each of at least
+    ``piece_bytes`` but the last."""
     while True:
-        cut = data.find(sep, start + piece_bytes, end) if start + piece_bytes < end else -1
+        cut = buf.find(sep, start + piece_bytes, end) if start + piece_bytes < end else -1
         if cut < 0:
-            pieces.append((start, end))
-            break
-        pieces.append((start, cut + 1))
+            yield start, end
+            return
+        yield start, cut + 1
         start = cut + len(sep) - 1
-    return pieces, top, _repeated_key(rest, top)
 
 
 def _one_piece(

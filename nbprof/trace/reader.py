@@ -744,7 +744,7 @@ def _streamed_from(
                 break
     except TraceError:
         return None
-    h = stream.head(first)
+    h = dec.layout(first)
     if h is None:
         # Read whole: a gzip file's bytes decompressed so far are kept; a plain file, of
         # which only the start was read, is read again whole.
@@ -768,7 +768,7 @@ def _shared_out(size_hint: int) -> bool:
 
 
 def _stream_rank(
-    src: io.Source, h: stream.Head, buf: bytearray, order: int, path: str, bar: _Progress
+    src: io.Source, h: dec.Layout, buf: bytearray, order: int, path: str, bar: _Progress
 ) -> tuple[_Rank, int] | None:
     """:func:`_streamed`'s rank and bytes of JSON: each piece tabulated as
     :func:`_pieces_part` does it, the rank built from them once the top-level values (read

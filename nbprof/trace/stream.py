@@ -11,8 +11,9 @@ It cuts where :func:`nbprof.trace.decode.split_events` cuts a whole file: at ``}
 between two events at the indentation of the first (see there why only events lie between
 those), the first cut at least ``piece_bytes`` after a piece's start. The text before the
 array is kept, the text after it is found at the end, and the two, with the array replaced
-by ``[]``, are decoded as the top-level object, exactly as ``split_events`` does it; that
-also checks that the array was the top-level ``traceEvents``. Anything else raises
+by ``[]``, are decoded as the top-level object, by the functions ``split_events`` uses
+(``layout``, ``array_end``, ``top_around_array``, ``cut_pieces``); that also checks that
+the array was the top-level ``traceEvents``. Anything else raises
 :class:`Unstreamable` (so does a piece the caller cannot read): the caller then reads the
 file whole, which reads it, or words its error, exactly as before.
 """
@@ -35,23 +36,6 @@ class Unstreamable(Exception):
 
 
 @dataclass(frozen=True)
-class Head:
-    """What the text before the first event says: where the array opens, and how its
-    events are indented."""
-
-    #: The file up to the event array's ``[``.
-    before: bytes
-    #: The first event's indentation, and the text between two events at it.
-    indent: bytes
-    sep: bytes
-    #: The indentation of the line holding the ``traceEvents`` key (None when that line
-    #: is not just indentation before the key).
-    key_indent: bytes | None
-    #: Where the first event starts.
-    first: int
-
-
-@dataclass(frozen=True)
 class End:
     """The top-level values other than the events, and a top-level key that repeats (see
     :func:`nbprof.trace.decode.split_events`); and the bytes of JSON read in all."""
@@ -61,37 +45,8 @@ class End:
     json_bytes: int
 
 
-def head(start: bytes | bytearray) -> Head | None:
-    """The event array's layout, from the first decompressed bytes of a file; None when
-    they do not show an object whose ``traceEvents`` array holds events one indented
-    block each, as Kineto writes it."""
-    at = dec._skip_space(start, 0)
-    if start[at : at + 1] != b"{":
-        return None
-    m = dec._EVENTS_KEY.search(start)
-    if m is None:
-        return None
-    opening = m.end() - 1
-    first = dec._skip_space(start, m.end())
-    line = start.rfind(b"\n", opening, first)
-    if start[first : first + 1] != b"{" or line < 0:
-        return None
-    indent = bytes(start[line + 1 : first])
-    if dec._INDENT.fullmatch(indent) is None:
-        return None
-    key_at = start.rfind(b"\n", 0, m.start()) + 1
-    key_indent = bytes(start[key_at : m.start()])
-    return Head(
-        before=bytes(start[:opening]),
-        indent=indent,
-        sep=b"},\n" + indent + b"{",
-        key_indent=key_indent if dec._INDENT.fullmatch(key_indent) else None,
-        first=first,
-    )
-
-
 def pieces(
-    source: Iterator[bytes], h: Head, buf: bytearray, piece_bytes: int
+    source: Iterator[bytes], h: dec.Layout, buf: bytearray, piece_bytes: int
 ) -> Generator[tuple[bytearray, tuple[int, int]], None, End]:
     """The pieces of the event array as (buffer, span) pairs, then (as the generator's
     return value) the rest of the top-level object. ``buf`` holds the bytes read so far
@@ -106,7 +61,7 @@ def pieces(
     sep = h.sep
     # The last bytes read are kept back from cutting until the end is known: top-level
     # values written after the array (newer PyTorch) can hold text like a cut.
-    keep = dec._TAIL_BYTES
+    keep = dec.TAIL_BYTES
     while True:
         while True:
             lo = start + piece_bytes
@@ -142,36 +97,14 @@ def pieces(
         hi += n
         total += n
     # The end: the last events, the array's "]" and what follows it.
-    last = buf.rfind(b"\n" + h.indent + b"}", start, hi)
-    if last < 0:
-        raise Unstreamable("no event ends at the events' indentation")
-    if h.key_indent is not None:
-        key = buf.rfind(b"\n" + h.key_indent + b'"', max(start, last - keep), last)
-        if key >= 0:
-            last = buf.rfind(b"\n" + h.indent + b"}", start, key)
-            if last < 0:
-                raise Unstreamable("no event ends before the top-level values after the array")
-    end = last + len(h.indent) + 2
-    closing = dec._skip_space(buf, end)
-    if closing >= hi or buf[closing] != 0x5D:  # "]"
-        raise Unstreamable("the events are not followed by the array's end")
-    rest = h.before + b"[]" + bytes(buf[closing + 1 : hi])
-    try:
-        top = dec._top_decoder.decode(rest)
-    except dec.DECODE_ERRORS:
-        raise Unstreamable("the top-level object is not valid JSON") from None
-    raw = top.get("traceEvents")
-    if (
-        raw is None
-        or dec._address(raw) - dec._address(rest) != len(h.before)
-        or bytes(raw) != b"[]"
-    ):
+    ends = dec.array_end(buf, start, hi, h)
+    if ends is None:
+        raise Unstreamable("the event array does not end as Kineto writes it")
+    end, closing = ends
+    around = dec.top_around_array(h.before, buf[closing + 1 : hi])
+    if around is None:
         raise Unstreamable("the array read is not the top-level traceEvents")
-    while True:
-        cut = buf.find(sep, start + piece_bytes, end) if start + piece_bytes < end else -1
-        if cut < 0:
-            yield buf, (start, end)
-            break
-        yield buf, (start, cut + 1)
-        start = cut + len(sep) - 1
-    return End(top, dec._repeated_key(rest, top), total)
+    top, repeated = around
+    for span in dec.cut_pieces(buf, start, end, sep, piece_bytes):
+        yield buf, span
+    return End(top, repeated, total)
