@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -750,11 +750,11 @@ def _streamed_from(
         # which only the start was read, is read again whole.
         return src.rest_into(first) if src.gzip else None
     bar.step("read")
-    # The stream's buffer is let go of once its last piece is read, before the tables are
-    # made: no name but the stream's own may hold it.
-    held = [first]
+    cut = stream.pieces(src.pieces, h, first, _piece_bytes())
+    # The buffer is the stream's alone now: let go of once its last piece is read, before
+    # the tables are made.
     del first
-    got = _stream_rank(src, h, held.pop(), order, path, bar)
+    got = _stream_rank(cut, order, path, bar)
     if got is None:
         logger.debug("%s: read whole after all", plain_text(path))
         bar.grow(1)  # the whole reading steps past "read" again
@@ -768,9 +768,13 @@ def _shared_out(size_hint: int) -> bool:
 
 
 def _stream_rank(
-    src: io.Source, h: dec.Layout, buf: bytearray, order: int, path: str, bar: _Progress
+    cut: Generator[tuple[bytearray, tuple[int, int]], None, stream.End],
+    order: int,
+    path: str,
+    bar: _Progress,
 ) -> tuple[_Rank, int] | None:
-    """:func:`_streamed`'s rank and bytes of JSON: each piece tabulated as
+    """:func:`_streamed`'s rank and bytes of JSON, from its pieces ``cut`` (see
+    :func:`nbprof.trace.stream.pieces`): each piece tabulated as
     :func:`_pieces_part` does it, the rank built from them once the top-level values (read
     at the end) are known. Times are gathered as written and moved by
     ``baseTimeNanoseconds`` at the end. None wherever the whole file's reading could
@@ -781,8 +785,6 @@ def _stream_rank(
     mode = dec.TsMode()
     offset = 0
     latest: int | None = None
-    cut = stream.pieces(src.pieces, h, buf, _piece_bytes())
-    del buf
     try:
         while True:
             try:
