@@ -1,4 +1,5 @@
-"""Op nesting and launch links, checked against a plain stack-based reference."""
+"""Op nesting and launch links, checked against a plain stack-based reference; nesting both
+by the C walk (``_nest.c``, where built) and by numpy's sorted searches."""
 
 from __future__ import annotations
 
@@ -8,7 +9,31 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nbprof.trace import links
-from nbprof.trace.links import innermost_ops, link_launches, nest
+from nbprof.trace.links import innermost_ops, link_launches
+
+needs_walk = pytest.mark.skipif(links._nest is None, reason="nbprof.trace._nest is not built")
+
+
+def nest(
+    pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """links.nest, checked to give what the numpy path gives (depths' and parents' values
+    and dtypes) for the same rows."""
+    depth, parent = links.nest(pid, tid, s, e)
+    if len(s):
+        want_depth, want_parent = links._nest_sorted(links._thread_codes(pid, tid), s, e)
+        assert depth.dtype == want_depth.dtype and parent.dtype == want_parent.dtype
+        assert depth.tolist() == want_depth.tolist()
+        assert parent.tolist() == want_parent.tolist()
+    return depth, parent
+
+
+def walks(th: np.ndarray, s: np.ndarray, e: np.ndarray) -> bool:
+    """Whether the C walk takes these rows (False: they are left to numpy)."""
+    assert links._nest is not None
+    n = len(s)
+    codes = links._thread_codes(np.zeros(n, np.int64), th)
+    return links._nest.nest(codes, s, e, np.empty(n, np.int32), np.empty(n, np.int64))
 
 
 @st.composite
@@ -176,3 +201,38 @@ def test_many_ops_sharing_one_timestamp_nest_in_near_linear_time() -> None:
         np.array([5.0, 20.0]),
     )  # fmt: skip
     assert got.tolist() == [n - 1, -1]
+
+
+@needs_walk
+def test_the_walk_takes_sorted_rows_and_leaves_the_rest_to_numpy() -> None:
+    """The C walk answers for rows by start ascending, end descending, none ending before it
+    starts (every trace's ops, sorted by the reader); any other rows go to numpy, which
+    nest() then answers with."""
+    th = np.array([0, 1, 0, 0, 1])
+    s = np.array([0.0, 0.0, 1.0, 1.0, 2.0])
+    e = np.array([9.0, 3.0, 5.0, 1.0, 2.0])
+    assert walks(th, s, e)
+    assert nest(np.zeros(5, np.int64), th, s, e)[0].tolist() == [0, 0, 1, 2, 1]
+    unsorted = s[[2, 0, 1, 3, 4]]
+    shorter_first = np.array([9.0, 3.0, 1.0, 5.0, 2.0])  # equal starts, shorter first
+    backwards = np.array([9.0, 3.0, 5.0, 0.5, 2.0])  # an end before its start
+    with_nan = np.array([9.0, 3.0, np.nan, 1.0, 2.0])
+    for starts, ends in ((unsorted, e), (s, shorter_first), (s, backwards), (s, with_nan)):
+        assert not walks(th, starts, ends)
+        nest(np.zeros(5, np.int64), th, starts, ends)  # numpy's answer, through nest()
+
+
+def test_nest_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without a C compiler nests with numpy alone, to the same answer."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    s = np.sort(rng.integers(0, 500, n)).astype(np.float64)
+    e = s + rng.choice([0, 0, 1, 5, 40], n)
+    order = np.lexsort((-(e - s), s))
+    s, e = s[order], e[order]
+    th = rng.integers(0, 4, n)
+    with_walk = links.nest(np.zeros(n, np.int64), th, s, e)
+    monkeypatch.setattr(links, "_nest", None)
+    without = links.nest(np.zeros(n, np.int64), th, s, e)
+    assert with_walk[0].tolist() == without[0].tolist()
+    assert with_walk[1].tolist() == without[1].tolist()

@@ -135,11 +135,12 @@ def test_the_wheel_carries_the_package_data(installed: Installed) -> None:
     assert "nbprof/py.typed" in names
     assert "nbprof/datasets.py" in names and "nbprof/demo.py" in names
     assert not [n for n in names if n.startswith(("tests/", "notebooks/", "benchmarks/"))]
-    # The C events scanner is compiled into the wheel where there is a compiler, its
-    # source and type stub beside it.
-    if shutil.which("cc") or shutil.which("gcc"):
-        assert [n for n in names if n.startswith("nbprof/trace/_scan.") and n.endswith(".so")]
-    assert "nbprof/trace/_scan.pyi" in names
+    # The C events scanner and ops' nesting walk are compiled into the wheel where there is
+    # a compiler, their type stubs beside them.
+    for ext in ("_scan", "_nest"):
+        if shutil.which("cc") or shutil.which("gcc"):
+            assert [n for n in names if n.startswith(f"nbprof/trace/{ext}.") and n.endswith(".so")]
+        assert f"nbprof/trace/{ext}.pyi" in names
 
 
 def test_the_installed_package_is_the_wheel(installed: Installed, tmp_path: Path) -> None:

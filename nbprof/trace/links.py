@@ -19,6 +19,12 @@ import pandas as pd
 
 logger = logging.getLogger(__name__)
 
+try:
+    from nbprof.trace import _nest as _nest
+except ImportError:  # built without a C compiler: numpy nests every thread
+    _nest = None  # type: ignore[assignment]
+    logger.debug("nbprof.trace._nest is not built; ops are nested with numpy")
+
 
 def _thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """A dense code per distinct (pid, tid) pair (hash factorizations, no tuples)."""
@@ -78,12 +84,25 @@ def nest(
     with their thread into one int64 key), whatever the depth: thousands of ops sharing one
     timestamp nest thousands deep, and a pass per level would be quadratic.
     """
+    if len(s) == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    codes = _thread_codes(pid, tid)
+    if _nest is not None:
+        depth32 = np.empty(len(s), np.int32)
+        parent = np.empty(len(s), np.int64)
+        starts = np.ascontiguousarray(s, np.float64)
+        ends = np.ascontiguousarray(e, np.float64)
+        if _nest.nest(codes, starts, ends, depth32, parent):
+            return depth32, parent
+    return _nest_sorted(codes, s, e)
+
+
+def _nest_sorted(codes: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nest` by sorts and sorted searches, for rows of any order (the C walk takes
+    only rows by start ascending, end descending, with no end before its start)."""
     n = len(s)
     depth = np.zeros(n, np.int64)
     parent = np.full(n, -1, np.int64)
-    if n == 0:
-        return depth.astype(np.int32), parent
-    codes = _thread_codes(pid, tid)
     order = np.argsort(codes, kind="stable")
     gc = codes[order]
     pos = np.arange(n)

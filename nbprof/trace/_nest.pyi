@@ -1,0 +1,3 @@
+from typing import Any
+
+def nest(codes: Any, starts: Any, ends: Any, depth: Any, parent: Any) -> bool: ...
