@@ -133,3 +133,57 @@ def test_empty_tables_keep_the_contract(path: str, monkeypatch: pytest.MonkeyPat
         want = pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in t.columns})
         check_same(got, want)
         assert len(got) == 0 and list(got.columns) == list(t.names)
+
+
+def test_big_frames_handed_over_keep_their_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From SPLIT_ROWS rows, a frame of arrays handed over (``own=True``) holds each array
+    itself, one block per column: the same frame as pandas', no copy. An array that is a
+    view of other memory is copied, so the frame keeps nothing else alive. Smaller frames,
+    and frames of arrays not handed over, are made as before."""
+    monkeypatch.setattr(model, "SPLIT_ROWS", 8)
+    n = 10
+    buffer = np.arange(3 * n, dtype=np.int64)
+    cols: dict[str, Any] = {
+        "ts": np.arange(n) / 4.0,
+        "name": np.array([f"k<{i}>" for i in range(n)], dtype=object),
+        "stream": np.arange(n, dtype=np.int64),
+        "view": buffer[n : 2 * n],  # a view of a bigger array
+        "rank": np.zeros(n, np.int32),
+        "dur": np.ones(n),
+        "s": pd.array([str(i) for i in range(n)], dtype="string"),
+    }
+    got = model.frame_from_arrays(dict(cols), own=True)
+    check_same(
+        got, public_way({c: np.asarray(a) for c, a in cols.items() if c != "s"}).assign(s=cols["s"])
+    )
+    assert len(got._mgr.blocks) == len(cols)
+    for c in ("ts", "name", "stream", "rank", "dur"):
+        assert np.shares_memory(got[c].to_numpy(), cols[c]), c
+    assert not np.shares_memory(got["view"].to_numpy(), buffer)
+    # Not handed over, or below SPLIT_ROWS: copied into a block per dtype, as pandas does.
+    for frame in (
+        model.frame_from_arrays(dict(cols)),
+        model.frame_from_arrays({c: a[:5] for c, a in cols.items()}, own=True),
+    ):
+        assert frame._mgr.is_consolidated()
+        assert not np.shares_memory(frame["ts"].to_numpy(), cols["ts"])
+    # Something _from_blocks leaves to pandas (dates) is left to it here too.
+    dated = {"t": np.arange(n).astype("datetime64[ns]"), "x": np.arange(n)}
+    check_same(model.frame_from_arrays(dict(dated), own=True), pd.DataFrame(dated))
+
+
+def test_split_tables_read_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace's tables held one block per column read as the ones copied into blocks."""
+    b = KinetoBuilder()
+    b.step(1, 0.0, 400.0)
+    for i in range(12):
+        b.cpu_op("aten::mm", 10.0 + i, 0.5, dims=[[2, 3]], types=["float"])
+        b.kernel(f"gemm<{i}>", 100.0 + 5 * i, 4.0, launch_ts=10.2 + i)
+    path = b.write(tmp_path)
+    monkeypatch.setattr(model, "SPLIT_ROWS", 4)
+    split = read(path, progress=False)
+    monkeypatch.setattr(model, "SPLIT_ROWS", 1 << 30)
+    whole = read(path, progress=False)
+    assert len(split.kernels._mgr.blocks) == len(split.kernels.columns)
+    for table in TABLES:
+        check_same(getattr(split, table), getattr(whole, table))

@@ -645,12 +645,13 @@ _NOT_COUNTERS = frozenset({"device", "correlation", "External id", "external id"
 
 
 def frame_of(table: str, cols: dict[str, np.ndarray]) -> pd.DataFrame:
-    """A frame with the contract's columns first, in order, then any extras."""
+    """A frame with the contract's columns first, in order, then any extras. The columns
+    are handed over: the frame may hold the arrays themselves."""
     names = tuple(cols)
     order = _column_order(table, names)
     # Text columns stay object, as the contract has them (pandas would otherwise infer
     # its string dtype for them, which the contract cast would then undo).
-    return frame_from_arrays(cols if order == names else {c: cols[c] for c in order})
+    return frame_from_arrays(cols if order == names else {c: cols[c] for c in order}, own=True)
 
 
 @functools.lru_cache(maxsize=256)
