@@ -3,15 +3,29 @@ by the C walk (``_nest.c``, where built) and by numpy's sorted searches."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nbprof.trace import links
-from nbprof.trace.links import innermost_ops, link_launches
+from nbprof.trace.links import link_launches
 
 needs_walk = pytest.mark.skipif(links._nest is None, reason="nbprof.trace._nest is not built")
+
+
+@contextlib.contextmanager
+def numpy_only() -> Iterator[None]:
+    """links without its C walk, as an install without a C compiler has it."""
+    walk = links._nest
+    links._nest = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        links._nest = walk
 
 
 def nest(
@@ -20,20 +34,39 @@ def nest(
     """links.nest, checked to give what the numpy path gives (depths' and parents' values
     and dtypes) for the same rows."""
     depth, parent = links.nest(pid, tid, s, e)
-    if len(s):
-        want_depth, want_parent = links._nest_sorted(links._thread_codes(pid, tid), s, e)
-        assert depth.dtype == want_depth.dtype and parent.dtype == want_parent.dtype
-        assert depth.tolist() == want_depth.tolist()
-        assert parent.tolist() == want_parent.tolist()
+    with numpy_only():
+        want_depth, want_parent = links.nest(pid, tid, s, e)
+    assert depth.dtype == want_depth.dtype and parent.dtype == want_parent.dtype
+    assert depth.tolist() == want_depth.tolist()
+    assert parent.tolist() == want_parent.tolist()
     return depth, parent
 
 
-def walks(th: np.ndarray, s: np.ndarray, e: np.ndarray) -> bool:
-    """Whether the C walk takes these rows (False: they are left to numpy)."""
+def innermost_ops(*args: np.ndarray) -> np.ndarray:
+    """links.innermost_ops, checked to give what the numpy path gives."""
+    got = links.innermost_ops(*args)
+    with numpy_only():
+        want = links.innermost_ops(*args)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
+    return got
+
+
+def nests_in_c(th: np.ndarray, s: np.ndarray, e: np.ndarray) -> bool:
+    """Whether the C walk nests these rows (False: they are left to numpy)."""
     assert links._nest is not None
     n = len(s)
-    codes = links._thread_codes(np.zeros(n, np.int64), th)
-    return links._nest.nest(codes, s, e, np.empty(n, np.int32), np.empty(n, np.int64))
+    pid = np.zeros(n, np.int64)
+    return links._nest.nest(pid, th, s, e, np.empty(n, np.int32), np.empty(n, np.int64))
+
+
+def finds_in_c(
+    th: np.ndarray, s: np.ndarray, e: np.ndarray, parent: np.ndarray, t: np.ndarray
+) -> bool:
+    """Whether the C walk finds these calls' ops (False: they are left to numpy)."""
+    assert links._nest is not None
+    pid, q_th = np.zeros(len(s), np.int64), np.zeros(len(t), np.int64)
+    out = np.empty(len(t), np.int64)
+    return links._nest.innermost(pid, th, s, e, parent, q_th, q_th, t, out)
 
 
 @st.composite
@@ -207,19 +240,41 @@ def test_many_ops_sharing_one_timestamp_nest_in_near_linear_time() -> None:
 def test_the_walk_takes_sorted_rows_and_leaves_the_rest_to_numpy() -> None:
     """The C walk answers for rows by start ascending, end descending, none ending before it
     starts (every trace's ops, sorted by the reader); any other rows go to numpy, which
-    nest() then answers with."""
+    nest() then answers with. Calls' ops too, where the parents come before their children,
+    no call time is NaN, and the walks up the tree stay short."""
     th = np.array([0, 1, 0, 0, 1])
     s = np.array([0.0, 0.0, 1.0, 1.0, 2.0])
     e = np.array([9.0, 3.0, 5.0, 1.0, 2.0])
-    assert walks(th, s, e)
-    assert nest(np.zeros(5, np.int64), th, s, e)[0].tolist() == [0, 0, 1, 2, 1]
+    assert nests_in_c(th, s, e)
+    depth, parent = nest(np.zeros(5, np.int64), th, s, e)
+    assert depth.tolist() == [0, 0, 1, 2, 1]
+    assert parent.tolist() == [-1, -1, 0, 2, 1]
+    t = np.array([0.5, 1.0, 4.0, 6.0, 9.5])
+    assert finds_in_c(th, s, e, parent, t)
+    z = np.zeros(5, np.int64)
+    assert innermost_ops(z, th, s, e, parent, z, z, t).tolist() == [0, 3, 2, 0, -1]
     unsorted = s[[2, 0, 1, 3, 4]]
     shorter_first = np.array([9.0, 3.0, 1.0, 5.0, 2.0])  # equal starts, shorter first
     backwards = np.array([9.0, 3.0, 5.0, 0.5, 2.0])  # an end before its start
     with_nan = np.array([9.0, 3.0, np.nan, 1.0, 2.0])
     for starts, ends in ((unsorted, e), (s, shorter_first), (s, backwards), (s, with_nan)):
-        assert not walks(th, starts, ends)
+        assert not nests_in_c(th, starts, ends)
+        assert not finds_in_c(th, starts, ends, parent, t)
         nest(np.zeros(5, np.int64), th, starts, ends)  # numpy's answer, through nest()
+    assert not finds_in_c(th, s, e, np.array([-1, -1, 3, 2, 1]), t)  # a parent after its child
+    assert not finds_in_c(th, s, e, parent, np.array([0.5, np.nan, 4.0, 6.0, 9.5]))
+    # A chain 400 deep, op k over [k, 1000 - k] ms: a call at 700.5 ms is in ops 0-299 and
+    # after op 399's start, 100 steps up for each of 100 calls, past the walk's budget (64
+    # a call): numpy's jumps answer.
+    n = 400
+    deep_s = np.arange(n, dtype=np.float64)
+    deep_e = 1000.0 - deep_s
+    one = np.zeros(n, np.int64)
+    _, deep_parent = nest(one, one, deep_s, deep_e)
+    calls = np.full(100, 700.5)
+    assert not finds_in_c(one, deep_s, deep_e, deep_parent, calls)
+    got = innermost_ops(one, one, deep_s, deep_e, deep_parent, one[:100], one[:100], calls)
+    assert got.tolist() == [299] * 100
 
 
 def test_nest_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,8 +286,13 @@ def test_nest_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     order = np.lexsort((-(e - s), s))
     s, e = s[order], e[order]
     th = rng.integers(0, 4, n)
-    with_walk = links.nest(np.zeros(n, np.int64), th, s, e)
+    z = np.zeros(n, np.int64)
+    with_walk = links.nest(z, th, s, e)
+    q_th, q_t = rng.integers(0, 5, 500), rng.uniform(-5, 560, 500)
+    ops_with = links.innermost_ops(z, th, s, e, with_walk[1], z[:500], q_th, q_t)
     monkeypatch.setattr(links, "_nest", None)
-    without = links.nest(np.zeros(n, np.int64), th, s, e)
+    without = links.nest(z, th, s, e)
     assert with_walk[0].tolist() == without[0].tolist()
     assert with_walk[1].tolist() == without[1].tolist()
+    ops_without = links.innermost_ops(z, th, s, e, without[1], z[:500], q_th, q_t)
+    assert ops_with.tolist() == ops_without.tolist()

@@ -86,20 +86,30 @@ def nest(
     """
     if len(s) == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int64)
-    codes = _thread_codes(pid, tid)
-    if _nest is not None:
+    if _walks(pid, tid, s, e):
         depth32 = np.empty(len(s), np.int32)
         parent = np.empty(len(s), np.int64)
-        starts = np.ascontiguousarray(s, np.float64)
-        ends = np.ascontiguousarray(e, np.float64)
-        if _nest.nest(codes, starts, ends, depth32, parent):
+        if _nest.nest(_c(pid), _c(tid), _c(s), _c(e), depth32, parent):
             return depth32, parent
-    return _nest_sorted(codes, s, e)
+    return _nest_sorted(_thread_codes(pid, tid), s, e)
+
+
+def _walks(*arrays: np.ndarray) -> bool:
+    """Whether the C walk may read these: it is built, and they hold int64 ids and float64
+    times (other types are numpy's to compare)."""
+    return _nest is not None and all(
+        a.dtype == (np.int64 if a.dtype.kind in "iu" else np.float64) for a in arrays
+    )
+
+
+def _c(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a)
 
 
 def _nest_sorted(codes: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`nest` by sorts and sorted searches, for rows of any order (the C walk takes
-    only rows by start ascending, end descending, with no end before its start)."""
+    only rows by start ascending, end descending, with no end before its start), with
+    ``codes`` the rows' threads (:func:`_thread_codes`)."""
     n = len(s)
     depth = np.zeros(n, np.int64)
     parent = np.full(n, -1, np.int64)
@@ -175,6 +185,11 @@ def innermost_ops(
     out = np.full(len(q_t), -1, np.int64)
     if len(op_s) == 0 or len(q_t) == 0:
         return out
+    if _walks(op_pid, op_tid, op_s, op_e, parent, q_pid, q_tid, q_t):
+        got = np.empty(len(q_t), np.int64)
+        ops = (_c(op_pid), _c(op_tid), _c(op_s), _c(op_e), _c(parent))
+        if _nest.innermost(*ops, _c(q_pid), _c(q_tid), _c(q_t), got):
+            return got
     n = len(op_s)
     both = _thread_codes(np.concatenate([op_pid, q_pid]), np.concatenate([op_tid, q_tid]))
     codes, q_codes = both[:n], both[n:]
