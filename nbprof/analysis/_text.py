@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 
 #: Factorizations of object columns, by the memory they view, while
 #: :func:`shared_factorizations` is open (None otherwise).
@@ -45,15 +45,55 @@ def shared_factorizations() -> Iterator[None]:
         _FACTORIZED.reset(token)
 
 
-def _factorize(values: pd.Series) -> tuple[np.ndarray, Any]:
+#: A column of names as the matching functions take it: a Series, or (from :func:`name_column`)
+#: the object array of str a frame stores.
+Names = pd.Series | np.ndarray
+
+
+def name_column(df: pd.DataFrame, name: str) -> Names:
+    """Column ``name`` of ``df`` to match patterns on: the array the frame stores where it
+    is an object array of str only (a trace's name columns), else ``df[name]``.
+
+    Selecting the column builds a Series (about 9 µs) only for the matching to take its
+    array out again, and one rank's analysis selects its name columns a few dozen times;
+    the array is the same values, factorized once with the Series' (same memory)."""
+    values = _frames.stored_array(df, name)
+    if type(values) is np.ndarray and values.dtype == object and values.ndim == 1:
+        view = values.view()
+        view.flags.writeable = False
+        if _all_text(view):
+            return view
+    return df[name]
+
+
+def text_column(df: pd.DataFrame, name: str) -> Names:
+    """``as_text(df[name])`` as :func:`name_column` gives it: the stored array where it is text
+    already."""
+    values = name_column(df, name)
+    return values if isinstance(values, np.ndarray) else as_text(values)
+
+
+def _as_series(values: Names) -> pd.Series:
+    """The Series of ``values`` (an array from :func:`name_column` is viewed, not copied)."""
+    return values if isinstance(values, pd.Series) else pd.Series(values, dtype=object, copy=False)
+
+
+def _factorize(values: Names) -> tuple[np.ndarray, Any]:
     cache = _FACTORIZED.get()
-    arr = values.to_numpy() if cache is not None and isinstance(values, pd.Series) else None
+    arr: Any = None
+    if cache is not None:
+        if isinstance(values, pd.Series):
+            arr = values.to_numpy()
+        elif type(values) is np.ndarray and values.ndim == 1 and _all_text(values):
+            # An array of text (from name_column()): factorized as its Series would be, and
+            # shared with it (the same memory).
+            arr = values
     if cache is None or arr is None or arr.dtype != object:
-        return _factorized(values)
+        return _factorized(values)  # type: ignore[arg-type]
     key = (arr.__array_interface__["data"][0], arr.shape, arr.strides)
     got = cache.get(key)
     if got is None:
-        got = cache[key] = (arr, *_factorized(values))
+        got = cache[key] = (arr, *_factorized(_as_series(values)))
     return got[1], got[2]
 
 
@@ -200,7 +240,7 @@ def _needles(rx: re.Pattern[str]) -> tuple[bool, tuple[str, ...]] | None:
     return blind, tuple(dict.fromkeys(words))
 
 
-def matches(values: pd.Series, pattern: re.Pattern[str] | str) -> np.ndarray:
+def matches(values: Names, pattern: re.Pattern[str] | str) -> np.ndarray:
     """Boolean array: does ``pattern`` search-match each value (as text) in its first
     :data:`NAME_PREFIX` characters."""
     if len(values) == 0:
@@ -226,7 +266,7 @@ def name_tokens(text: str) -> tuple[str, ...]:
 
 
 def token_matches(
-    values: pd.Series,
+    values: Names,
     test: Callable[[tuple[str, ...]], bool],
     part: Callable[[str], str] | None = None,
 ) -> np.ndarray:
@@ -264,15 +304,14 @@ def _hits(how: tuple[Any, ...], uniq: Any, one: Callable[[Any], bool]) -> np.nda
     equal strings (``1 == 1.0 == True`` as keys, not as text).
     """
     key: tuple[Any, ...] | None = None
-    if 0 < len(uniq) <= _MEMO_CHARS:
-        names = uniq.tolist() if isinstance(uniq, np.ndarray) else list(uniq)
-        if set(map(type, names)) == {str} and sum(map(len, names)) <= _MEMO_CHARS:
-            key = (*how, tuple(names))
-            with _MEMO_LOCK:
-                got = _MEMO.get(key)
-                if got is not None:
-                    _MEMO.move_to_end(key)
-                    return got
+    text = _memo_names(uniq)
+    if text is not None:
+        key = (*how, text)
+        with _MEMO_LOCK:
+            got = _MEMO.get(key)
+            if got is not None:
+                _MEMO.move_to_end(key)
+                return got
     hit = np.fromiter((one(u) for u in uniq), dtype=bool, count=len(uniq))
     if key is not None:
         hit.flags.writeable = False  # shared by every later caller
@@ -281,6 +320,31 @@ def _hits(how: tuple[Any, ...], uniq: Any, one: Callable[[Any], bool]) -> np.nda
             if len(_MEMO) > _MEMO_SIZE:
                 _MEMO.popitem(last=False)
     return hit
+
+
+def _memo_names(uniq: Any) -> tuple[str, ...] | None:
+    """The distinct names as the key of a remembered answer of :func:`_hits` (None where
+    they may not be remembered: not all text, or too long). A column's distinct names
+    are asked for by a dozen patterns: while :func:`shared_factorizations` is open the
+    key is made once per factorization (its uniques array is kept with it)."""
+    cache = _FACTORIZED.get()
+    if cache is None or type(uniq) is not np.ndarray:
+        return _names_key(uniq)
+    at = ("memo_names", id(uniq))
+    got = cache.get(at)
+    if got is None or got[0] is not uniq:
+        got = cache[at] = (uniq, _names_key(uniq))
+    out: tuple[str, ...] | None = got[1]
+    return out
+
+
+def _names_key(uniq: Any) -> tuple[str, ...] | None:
+    if not 0 < len(uniq) <= _MEMO_CHARS:
+        return None
+    names = uniq.tolist() if isinstance(uniq, np.ndarray) else list(uniq)
+    if set(map(type, names)) == {str} and sum(map(len, names)) <= _MEMO_CHARS:
+        return tuple(names)
+    return None
 
 
 def has_bigram(tokens: tuple[str, ...], pairs: frozenset[tuple[str, str]]) -> bool:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import equals, has_bigram, matches, name_pattern, token_matches
+from nbprof.analysis._text import Names, equals, has_bigram, matches, name_pattern, token_matches
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ def _is_moe_helper(tokens: tuple[str, ...]) -> bool:
     )
 
 
-def is_collective(names: pd.Series) -> np.ndarray:
+def is_collective(names: Names) -> np.ndarray:
     """Collective-communication kernels: NCCL/RCCL and symmetric-memory / custom
     all-reduce kernels (``multimem_all_reduce``, ``one_shot_all_reduce``,
     ``cross_device_reduce``)."""
@@ -260,20 +260,27 @@ def roofline_memory_evidence(
 
 
 def kernel_classes(
-    names: pd.Series,
+    names: Names,
     tensor_core: np.ndarray,
     memory_evidence: np.ndarray | None = None,
+    *,
+    index: pd.Index | None = None,
 ) -> pd.DataFrame:
     """``cls`` and ``tensor_core`` per kernel, index aligned with ``names``.
 
     ``memory_evidence`` (optional, aligned with ``names``) marks kernels launched by an op
     the roofline called memory-bound: that makes an otherwise unrecognised kernel
     ``memory``; it never overrides a name that says GEMM, convolution or collective.
+    ``index`` is the rows' index where ``names`` is an array (a Series brings its own).
     """
+    if isinstance(names, pd.Series):
+        index = names.index
+    elif index is None:
+        index = pd.RangeIndex(len(names))
     if len(names) == 0:
         return pd.DataFrame(
             {"cls": pd.Series(dtype="object"), "tensor_core": pd.Series(dtype=bool)},
-            index=names.index,
+            index=index,
         )
     is_comm = token_matches(names, _is_comm, kernel_identity)
     mem_first = matches(names, _MEMORY_FIRST)
@@ -293,7 +300,7 @@ def kernel_classes(
         ["communication", "tensor_core", "compute", "memory"],
         default="other",
     ).astype(object)
-    return _frames.constructed({"cls": cls, "tensor_core": tc}, index=names.index)
+    return _frames.constructed({"cls": cls, "tensor_core": tc}, index=index)
 
 
 def class_shares(durations: np.ndarray, cls: np.ndarray) -> dict[str, float]:

@@ -35,7 +35,7 @@ from nbprof.analysis import (
 from nbprof.analysis import (
     intervals as iv,
 )
-from nbprof.analysis._text import as_text, matches, name_pattern
+from nbprof.analysis._text import matches, name_pattern, text_column
 from nbprof.analysis.classes import class_shares, is_collective, kernel_classes, roofline_bounds
 from nbprof.analysis.model import (
     Basis,
@@ -150,7 +150,7 @@ class Device:
             return v, Basis("trace", "the device name in the trace's device properties")
         rt = self.runtime
         if not rt.empty:
-            names = as_text(rt["name"])
+            names = text_column(rt, "name")
             if matches(names, r"^hip").any():
                 return "amd", Basis("estimated", "the trace's launch calls are HIP (hip*)")
             if matches(names, r"^cu(?:da)?[A-Z]").any():
@@ -238,7 +238,7 @@ class Device:
     @cached_property
     def collective(self) -> np.ndarray:
         """Collective kernels among this device's kernels."""
-        return is_collective(as_text(self.k["name"])) if not self.k.empty else np.zeros(0, bool)
+        return is_collective(text_column(self.k, "name")) if not self.k.empty else np.zeros(0, bool)
 
     # -- the host -------------------------------------------------------------------
 
@@ -366,7 +366,9 @@ class Device:
         # After the roofline: a kernel launched inside a memory-bound op is memory
         # evidence its name may not give.
         evidence = self.roof_bounds == "memory"
-        return kernel_classes(as_text(self.k["name"]), self.tensor_cores[0].flags, evidence)
+        return kernel_classes(
+            text_column(self.k, "name"), self.tensor_cores[0].flags, evidence, index=self.k.index
+        )
 
     @cached_property
     def class_pct(self) -> dict[str, float]:
@@ -902,7 +904,7 @@ class Signals:
         v = self.view
         if v.vendor_name != "nvidia" or v.ktime <= 0:
             return 0.0
-        names = as_text(v.k["name"])
+        names = text_column(v.k, "name")
         simt = tensorcores.name_evidence(names, "nvidia") < 0
         return float(v.kdur[simt & matches(names, _GEMM_LIKE)].sum() / v.ktime * 100.0)
 

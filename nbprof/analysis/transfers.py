@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import matches
+from nbprof.analysis._text import matches, name_column
 from nbprof.analysis.model import COPIES_TABLE
 
 logger = logging.getLogger(__name__)
@@ -29,7 +29,9 @@ def pageable_mask(memcpy: pd.DataFrame) -> np.ndarray:
     if memcpy.empty:
         return np.zeros(0, dtype=bool)
     src, dst = _frames.column(memcpy, "src"), _frames.column(memcpy, "dst")
-    return (src == "Pageable") | (dst == "Pageable") | matches(memcpy["name"], "Pageable")
+    return (
+        (src == "Pageable") | (dst == "Pageable") | matches(name_column(memcpy, "name"), "Pageable")
+    )
 
 
 def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
