@@ -144,6 +144,53 @@ def test_column_is_to_numpy() -> None:
     np.testing.assert_array_equal(_frames.column(cols, "ts", "float64"), [2.0, 1.0])
 
 
+def test_columns_read_again_are_the_frames_columns_now() -> None:
+    """A column read again comes from the frame's memo: the same array while the frame is
+    unchanged, and what to_numpy gives now after the frame is changed in any way."""
+
+    def same(df: pd.DataFrame) -> None:
+        for c in df.columns:
+            numeric = pd.api.types.is_numeric_dtype(df[c].dtype)
+            for dtype in (None, "float64") if numeric else (None, object):
+                for _ in range(2):  # the first read fills the memo, the second reads it
+                    np.testing.assert_array_equal(
+                        _frames.column(df, c, dtype), df[c].to_numpy(dtype=dtype)
+                    )
+                    assert _frames.dtype_of(df, c) == df[c].dtype
+                    assert _frames.stored_array(df, c) is not None
+
+    df = pd.DataFrame({"a": np.arange(4.0), "b": np.arange(4), "c": np.ones(4)})
+    same(df)
+    first = _frames.column(df, "a")
+    assert _frames.column(df, "a") is first  # one read-only view for every caller
+    assert _frames.column(df, "b", "float64") is not _frames.column(df, "b", "float64")
+    df["a"] = np.arange(4.0) + 10  # replaced
+    same(df)
+    assert _frames.column(df, "a")[0] == 10
+    df["b"] = np.array(["w", "x", "y", "z"], dtype=object)  # another type
+    same(df)
+    df["d"] = np.zeros(4)  # inserted
+    same(df)
+    del df["c"]  # dropped
+    same(df)
+    df.columns = ["c", "b", "a"]  # renamed
+    same(df)
+    np.testing.assert_array_equal(_frames.column(df, "c"), np.arange(4.0) + 10)
+    df.loc[1, "c"] = -1.0  # written in place
+    same(df)
+    df.iloc[2, 2] = 5.0
+    same(df)
+    df.columns.name = "named"  # the same names
+    same(df)
+    df.insert(0, "e", np.arange(4) * 2)
+    same(df)
+    # Never pickled nor copied with the frame.
+    import pickle
+
+    assert _frames._MEMO not in pickle.loads(pickle.dumps(df)).__dict__
+    assert _frames._MEMO not in df.copy().__dict__
+
+
 def test_stream_gaps_with_host_are_name_cpu_work_of_them() -> None:
     """stream_gaps(..., host=h) fills cpu_work in the one frame it builds, as
     name_cpu_work fills it afterwards: the NAMED_GAPS largest gaps, the rest "". Stream 1
