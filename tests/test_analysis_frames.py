@@ -351,3 +351,22 @@ def test_constructed_is_the_public_constructor() -> None:
             pd.testing.assert_frame_equal(
                 _frames.constructed(cols, index=at), pd.DataFrame(cols, index=at)
             )
+
+
+def test_roofline_rows_with_their_device_are_the_assigned_frame() -> None:
+    from nbprof.analysis.device import _with_device
+
+    roof = _frames.frame(
+        {
+            "op": np.array(["aten::mm", "aten::addmm"], dtype=object),
+            "count": np.array([3, 1]),
+            "flops": np.array([1e9, np.nan]),
+            "bound": np.array(["compute", "memory"], dtype=object),
+        }
+    )
+    odd = roof.set_axis([5, 6])  # not numbered from 0: assigned as before
+    for r in (roof, odd, roof.iloc[:0]):
+        want = r.assign(rank=3, device="cuda:1")
+        got = _with_device(r, 3, "cuda:1")
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert list(got.dtypes) == list(want.dtypes)

@@ -53,7 +53,7 @@ def frame(columns: Mapping[str, Any]) -> pd.DataFrame:
 
 #: The type the public constructor gives a column of text held as objects: pandas' own
 #: text type where it infers one (pandas 3), else object.
-_INFERRED_TEXT: Any = pd.Series(np.array(["text"], dtype=object)).dtype
+INFERRED_TEXT: Any = pd.Series(np.array(["text"], dtype=object)).dtype
 
 
 def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd.DataFrame:
@@ -72,7 +72,7 @@ def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd
         if v.dtype == object:
             kinds = set(map(type, v.tolist()))
             if kinds == {str}:
-                v = v if isinstance(_INFERRED_TEXT, np.dtype) else pd.array(v, dtype=_INFERRED_TEXT)
+                v = v if isinstance(INFERRED_TEXT, np.dtype) else pd.array(v, dtype=INFERRED_TEXT)
             elif str in kinds or float in kinds or type(None) in kinds:
                 return pd.DataFrame(columns, index=index)
         arrays[c] = v

@@ -849,7 +849,9 @@ class Signals:
     @cached_property
     def roofline(self) -> pd.DataFrame:
         r = self.view.roof
-        return r.assign(rank=self.view.rank, device=self.view.device) if not r.empty else r
+        if r.empty:
+            return r
+        return _with_device(r, self.view.rank, self.view.device)
 
     @property
     def peak(self) -> peaks.Peak | None:
@@ -989,6 +991,29 @@ class Signals:
             iv.merge(s, s + _frames.column(st, "dur", "float64")), (np.array([lo]), np.array([t0]))
         )
         return t0 - lo, iv.total(setup)
+
+
+def _with_device(roof: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
+    """``roof.assign(rank=rank, device=device)``: the same frame (its columns, then an int64
+    rank and the device as the text type pandas gives a str), built from its arrays; the
+    assignment copies and checks the frame twice over (about 150 µs for three rows)."""
+    arrays = _frames.stored_arrays(roof)
+    names = list(roof.columns)
+    if (
+        arrays is None
+        or not _frames.numbered(roof)
+        or len(set(names)) != len(names)
+        or {"rank", "device"} & set(names)
+        or not all(type(a) is np.ndarray for a in arrays)
+    ):
+        return roof.assign(rank=rank, device=device)
+    n = len(roof)
+    cols: dict[str, Any] = dict(zip(names, arrays, strict=True))
+    cols["rank"] = np.full(n, rank, dtype="int64")
+    text = np.full(n, device, dtype=object)
+    typed = _frames.INFERRED_TEXT
+    cols["device"] = text if isinstance(typed, np.dtype) else pd.array(text, dtype=typed)
+    return frame_from_arrays(cols)
 
 
 def analyze_device(
