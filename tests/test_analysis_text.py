@@ -107,6 +107,13 @@ def test_factorized_text_is_what_pandas_gives() -> None:
         np.testing.assert_array_equal(codes, want_codes)
         assert list(uniq) == list(want_uniq)
         assert uniq.dtype == want_uniq.dtype
+        # The Series' object array, factorized without the Series: the same answer.
+        if s.dtype == object:
+            codes, uniq = _text._factorized(s.to_numpy())
+            np.testing.assert_array_equal(codes, want_codes)
+            assert pd.Series(list(uniq), dtype=object).equals(
+                pd.Series(list(want_uniq), dtype=object)
+            )
 
 
 def test_equals_is_numpys_comparison() -> None:

@@ -195,6 +195,10 @@ def column(df: Any, name: Any, dtype: Any = None) -> np.ndarray:
                 # caller's own (some write to it), never remembered.
                 memo[(name, dtype)] = out
         return out
+    if isinstance(values, pd.api.extensions.ExtensionArray):
+        # What Series.to_numpy returns for a column of an extension type (pandas' text
+        # type: the frames of text the public constructor made), without the Series.
+        return np.asarray(values.to_numpy(dtype=dtype))
     return np.asarray(df[name].to_numpy(dtype=dtype))
 
 

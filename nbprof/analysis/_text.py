@@ -73,11 +73,6 @@ def text_column(df: pd.DataFrame, name: str) -> Names:
     return values if isinstance(values, np.ndarray) else as_text(values)
 
 
-def _as_series(values: Names) -> pd.Series:
-    """The Series of ``values`` (an array from :func:`name_column` is viewed, not copied)."""
-    return values if isinstance(values, pd.Series) else pd.Series(values, dtype=object, copy=False)
-
-
 def _factorize(values: Names) -> tuple[np.ndarray, Any]:
     cache = _FACTORIZED.get()
     arr: Any = None
@@ -89,11 +84,11 @@ def _factorize(values: Names) -> tuple[np.ndarray, Any]:
             # shared with it (the same memory).
             arr = values
     if cache is None or arr is None or arr.dtype != object:
-        return _factorized(values)  # type: ignore[arg-type]
+        return _factorized(values)
     key = (arr.__array_interface__["data"][0], arr.shape, arr.strides)
     got = cache.get(key)
     if got is None:
-        got = cache[key] = (arr, *_factorized(_as_series(values)))
+        got = cache[key] = (arr, *_factorized(values))
     return got[1], got[2]
 
 
@@ -102,17 +97,21 @@ def _factorize(values: Names) -> tuple[np.ndarray, Any]:
 _BY_ADDRESS = 400
 
 
-def _factorized(values: pd.Series) -> tuple[np.ndarray, Any]:
+def _factorized(values: Names) -> tuple[np.ndarray, Any]:
     """``pd.factorize(values, use_na_sentinel=False)``; for a column of str only, by a
     dict: pandas hashes each string's text anew on every call, where Python hashes a str
     once and compares the repeats of a name (one object each, as the reader makes them)
     by identity. Kernel names run to thousands of characters: pandas takes 9x as long for
     a small rank's kernels, 5x for a large trace's. The codes and uniques are the same
     (first-appearance order; the uniques as an array where pandas gives an Index)."""
-    # Only an object column: pandas' own text type has its own uniques' type.
-    if not isinstance(values, pd.Series) or values.dtype != object or not len(values):
+    # Only an object column: pandas' own text type has its own uniques' type. An object
+    # array (a frame's stored names) is read as its Series would be, without one.
+    if type(values) is np.ndarray and values.dtype == object and values.ndim == 1 and len(values):
+        arr = values
+    elif not isinstance(values, pd.Series) or values.dtype != object or not len(values):
         return pd.factorize(values, use_na_sentinel=False)
-    arr = values.to_numpy()
+    else:
+        arr = values.to_numpy()
     if len(arr) >= _BY_ADDRESS:
         # Distinct objects first, then their text: the same codes and uniques (a name's
         # first object is the first of its text), the rows never hashed one by one.
@@ -138,7 +137,9 @@ def is_in(values: np.ndarray, names: frozenset[str]) -> np.ndarray:
     asked once per distinct name, on the column's shared factorization."""
     if not len(values):
         return np.zeros(0, dtype=bool)
-    codes, uniq = _factorize(pd.Series(values, dtype=object, copy=False))
+    if type(values) is not np.ndarray or values.dtype != object or values.ndim != 1:
+        values = pd.Series(values, dtype=object, copy=False)
+    codes, uniq = _factorize(values)
     hit = np.fromiter(
         (type(v) is str and v in names for v in uniq.tolist()), dtype=bool, count=len(uniq)
     )
