@@ -84,7 +84,9 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     keys = [_frames.column(memcpy, c) for c in ("device", "kind", "src", "dst")]
     if all(_group.all_text(k) for k in keys) and nbytes.dtype.kind == "i":
         rank = _frames.column(memcpy, "rank")
-        got = _sorted_groups(rank, keys)
+        # By numbers for a long table; a short one's tuples are grouped sooner than its
+        # columns are factorized (16 copies: 7 us against 116).
+        got = _sorted_groups(rank, keys) if len(rank) >= _group.BY_ADDRESS else None
         if got is None:
             rows = list(zip(rank.tolist(), *(k.tolist() for k in keys), strict=True))
             got = _group.codes(rows, sort=True)
