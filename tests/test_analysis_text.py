@@ -252,3 +252,36 @@ def test_kernel_classes_of_an_array_are_those_of_its_series() -> None:
     pd.testing.assert_frame_equal(
         kernel_classes(s.to_numpy(), tc), want.reset_index(drop=True), check_index_type=True
     )
+
+
+def test_alternatives_searched_alone_match_as_the_whole_pattern() -> None:
+    """A pattern cut into its alternatives (each searched alone, where its needle is) says
+    of every name what the whole pattern's search says; one that cannot be cut so is
+    searched whole."""
+    assert _text._top_alternatives(r"a[|\]]b|(c|d)|e\|f|[]x]y|[^]y]z") == [
+        r"a[|\]]b",
+        "(c|d)",
+        r"e\|f",
+        "[]x]y",
+        "[^]y]z",
+    ]
+    assert _text._top_alternatives("ab(cd") is None
+    assert _text._top_alternatives("ab[cd") is None
+    cases = [
+        re.compile(r"ab[|\]]cd|ef(?:gh|ij)kl|^mn\w*op|qrst", re.I),
+        re.compile(r"xy(z)w|(?P<g>uv)tt|kk(?=ll)mm"),
+        re.compile(r"abc|abd"),  # the parser factors the common prefix: not cut
+        re.compile(r"(ab)cd|ef\1gh"),  # a reference to another alternative: not cut
+        re.compile(r"gh|qr\|st"),  # a needle written otherwise than it reads: not cut
+    ]
+    assert _text._branches(cases[0]) is not None and _text._branches(cases[1]) is not None
+    assert all(_text._branches(rx) is None for rx in cases[2:])
+    for rx in _NAME_PATTERNS:
+        assert _text._branches(rx) is not None, rx.pattern
+    names = [
+        "AB]CD", "xxab|cdyy", "EFGHKL", "efijkl", "efgkl", "mnzzop", "zmnop", "qr|st", "qrst",
+        "xyzw", "uvtt", "kkllmm", "kkmm", "abd", "abcd", "abcdefabgh", "ſt", "ab|cd",
+    ]  # fmt: skip
+    for rx in cases:
+        for name in names:
+            assert _text._hit.__wrapped__(rx, name) == (rx.search(name) is not None), (rx, name)

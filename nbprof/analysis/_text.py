@@ -176,19 +176,33 @@ def _hit(rx: re.Pattern[str], text: str) -> bool:
         # No needle in the text, no match: the search is asked only where one could be.
         # Case-blind needles are looked for in lower case, in ASCII text only (Unicode's
         # case rules match more than lower() shows: "ſ" matches "s").
-        if not words[0]:
-            if not any(map(text.__contains__, words[1])):
+        hay = text if not words[0] else text.lower() if text.isascii() else None
+        if hay is not None:
+            if not any(map(hay.__contains__, words[1])):
                 return False
-        elif text.isascii() and not any(map(text.lower().__contains__, words[1])):
-            return False
+            branches = _branches(rx)
+            if branches is not None:
+                # Only the alternatives whose needle the text holds can match: each is
+                # searched alone (the whole pattern tries every alternative at every
+                # character, 40 µs for a long kernel name and the memory-kernel pattern).
+                for word, part, plain in branches:
+                    if word in hay:
+                        if plain:  # its needle is the whole of it: found
+                            return True
+                        one = _branch(part, rx.flags)
+                        if one is None:
+                            return rx.search(text) is not None
+                        if one.search(text) is not None:
+                            return True
+                return False
     return rx.search(text) is not None
 
 
 def name_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
     """``re.compile(pattern, flags)`` for a pattern :func:`matches` searches name columns
-    with, its needles (:func:`_needles`) worked out now: at import, once, where every
-    worker process forked afterwards finds them (parsing the longest pattern costs about
-    1 ms)."""
+    with, its needles (:func:`_needles`) and alternatives (:func:`_branches`) worked out
+    now: at import, once, where every worker process forked afterwards finds them (parsing
+    the longest pattern costs about 1 ms)."""
     rx = re.compile(pattern, flags)
     _needles(rx)
     return rx
@@ -202,7 +216,6 @@ except ImportError:  # pragma: no cover - a Python that moved it
     _re_parser = None
 
 
-@functools.lru_cache(maxsize=256)
 def _needles(rx: re.Pattern[str]) -> tuple[bool, tuple[str, ...]] | None:
     """(whether case is ignored, texts of which every match holds one); None when that
     cannot be told.
@@ -214,17 +227,56 @@ def _needles(rx: re.Pattern[str]) -> tuple[bool, tuple[str, ...]] | None:
     ``sm(?:80|90)_xmma.*f16``) is in every text it matches: a name that holds none of the
     alternatives' runs cannot match, which a substring test tells in a few µs.
     """
+    return _parsed(rx)[0]
+
+
+def _branches(rx: re.Pattern[str]) -> tuple[tuple[str, str, bool], ...] | None:
+    """Each alternative of a pattern that is one alternation: its needle (:func:`_runs`),
+    its text, and whether it is its needle alone (plain characters only). A text matches
+    the pattern exactly when one of them, searched alone with the pattern's flags, matches
+    it; only one whose needle the text holds can, and one that is its needle alone does.
+    None where the pattern is not so cut: one alternative, a verbose pattern, a reference
+    to a group (numbered otherwise alone), text cut otherwise than the parser cuts it."""
+    return _parsed(rx)[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(
+    rx: re.Pattern[str],
+) -> tuple[tuple[bool, tuple[str, ...]] | None, tuple[tuple[str, str, bool], ...] | None]:
+    """(:func:`_needles`, :func:`_branches`) of a pattern, from one parse of it."""
     if _re_parser is None or not isinstance(rx.pattern, str):
-        return None
+        return None, None
     try:
         tree = _re_parser.parse(rx.pattern, rx.flags)
         literal = _re_parser.LITERAL
         branch = _re_parser.BRANCH
     except Exception:  # a parser unlike this Python's: search as it is
-        return None
+        return None, None
     blind = bool(tree.state.flags & re.IGNORECASE)
     items = list(tree.data)
-    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is branch else [items]
+    one = len(items) == 1 and items[0][0] is branch
+    alternatives = items[0][1][1] if one else [items]
+    words = _runs(alternatives, literal, blind)
+    if words is None:
+        return None, None
+    needles = (blind, tuple(dict.fromkeys(words)))
+    if not one or rx.flags & re.VERBOSE or re.search(r"\\\d|\(\?P=|\(\?\(", rx.pattern):
+        return needles, None
+    parts = _top_alternatives(rx.pattern)
+    if parts is None or len(parts) != len(words):
+        return needles, None
+    # Each part holds its alternative's needle as written: the cuts are the parser's.
+    for w, part in zip(words, parts, strict=True):
+        if w not in (part.lower() if blind else part):
+            return needles, None
+    plain = [all(op is literal for op, _ in alt) for alt in alternatives]
+    return needles, tuple(zip(words, parts, plain, strict=True))
+
+
+def _runs(alternatives: Any, literal: Any, blind: bool) -> list[str] | None:
+    """The longest run of plain characters of each parsed alternative (lower case where
+    case is ignored); None where one has no run of two, or a case-blind run is not ASCII."""
     words: list[str] = []
     for alt in alternatives:
         best, run = "", []
@@ -238,7 +290,57 @@ def _needles(rx: re.Pattern[str]) -> tuple[bool, tuple[str, ...]] | None:
         if len(best) < 2 or (blind and not best.isascii()):
             return None  # an alternative without such a run: any text could match it
         words.append(best.lower() if blind else best)
-    return blind, tuple(dict.fromkeys(words))
+    return words
+
+
+@functools.lru_cache(maxsize=1024)
+def _branch(part: str, flags: int) -> re.Pattern[str] | None:
+    """One alternative compiled alone (None where it does not compile alone): compiled
+    when a name first holds its needle, so most alternatives are never compiled."""
+    try:
+        return re.compile(part, flags)
+    except re.error:
+        return None
+
+
+def _top_alternatives(pattern: str) -> list[str] | None:
+    """The pattern's text cut at each ``|`` outside parentheses and character sets (None
+    where its brackets do not close)."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            # A set: a "]" right after "[" or "[^" is one of its characters.
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            if i >= n:
+                return None
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    if depth:
+        return None
+    parts.append(pattern[start:])
+    return parts
 
 
 def matches(values: Names, pattern: re.Pattern[str] | str) -> np.ndarray:
