@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -370,3 +371,46 @@ def test_roofline_rows_with_their_device_are_the_assigned_frame() -> None:
         got = _with_device(r, 3, "cuda:1")
         pd.testing.assert_frame_equal(got, want, check_exact=True)
         assert list(got.dtypes) == list(want.dtypes)
+
+
+def test_rows_are_the_boolean_selection(corpus: Path) -> None:
+    """_frames.rows(df, mask) is df[mask]: the same frame, pickled byte for byte (blocks,
+    their layout, columns and labels), for the trace's tables and frames pandas made; the
+    frame itself where every row is kept."""
+    import pickle
+
+    from nbprof.trace import read
+
+    alexnet = "hta__critical_path_alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+    trace = read(corpus / alexnet, progress=False, cache=False)
+    made = pd.DataFrame({"a": [1, 2, 3, 4], "b": ["w", "x", "y", "z"], "c": [0.5, 1.5, 2.5, 3.5]})
+    frames = [
+        trace.kernels, trace.runtime, trace.cpu_ops, trace.memcpy, trace.annotations,
+        made,  # a column of pandas' text type: selected by pandas
+        made.set_axis([9, 3, 5, 1]),
+        made.assign(d=np.arange(4)),  # blocks not consolidated
+        pd.concat([made[["a"]], made[["a"]]], axis=1),  # a repeated name
+    ]  # fmt: skip
+    for df in frames:
+        n = len(df)
+        for mask in (np.arange(n) % 3 == 0, np.arange(n) < 2, np.zeros(n, bool)):
+            got, want = _frames.rows(df, mask), df[mask]
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+            assert pickle.dumps(got) == pickle.dumps(want)
+            assert _layout(got) == _layout(want)
+        assert _frames.rows(df, np.ones(n, bool)) is df
+    marked = made.copy()
+    marked.attrs["source"] = "x"  # kept by pandas' selection
+    assert _frames.rows(marked, np.array([True, False, True, False])).attrs == {"source": "x"}
+
+
+def _layout(df: pd.DataFrame) -> list[tuple[str, list[int], bool]]:
+    """Each block's type, columns and whether its values are C-ordered."""
+    return [
+        (type(b).__name__, b.mgr_locs.as_array.tolist(), _c_ordered(b.values))
+        for b in df._mgr.blocks
+    ]
+
+
+def _c_ordered(values: Any) -> bool:
+    return bool(values.flags.c_contiguous) if isinstance(values, np.ndarray) else True

@@ -10,6 +10,7 @@ copy of it (cheap: no rows), never the shared frame itself.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -82,6 +83,47 @@ def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd
     if index is not None:
         out.index = index
     return out
+
+
+def rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``df[mask]`` for a boolean ``mask``: the frame itself where every row is kept
+    (frames are never modified in place), else the same frame pandas' boolean selection
+    makes (the same blocks, in the same order and layout, the same columns and labels),
+    taken block by block where every block is a NumPy array: pandas checks the mask and
+    the labels and goes through its general take (about 55 us for a frame of 70 rows,
+    against 15)."""
+    mask = np.asarray(mask, dtype=bool)
+    if mask.all():
+        return df
+    mgr: Any = getattr(df, "_mgr", None)
+    blocks = getattr(mgr, "blocks", None)
+    if (
+        type(df) is not pd.DataFrame
+        or _BLOCKS is None
+        or blocks is None
+        or mask.shape != (len(df),)
+        or df.attrs
+        or not df.flags.allows_duplicate_labels
+        or not all(type(b.values) is np.ndarray and b.values.ndim == 2 for b in blocks)
+    ):
+        return df[mask]
+    at = np.flatnonzero(mask)
+    # np.take keeps the values C-ordered, as pandas' take does (a fancy index would not).
+    taken = tuple(b.make_block_same_class(np.take(b.values, at, axis=1)) for b in blocks)
+    axes = [mgr.axes[0], df.index.take(at)]  # the same column Index, the labels taken
+    new = _BLOCKS(taken, axes, verify_integrity=False)
+    out: pd.DataFrame = pd.DataFrame._from_mgr(new, axes=new.axes)  # type: ignore[attr-defined]
+    return out
+
+
+#: pandas' block manager (private), to take a frame's rows block by block; None in a pandas
+#: that moved it (rows are then selected the public way).
+try:
+    _BLOCKS: Any = importlib.import_module("pandas.core.internals.managers").BlockManager
+except (ImportError, AttributeError):  # pragma: no cover - a pandas that moved it
+    _BLOCKS = None
+if getattr(pd.DataFrame, "_from_mgr", None) is None:  # pragma: no cover - likewise
+    _BLOCKS = None
 
 
 def numbered(df: pd.DataFrame) -> bool:

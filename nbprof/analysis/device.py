@@ -68,7 +68,7 @@ _GEMM_LIKE = name_pattern(r"gemm|gemv|xmma", re.IGNORECASE)
 def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     # A one-rank, one-device trace keeps every row: the frame itself (frames are never
     # modified in place), not a copy of all its columns.
-    return df if mask.all() else df[mask]
+    return _frames.rows(df, mask)
 
 
 def _rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:

@@ -156,7 +156,7 @@ def _head(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mine(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    return df[_frames.column(df, "rank") == rank] if not df.empty else df
+    return _frames.rows(df, _frames.column(df, "rank") == rank) if not df.empty else df
 
 
 def _window(signals: list[Signals]) -> tuple[float, float]:
