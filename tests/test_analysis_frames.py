@@ -414,3 +414,22 @@ def _layout(df: pd.DataFrame) -> list[tuple[str, list[int], bool]]:
 
 def _c_ordered(values: Any) -> bool:
     return bool(values.flags.c_contiguous) if isinstance(values, np.ndarray) else True
+
+
+def test_a_columns_list_is_tolist() -> None:
+    from nbprof.analysis.classes import _list
+
+    arrays = _frames.frame(  # NumPy columns, text held as object
+        {
+            "op": np.array(["aten::mm", None, "aten::bmm"], dtype=object),
+            "n": np.array([1, 2, 3], dtype="int32"),
+            "x": np.array([0.5, np.nan, 2.0]),
+        }
+    )
+    typed = pd.DataFrame({"text": pd.Series(["a", "b", None], dtype="str")})
+    assert arrays["op"].dtype == object
+    for df in (arrays, typed):
+        for c in df.columns:
+            got, want = _list(df, c), df[c].tolist()
+            assert [type(v) for v in got] == [type(v) for v in want]
+            assert pd.Series(got, dtype=object).equals(pd.Series(want, dtype=object))

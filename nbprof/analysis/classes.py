@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -205,7 +206,7 @@ def roofline_bounds(
     if kernels.empty or roof.empty or ops.empty or all_cpu_ops.empty:
         return out
     seen: dict[str, set[str]] = {}
-    for op, b in zip(roof["op"].tolist(), roof["bound"].tolist(), strict=True):
+    for op, b in zip(_list(roof, "op"), _list(roof, "bound"), strict=True):
         if b in ("compute", "memory") and isinstance(op, str):
             seen.setdefault(op, set()).add(b)
     bound_of = {op: next(iter(b)) for op, b in seen.items() if len(b) == 1}
@@ -229,10 +230,8 @@ def roofline_bounds(
     k_tid = _frames.column(all_cpu_ops, "tid")[np.where(ok, idx, 0)]
     all_ts = _frames.column(outer, "ts", "float64")
     all_end = all_ts + _frames.column(outer, "dur", "float64")
-    all_bound = np.array([bound_of[str(n)] for n in outer["name"].tolist()], dtype=object)
-    threads, code = _group.codes(
-        list(zip(outer["pid"].tolist(), outer["tid"].tolist(), strict=True))
-    )
+    all_bound = np.array([bound_of[str(n)] for n in _list(outer, "name")], dtype=object)
+    threads, code = _group.codes(list(zip(_list(outer, "pid"), _list(outer, "tid"), strict=True)))
     for i, (pid, tid) in enumerate(threads):
         # Outermost ops on one thread never overlap: the op holding a launch is the last
         # one starting at or before it, if it has not ended yet.
@@ -246,6 +245,13 @@ def roofline_bounds(
         inside = (j >= 0) & (launch[sel] <= o_end[np.clip(j, 0, None)])
         out[sel[inside]] = o_bound[j[inside]]
     return out
+
+
+def _list(df: pd.DataFrame, name: str) -> list[Any]:
+    """``df[name].tolist()``, read from the frame's array where it stores a NumPy one (the
+    same values) rather than through a Series."""
+    values = _frames.stored_array(df, name)
+    return values.tolist() if type(values) is np.ndarray else df[name].tolist()
 
 
 def roofline_memory_evidence(

@@ -20,7 +20,7 @@ import pandas as pd
 from nbprof.analysis import _frames, _group, analyze_signals
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._sent import PackedWhenSent
-from nbprof.analysis._text import as_text
+from nbprof.analysis._text import text_column
 from nbprof.analysis.collectives import as_rows, rank_collectives
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import DeviceMetrics, Diagnosis, Finding, Verdict
@@ -211,7 +211,8 @@ def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, in
             c = _frames.column(cls, "cls", object)
         else:
             c = np.full(len(t), "copy" if kind != "kernel" else "other", dtype=object)
-        cols["device"].append(as_text(t["device"]).to_numpy())
+        device = text_column(t, "device")  # the stored array where it is text already
+        cols["device"].append(device if isinstance(device, np.ndarray) else device.to_numpy())
         cols["stream"].append(_frames.column(t, "stream", "int64"))
         cols["name"].append(_frames.column(t, "name", object))
         cols["ts"].append(_frames.column(t, "ts", "float64"))

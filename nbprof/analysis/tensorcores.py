@@ -121,7 +121,7 @@ def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
     eligible = matches(name_column(cpu_ops, "name"), _ELIGIBLE_OP)[at]
     # Input types only here: matched on the launching ops' alone (a few of the ops).
     ops, back = np.unique(at, return_inverse=True)
-    types = pd.Series(_frames.column(cpu_ops, "input_types", object)[ops], dtype=object)
+    types = _frames.column(cpu_ops, "input_types", object)[ops]  # matched as its Series
     tc_type = matches(types, _TC_DTYPE)[back]
     helper = matches(name_column(kernels, "name"), _HELPER)[valid]
     out[np.flatnonzero(valid)] = eligible & tc_type & ~helper
