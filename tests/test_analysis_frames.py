@@ -433,3 +433,31 @@ def test_a_columns_list_is_tolist() -> None:
             got, want = _list(df, c), df[c].tolist()
             assert [type(v) for v in got] == [type(v) for v in want]
             assert pd.Series(got, dtype=object).equals(pd.Series(want, dtype=object))
+
+
+def test_a_rows_dict_is_the_rows_to_dict(corpus: Path) -> None:
+    from nbprof.trace import read
+
+    def want(df: pd.DataFrame, i: int) -> dict[str, Any]:
+        return {str(k): v for k, v in df.iloc[i].to_dict().items()}
+
+    mixed = _frames.frame(
+        {
+            "rank": np.array([0, 1], dtype="int32"),
+            "name": np.array(["NVIDIA H100", None], dtype=object),
+            "sm": np.array([132, -1], dtype="int64"),
+            "mem": np.array([8.0e10, np.nan]),
+            "ok": np.array([True, False]),
+        }
+    )
+    numbers = _frames.frame({"a": np.array([1, 2]), "b": np.array([0.5, 1.5])})  # one type
+    typed = pd.DataFrame({"a": [1, 2], "t": pd.Series(["x", "y"], dtype="str")})
+    frames = [mixed, numbers, typed]
+    for path in sorted(corpus.glob("*.json.gz"))[:6]:
+        frames.append(read(path, progress=False, cache=False).devices)
+    for df in frames:
+        for i in range(len(df)):
+            got, exp = _frames.row_dict(df, i), want(df, i)
+            assert list(got) == list(exp)
+            assert [type(v) for v in got.values()] == [type(v) for v in exp.values()]
+            assert pd.Series(got, dtype=object).equals(pd.Series(exp, dtype=object))

@@ -137,7 +137,7 @@ class Device:
             at = np.flatnonzero(dev)
         if not len(at):
             return {}
-        return {str(k): v for k, v in d.iloc[int(at[0])].to_dict().items()}
+        return _frames.row_dict(d, int(at[0]))
 
     @cached_property
     def vendor(self) -> tuple[str, Basis]:

@@ -105,7 +105,7 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
     meta = trace.metadata if isinstance(trace.metadata, dict) else {}
     info = meta.get("distributedInfo")
     info = dict(info) if isinstance(info, dict) else {}
-    rank = trace.ranks[0]
+    rank = _first_rank(trace)
     if signals:
         top = primary(signals)
         device = top.metrics.device
@@ -145,6 +145,16 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
         gpu_events=n_events,
         notes=list(trace.notes),
     )
+
+
+def _first_rank(trace: Trace) -> int:
+    """``trace.ranks[0]`` (the smallest rank of the kernels, devices and CPU ops; 0 when
+    none), from the rank columns' arrays rather than a Series and its distinct values
+    for each table."""
+    columns = [_frames.column(f, "rank") for f in (trace.kernels, trace.devices, trace.cpu_ops)]
+    if not all(type(c) is np.ndarray and c.dtype.kind in "iu" for c in columns):
+        return trace.ranks[0]
+    return min((int(c.min()) for c in columns if len(c)), default=0)
 
 
 def _head(t: pd.DataFrame) -> pd.DataFrame:

@@ -327,8 +327,8 @@ def _queued_at_open(ev: pd.DataFrame, gaps: iv.Set) -> tuple[np.ndarray, np.ndar
         return np.zeros(0, bool), np.zeros(0, bool)
     order = np.argsort(_frames.column(ev, "ts", "float64"), kind="stable")
     ts = _frames.column(ev, "ts", "float64")[order]
-    queued_at = ev["launch_end"] if "launch_end" in ev else ev["launch_ts"]
-    launch = queued_at.to_numpy(dtype="float64")[order]
+    queued_at = "launch_end" if "launch_end" in ev.columns else "launch_ts"
+    launch = _frames.column(ev, queued_at, "float64")[order]
     known = ~np.isnan(launch)
     # Earliest launch among the events starting at or after each position.
     suffix = np.minimum.accumulate(np.where(known, launch, np.inf)[::-1])[::-1]
