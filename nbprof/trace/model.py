@@ -184,17 +184,17 @@ def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
     return out
 
 
-def _range_index(n: int) -> pd.Index:
-    """``pd.RangeIndex(n)``, made without the constructor's checks of its arguments."""
-    make = getattr(pd.RangeIndex, "_simple_new", None)
-    return make(range(n)) if make is not None else pd.RangeIndex(n)
-
-
 @lru_cache(maxsize=64)
 def _column_index(names: tuple[str, ...]) -> pd.Index:
     """The Index of these column names, made once: from a list, pandas infers the names'
     dtype each time, which costs as much as the rest of a small frame."""
     return pd.Index(list(names), tupleize_cols=False)
+
+
+def _range_index(n: int) -> pd.Index:
+    """``pd.RangeIndex(n)``, made without the constructor's checks of its arguments."""
+    make = getattr(pd.RangeIndex, "_simple_new", None)
+    return make(range(n)) if make is not None else pd.RangeIndex(n)
 
 
 def _dtype_word(dtype: str) -> str:
