@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -142,6 +143,53 @@ def test_column_is_to_numpy() -> None:
         _frames.column(df, "nope")
     cols = {"ts": pd.Series([2.0, 1.0])}
     np.testing.assert_array_equal(_frames.column(cols, "ts", "float64"), [2.0, 1.0])
+
+
+def test_columns_read_again_are_the_frames_columns_now() -> None:
+    """A column read again comes from the frame's memo: the same array while the frame is
+    unchanged, and what to_numpy gives now after the frame is changed in any way."""
+
+    def same(df: pd.DataFrame) -> None:
+        for c in df.columns:
+            numeric = pd.api.types.is_numeric_dtype(df[c].dtype)
+            for dtype in (None, "float64") if numeric else (None, object):
+                for _ in range(2):  # the first read fills the memo, the second reads it
+                    np.testing.assert_array_equal(
+                        _frames.column(df, c, dtype), df[c].to_numpy(dtype=dtype)
+                    )
+                    assert _frames.dtype_of(df, c) == df[c].dtype
+                    assert _frames.stored_array(df, c) is not None
+
+    df = pd.DataFrame({"a": np.arange(4.0), "b": np.arange(4), "c": np.ones(4)})
+    same(df)
+    first = _frames.column(df, "a")
+    assert _frames.column(df, "a") is first  # one read-only view for every caller
+    assert _frames.column(df, "b", "float64") is not _frames.column(df, "b", "float64")
+    df["a"] = np.arange(4.0) + 10  # replaced
+    same(df)
+    assert _frames.column(df, "a")[0] == 10
+    df["b"] = np.array(["w", "x", "y", "z"], dtype=object)  # another type
+    same(df)
+    df["d"] = np.zeros(4)  # inserted
+    same(df)
+    del df["c"]  # dropped
+    same(df)
+    df.columns = ["c", "b", "a"]  # renamed
+    same(df)
+    np.testing.assert_array_equal(_frames.column(df, "c"), np.arange(4.0) + 10)
+    df.loc[1, "c"] = -1.0  # written in place
+    same(df)
+    df.iloc[2, 2] = 5.0
+    same(df)
+    df.columns.name = "named"  # the same names
+    same(df)
+    df.insert(0, "e", np.arange(4) * 2)
+    same(df)
+    # Never pickled nor copied with the frame.
+    import pickle
+
+    assert _frames._MEMO not in pickle.loads(pickle.dumps(df)).__dict__
+    assert _frames._MEMO not in df.copy().__dict__
 
 
 def test_stream_gaps_with_host_are_name_cpu_work_of_them() -> None:
@@ -304,3 +352,112 @@ def test_constructed_is_the_public_constructor() -> None:
             pd.testing.assert_frame_equal(
                 _frames.constructed(cols, index=at), pd.DataFrame(cols, index=at)
             )
+
+
+def test_roofline_rows_with_their_device_are_the_assigned_frame() -> None:
+    from nbprof.analysis.device import _with_device
+
+    roof = _frames.frame(
+        {
+            "op": np.array(["aten::mm", "aten::addmm"], dtype=object),
+            "count": np.array([3, 1]),
+            "flops": np.array([1e9, np.nan]),
+            "bound": np.array(["compute", "memory"], dtype=object),
+        }
+    )
+    odd = roof.set_axis([5, 6])  # not numbered from 0: assigned as before
+    for r in (roof, odd, roof.iloc[:0]):
+        want = r.assign(rank=3, device="cuda:1")
+        got = _with_device(r, 3, "cuda:1")
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+        assert list(got.dtypes) == list(want.dtypes)
+
+
+def test_rows_are_the_boolean_selection(corpus: Path) -> None:
+    """_frames.rows(df, mask) is df[mask]: the same frame, pickled byte for byte (blocks,
+    their layout, columns and labels), for the trace's tables and frames pandas made; the
+    frame itself where every row is kept."""
+    import pickle
+
+    from nbprof.trace import read
+
+    alexnet = "hta__critical_path_alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+    trace = read(corpus / alexnet, progress=False, cache=False)
+    made = pd.DataFrame({"a": [1, 2, 3, 4], "b": ["w", "x", "y", "z"], "c": [0.5, 1.5, 2.5, 3.5]})
+    frames = [
+        trace.kernels, trace.runtime, trace.cpu_ops, trace.memcpy, trace.annotations,
+        made,  # a column of pandas' text type: selected by pandas
+        made.set_axis([9, 3, 5, 1]),
+        made.assign(d=np.arange(4)),  # blocks not consolidated
+        pd.concat([made[["a"]], made[["a"]]], axis=1),  # a repeated name
+    ]  # fmt: skip
+    for df in frames:
+        n = len(df)
+        for mask in (np.arange(n) % 3 == 0, np.arange(n) < 2, np.zeros(n, bool)):
+            got, want = _frames.rows(df, mask), df[mask]
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+            assert pickle.dumps(got) == pickle.dumps(want)
+            assert _layout(got) == _layout(want)
+        assert _frames.rows(df, np.ones(n, bool)) is df
+    marked = made.copy()
+    marked.attrs["source"] = "x"  # kept by pandas' selection
+    assert _frames.rows(marked, np.array([True, False, True, False])).attrs == {"source": "x"}
+
+
+def _layout(df: pd.DataFrame) -> list[tuple[str, list[int], bool]]:
+    """Each block's type, columns and whether its values are C-ordered."""
+    return [
+        (type(b).__name__, b.mgr_locs.as_array.tolist(), _c_ordered(b.values))
+        for b in df._mgr.blocks
+    ]
+
+
+def _c_ordered(values: Any) -> bool:
+    return bool(values.flags.c_contiguous) if isinstance(values, np.ndarray) else True
+
+
+def test_a_columns_list_is_tolist() -> None:
+    from nbprof.analysis.classes import _list
+
+    arrays = _frames.frame(  # NumPy columns, text held as object
+        {
+            "op": np.array(["aten::mm", None, "aten::bmm"], dtype=object),
+            "n": np.array([1, 2, 3], dtype="int32"),
+            "x": np.array([0.5, np.nan, 2.0]),
+        }
+    )
+    typed = pd.DataFrame({"text": pd.Series(["a", "b", None], dtype="str")})
+    assert arrays["op"].dtype == object
+    for df in (arrays, typed):
+        for c in df.columns:
+            got, want = _list(df, c), df[c].tolist()
+            assert [type(v) for v in got] == [type(v) for v in want]
+            assert pd.Series(got, dtype=object).equals(pd.Series(want, dtype=object))
+
+
+def test_a_rows_dict_is_the_rows_to_dict(corpus: Path) -> None:
+    from nbprof.trace import read
+
+    def want(df: pd.DataFrame, i: int) -> dict[str, Any]:
+        return {str(k): v for k, v in df.iloc[i].to_dict().items()}
+
+    mixed = _frames.frame(
+        {
+            "rank": np.array([0, 1], dtype="int32"),
+            "name": np.array(["NVIDIA H100", None], dtype=object),
+            "sm": np.array([132, -1], dtype="int64"),
+            "mem": np.array([8.0e10, np.nan]),
+            "ok": np.array([True, False]),
+        }
+    )
+    numbers = _frames.frame({"a": np.array([1, 2]), "b": np.array([0.5, 1.5])})  # one type
+    typed = pd.DataFrame({"a": [1, 2], "t": pd.Series(["x", "y"], dtype="str")})
+    frames = [mixed, numbers, typed]
+    for path in sorted(corpus.glob("*.json.gz"))[:6]:
+        frames.append(read(path, progress=False, cache=False).devices)
+    for df in frames:
+        for i in range(len(df)):
+            got, exp = _frames.row_dict(df, i), want(df, i)
+            assert list(got) == list(exp)
+            assert [type(v) for v in got.values()] == [type(v) for v in exp.values()]
+            assert pd.Series(got, dtype=object).equals(pd.Series(exp, dtype=object))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -185,3 +186,33 @@ def test_clip_pairs_are_every_overlap_in_order() -> None:
             if b[1][j] > s[i] and b[0][j] < e[i]
         ]
         assert list(zip(ps.tolist(), pe.tolist(), at.tolist(), strict=True)) == want
+
+
+def test_describe_names_the_first_of_equal_shares() -> None:
+    """The largest share names the gap's host work, the first in the order blocked, after,
+    capture, fetch, setup, rest on a tie (what max over them in that order gives)."""
+    from nbprof.analysis.stalls import HostActivity
+
+    def calls(*rows: tuple[float, float, str]) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "ts": np.array([r[0] for r in rows], dtype="float64"),
+                "dur": np.array([r[1] for r in rows], dtype="float64"),
+                "name": np.array([r[2] for r in rows], dtype=object),
+            }
+        )
+
+    none = calls()
+    # [0, 10): blocked in [0, 5), released (as long as the block) over [5, 10): a tie.
+    host = HostActivity(calls((0.0, 5.0, "sync")), iv.EMPTY, none, none)
+    assert host.describe(0.0, 10.0) == "blocked in sync"
+    # [5, 15): released over [5, 10), the rest [10, 15): a tie, "after" first.
+    assert host.describe(5.0, 15.0) == "after sync"
+    # Set-up over [20, 25) and nothing over [25, 30): a tie, set-up first.
+    host = HostActivity(none, iv.EMPTY, calls((20.0, 5.0, "cudaMalloc")), none)
+    assert host.describe(20.0, 30.0) == "set-up: cudaMalloc"
+    # The rest larger: named after no op (none recorded).
+    assert host.describe(20.0, 31.0) == "python"
+    # A DataLoader fetch over the whole gap.
+    fetch = (np.array([40.0]), np.array([50.0]))
+    assert HostActivity(none, fetch, none, none).describe(40.0, 50.0) == "DataLoader __next__"

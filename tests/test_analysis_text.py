@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from nbprof.analysis import _group, _text, classes, device, tensorcores
 from nbprof.analysis.classes import is_collective, kernel_classes
+from nbprof.trace.model import frame_from_arrays
 
 
 def _fresh(values: list[object], pattern: str) -> np.ndarray:
@@ -106,6 +107,13 @@ def test_factorized_text_is_what_pandas_gives() -> None:
         np.testing.assert_array_equal(codes, want_codes)
         assert list(uniq) == list(want_uniq)
         assert uniq.dtype == want_uniq.dtype
+        # The Series' object array, factorized without the Series: the same answer.
+        if s.dtype == object:
+            codes, uniq = _text._factorized(s.to_numpy())
+            np.testing.assert_array_equal(codes, want_codes)
+            assert pd.Series(list(uniq), dtype=object).equals(
+                pd.Series(list(want_uniq), dtype=object)
+            )
 
 
 def test_equals_is_numpys_comparison() -> None:
@@ -191,3 +199,89 @@ def test_every_corpus_kernel_name_matches_as_the_search_says(corpus: Path) -> No
         skipped += sum(1 for n in names if not any(map(n.lower().__contains__, _words(rx))))
     # The point of it: most names are told apart without a search.
     assert skipped > len(names) * len(_NAME_PATTERNS) // 2
+
+
+def test_name_columns_match_as_their_series() -> None:
+    """A frame's name column matched as the array it stores (name_column) answers what
+    its Series answers, inside and outside the shared factorizations, and a column that
+    is not all text comes back as the Series itself."""
+    n = 500  # over the row count from which columns are factorized by their objects
+    words = ["ncclKernel_AllReduce", "volta_sgemm_128x64_nn", "elementwise_kernel", "x"]
+    text = np.array([words[i % 4] for i in range(n)], dtype=object)
+    odd = text.copy()
+    odd[3] = None
+    for values in (text, text[:7], odd, odd[:7]):
+        # Held as object, as the trace's tables hold names.
+        df = frame_from_arrays({"name": values, "ts": np.arange(len(values), dtype="float64")})
+        got = _text.name_column(df, "name")
+        all_text = all(type(v) is str for v in values)
+        assert isinstance(got, np.ndarray) == all_text
+        if isinstance(got, np.ndarray):
+            assert not got.flags.writeable
+            assert isinstance(_text.text_column(df, "name"), np.ndarray)
+        else:
+            pd.testing.assert_series_equal(_text.text_column(df, "name"), df["name"].astype(str))
+        for pattern in (r"gemm|nccl", r"^x$", "kernel"):
+            want = _fresh(values.tolist(), pattern)
+            _text._MEMO.clear()
+            np.testing.assert_array_equal(_text.matches(got, pattern), want)
+            with _text.shared_factorizations():
+                # Twice: the second time from the shared factorization and its memo key.
+                for _ in range(2):
+                    np.testing.assert_array_equal(_text.matches(got, pattern), want)
+                    np.testing.assert_array_equal(_text.matches(df["name"], pattern), want)
+            with _text.shared_factorizations():
+                codes, uniq = _text._factorize(got)
+                want_codes, want_uniq = _text._factorized(df["name"])
+                np.testing.assert_array_equal(codes, want_codes)
+                # Missing names are NaN in both: compared as Series (NaN equals NaN).
+                as_series = [pd.Series(list(u), dtype=object) for u in (uniq, want_uniq)]
+                assert as_series[0].equals(as_series[1])
+    # pandas' own text type: the Series, as before.
+    typed = pd.DataFrame({"name": pd.Series(words, dtype="str")})
+    assert isinstance(_text.name_column(typed, "name"), pd.Series)
+
+
+def test_kernel_classes_of_an_array_are_those_of_its_series() -> None:
+    names = np.array(["ncclKernel_AllReduce", "volta_sgemm_128x64_nn", "elementwise_kernel"])
+    s = pd.Series(names.astype(object), index=[4, 7, 9])
+    tc = np.array([False, True, False])
+    want = kernel_classes(s, tc)
+    got = kernel_classes(s.to_numpy(), tc, index=s.index)
+    pd.testing.assert_frame_equal(got, want)
+    pd.testing.assert_frame_equal(
+        kernel_classes(s.to_numpy(), tc), want.reset_index(drop=True), check_index_type=True
+    )
+
+
+def test_alternatives_searched_alone_match_as_the_whole_pattern() -> None:
+    """A pattern cut into its alternatives (each searched alone, where its needle is) says
+    of every name what the whole pattern's search says; one that cannot be cut so is
+    searched whole."""
+    assert _text._top_alternatives(r"a[|\]]b|(c|d)|e\|f|[]x]y|[^]y]z") == [
+        r"a[|\]]b",
+        "(c|d)",
+        r"e\|f",
+        "[]x]y",
+        "[^]y]z",
+    ]
+    assert _text._top_alternatives("ab(cd") is None
+    assert _text._top_alternatives("ab[cd") is None
+    cases = [
+        re.compile(r"ab[|\]]cd|ef(?:gh|ij)kl|^mn\w*op|qrst", re.I),
+        re.compile(r"xy(z)w|(?P<g>uv)tt|kk(?=ll)mm"),
+        re.compile(r"abc|abd"),  # the parser factors the common prefix: not cut
+        re.compile(r"(ab)cd|ef\1gh"),  # a reference to another alternative: not cut
+        re.compile(r"gh|qr\|st"),  # a needle written otherwise than it reads: not cut
+    ]
+    assert _text._branches(cases[0]) is not None and _text._branches(cases[1]) is not None
+    assert all(_text._branches(rx) is None for rx in cases[2:])
+    for rx in _NAME_PATTERNS:
+        assert _text._branches(rx) is not None, rx.pattern
+    names = [
+        "AB]CD", "xxab|cdyy", "EFGHKL", "efijkl", "efgkl", "mnzzop", "zmnop", "qr|st", "qrst",
+        "xyzw", "uvtt", "kkllmm", "kkmm", "abd", "abcd", "abcdefabgh", "ſt", "ab|cd",
+    ]  # fmt: skip
+    for rx in cases:
+        for name in names:
+            assert _text._hit.__wrapped__(rx, name) == (rx.search(name) is not None), (rx, name)

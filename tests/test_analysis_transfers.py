@@ -24,6 +24,12 @@ def test_sorted_groups_are_the_tuples_groups() -> None:
         assert got[0] == want[0]
         np.testing.assert_array_equal(got[1], want[1])
         assert got[1].dtype == want[1].dtype
+        # A short table's path: the same groups, each text the same object.
+        short = transfers._tuple_groups(rank, keys)
+        assert short[0] == got[0]
+        np.testing.assert_array_equal(short[1], got[1])
+        for a, b in zip(short[0], got[0], strict=True):
+            assert all(x is y for x, y in zip(a[1:], b[1:], strict=True))
     # Not object text, not integer ranks, no rows: the tuples decide.
     assert transfers._sorted_groups(np.arange(2), [np.array(["a", "b"])]) is None
     assert transfers._sorted_groups(np.array([0.5]), [np.array(["a"], dtype=object)]) is None

@@ -365,3 +365,38 @@ def test_gzip_rank_with_new_rank_ids_is_still_matched(corpus: Path, tmp_path: Pa
     d = nbprof.load(tmp_path).diagnosis
     assert len(d.ranks) == 16 and len(d.collectives) == 8
     assert all(len(c.ranks) == 16 for c in d.collectives)
+
+
+def test_a_rank_is_summarised_alike_with_the_collector_paused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summarize_file pauses the garbage collector for the analysis only: the summary is
+    the one made with it running, and the collector is left as it was found."""
+    import gc
+    import pickle
+
+    import nbprof.analysis.rank
+    import nbprof.trace
+    from nbprof import job
+
+    paths = write_job(tmp_path)
+    seen: list[bool] = []
+    summarize = nbprof.analysis.rank.summarize
+
+    def watched(*args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        return summarize(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(nbprof.analysis.rank, "summarize", watched)
+    assert gc.isenabled()
+    paused = job.summarize_file((str(paths[0]), 100, False))
+    assert seen == [False] and gc.isenabled()
+    trace = nbprof.trace.read(paths[0], progress=False, cache=False)
+    running = summarize(trace, str(paths[0]), cap=100)  # the collector running
+    gc.disable()
+    try:
+        job.summarize_file((str(paths[0]), 100, False))
+        assert not gc.isenabled()  # left off, as it was found
+    finally:
+        gc.enable()
+    assert pickle.dumps(paused) == pickle.dumps(running)

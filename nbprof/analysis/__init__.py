@@ -128,7 +128,7 @@ def _tables(
         one is not None
         and len(k)
         and one.index.equals(k.index)
-        and one["tensor_core"].dtype == bool
+        and _frames.dtype_of(one, "tensor_core") == np.dtype(bool)
         and not pd.isna(_frames.column(one, "cls")).any()
     ):  # one device with every kernel, each classified: the table as it is
         cls = one

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _group
+from nbprof.analysis import _frames, _group
 
 #: Factorizations of object columns, by the memory they view, while
 #: :func:`shared_factorizations` is open (None otherwise).
@@ -45,9 +45,44 @@ def shared_factorizations() -> Iterator[None]:
         _FACTORIZED.reset(token)
 
 
-def _factorize(values: pd.Series) -> tuple[np.ndarray, Any]:
+#: A column of names as the matching functions take it: a Series, or (from :func:`name_column`)
+#: the object array of str a frame stores.
+Names = pd.Series | np.ndarray
+
+
+def name_column(df: pd.DataFrame, name: str) -> Names:
+    """Column ``name`` of ``df`` to match patterns on: the array the frame stores where it
+    is an object array of str only (a trace's name columns), else ``df[name]``.
+
+    Selecting the column builds a Series (about 9 µs) only for the matching to take its
+    array out again, and one rank's analysis selects its name columns a few dozen times;
+    the array is the same values, factorized once with the Series' (same memory)."""
+    values = _frames.stored_array(df, name)
+    if type(values) is np.ndarray and values.dtype == object and values.ndim == 1:
+        view = values.view()
+        view.flags.writeable = False
+        if _all_text(view):
+            return view
+    return df[name]
+
+
+def text_column(df: pd.DataFrame, name: str) -> Names:
+    """``as_text(df[name])`` as :func:`name_column` gives it: the stored array where it is text
+    already."""
+    values = name_column(df, name)
+    return values if isinstance(values, np.ndarray) else as_text(values)
+
+
+def _factorize(values: Names) -> tuple[np.ndarray, Any]:
     cache = _FACTORIZED.get()
-    arr = values.to_numpy() if cache is not None and isinstance(values, pd.Series) else None
+    arr: Any = None
+    if cache is not None:
+        if isinstance(values, pd.Series):
+            arr = values.to_numpy()
+        elif type(values) is np.ndarray and values.ndim == 1 and _all_text(values):
+            # An array of text (from name_column()): factorized as its Series would be, and
+            # shared with it (the same memory).
+            arr = values
     if cache is None or arr is None or arr.dtype != object:
         return _factorized(values)
     key = (arr.__array_interface__["data"][0], arr.shape, arr.strides)
@@ -62,17 +97,21 @@ def _factorize(values: pd.Series) -> tuple[np.ndarray, Any]:
 _BY_ADDRESS = 400
 
 
-def _factorized(values: pd.Series) -> tuple[np.ndarray, Any]:
+def _factorized(values: Names) -> tuple[np.ndarray, Any]:
     """``pd.factorize(values, use_na_sentinel=False)``; for a column of str only, by a
     dict: pandas hashes each string's text anew on every call, where Python hashes a str
     once and compares the repeats of a name (one object each, as the reader makes them)
     by identity. Kernel names run to thousands of characters: pandas takes 9x as long for
     a small rank's kernels, 5x for a large trace's. The codes and uniques are the same
     (first-appearance order; the uniques as an array where pandas gives an Index)."""
-    # Only an object column: pandas' own text type has its own uniques' type.
-    if not isinstance(values, pd.Series) or values.dtype != object or not len(values):
+    # Only an object column: pandas' own text type has its own uniques' type. An object
+    # array (a frame's stored names) is read as its Series would be, without one.
+    if type(values) is np.ndarray and values.dtype == object and values.ndim == 1 and len(values):
+        arr = values
+    elif not isinstance(values, pd.Series) or values.dtype != object or not len(values):
         return pd.factorize(values, use_na_sentinel=False)
-    arr = values.to_numpy()
+    else:
+        arr = values.to_numpy()
     if len(arr) >= _BY_ADDRESS:
         # Distinct objects first, then their text: the same codes and uniques (a name's
         # first object is the first of its text), the rows never hashed one by one.
@@ -98,7 +137,9 @@ def is_in(values: np.ndarray, names: frozenset[str]) -> np.ndarray:
     asked once per distinct name, on the column's shared factorization."""
     if not len(values):
         return np.zeros(0, dtype=bool)
-    codes, uniq = _factorize(pd.Series(values, dtype=object, copy=False))
+    if type(values) is not np.ndarray or values.dtype != object or values.ndim != 1:
+        values = pd.Series(values, dtype=object, copy=False)
+    codes, uniq = _factorize(values)
     hit = np.fromiter(
         (type(v) is str and v in names for v in uniq.tolist()), dtype=bool, count=len(uniq)
     )
@@ -135,19 +176,33 @@ def _hit(rx: re.Pattern[str], text: str) -> bool:
         # No needle in the text, no match: the search is asked only where one could be.
         # Case-blind needles are looked for in lower case, in ASCII text only (Unicode's
         # case rules match more than lower() shows: "ſ" matches "s").
-        if not words[0]:
-            if not any(map(text.__contains__, words[1])):
+        hay = text if not words[0] else text.lower() if text.isascii() else None
+        if hay is not None:
+            if not any(map(hay.__contains__, words[1])):
                 return False
-        elif text.isascii() and not any(map(text.lower().__contains__, words[1])):
-            return False
+            branches = _branches(rx)
+            if branches is not None:
+                # Only the alternatives whose needle the text holds can match: each is
+                # searched alone (the whole pattern tries every alternative at every
+                # character, 40 µs for a long kernel name and the memory-kernel pattern).
+                for word, part, plain in branches:
+                    if word in hay:
+                        if plain:  # its needle is the whole of it: found
+                            return True
+                        one = _branch(part, rx.flags)
+                        if one is None:
+                            return rx.search(text) is not None
+                        if one.search(text) is not None:
+                            return True
+                return False
     return rx.search(text) is not None
 
 
 def name_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
     """``re.compile(pattern, flags)`` for a pattern :func:`matches` searches name columns
-    with, its needles (:func:`_needles`) worked out now: at import, once, where every
-    worker process forked afterwards finds them (parsing the longest pattern costs about
-    1 ms)."""
+    with, its needles (:func:`_needles`) and alternatives (:func:`_branches`) worked out
+    now: at import, once, where every worker process forked afterwards finds them (parsing
+    the longest pattern costs about 1 ms)."""
     rx = re.compile(pattern, flags)
     _needles(rx)
     return rx
@@ -161,7 +216,6 @@ except ImportError:  # pragma: no cover - a Python that moved it
     _re_parser = None
 
 
-@functools.lru_cache(maxsize=256)
 def _needles(rx: re.Pattern[str]) -> tuple[bool, tuple[str, ...]] | None:
     """(whether case is ignored, texts of which every match holds one); None when that
     cannot be told.
@@ -173,17 +227,56 @@ def _needles(rx: re.Pattern[str]) -> tuple[bool, tuple[str, ...]] | None:
     ``sm(?:80|90)_xmma.*f16``) is in every text it matches: a name that holds none of the
     alternatives' runs cannot match, which a substring test tells in a few µs.
     """
+    return _parsed(rx)[0]
+
+
+def _branches(rx: re.Pattern[str]) -> tuple[tuple[str, str, bool], ...] | None:
+    """Each alternative of a pattern that is one alternation: its needle (:func:`_runs`),
+    its text, and whether it is its needle alone (plain characters only). A text matches
+    the pattern exactly when one of them, searched alone with the pattern's flags, matches
+    it; only one whose needle the text holds can, and one that is its needle alone does.
+    None where the pattern is not so cut: one alternative, a verbose pattern, a reference
+    to a group (numbered otherwise alone), text cut otherwise than the parser cuts it."""
+    return _parsed(rx)[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(
+    rx: re.Pattern[str],
+) -> tuple[tuple[bool, tuple[str, ...]] | None, tuple[tuple[str, str, bool], ...] | None]:
+    """(:func:`_needles`, :func:`_branches`) of a pattern, from one parse of it."""
     if _re_parser is None or not isinstance(rx.pattern, str):
-        return None
+        return None, None
     try:
         tree = _re_parser.parse(rx.pattern, rx.flags)
         literal = _re_parser.LITERAL
         branch = _re_parser.BRANCH
     except Exception:  # a parser unlike this Python's: search as it is
-        return None
+        return None, None
     blind = bool(tree.state.flags & re.IGNORECASE)
     items = list(tree.data)
-    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is branch else [items]
+    one = len(items) == 1 and items[0][0] is branch
+    alternatives = items[0][1][1] if one else [items]
+    words = _runs(alternatives, literal, blind)
+    if words is None:
+        return None, None
+    needles = (blind, tuple(dict.fromkeys(words)))
+    if not one or rx.flags & re.VERBOSE or re.search(r"\\\d|\(\?P=|\(\?\(", rx.pattern):
+        return needles, None
+    parts = _top_alternatives(rx.pattern)
+    if parts is None or len(parts) != len(words):
+        return needles, None
+    # Each part holds its alternative's needle as written: the cuts are the parser's.
+    for w, part in zip(words, parts, strict=True):
+        if w not in (part.lower() if blind else part):
+            return needles, None
+    plain = [all(op is literal for op, _ in alt) for alt in alternatives]
+    return needles, tuple(zip(words, parts, plain, strict=True))
+
+
+def _runs(alternatives: Any, literal: Any, blind: bool) -> list[str] | None:
+    """The longest run of plain characters of each parsed alternative (lower case where
+    case is ignored); None where one has no run of two, or a case-blind run is not ASCII."""
     words: list[str] = []
     for alt in alternatives:
         best, run = "", []
@@ -197,10 +290,60 @@ def _needles(rx: re.Pattern[str]) -> tuple[bool, tuple[str, ...]] | None:
         if len(best) < 2 or (blind and not best.isascii()):
             return None  # an alternative without such a run: any text could match it
         words.append(best.lower() if blind else best)
-    return blind, tuple(dict.fromkeys(words))
+    return words
 
 
-def matches(values: pd.Series, pattern: re.Pattern[str] | str) -> np.ndarray:
+@functools.lru_cache(maxsize=1024)
+def _branch(part: str, flags: int) -> re.Pattern[str] | None:
+    """One alternative compiled alone (None where it does not compile alone): compiled
+    when a name first holds its needle, so most alternatives are never compiled."""
+    try:
+        return re.compile(part, flags)
+    except re.error:
+        return None
+
+
+def _top_alternatives(pattern: str) -> list[str] | None:
+    """The pattern's text cut at each ``|`` outside parentheses and character sets (None
+    where its brackets do not close)."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            # A set: a "]" right after "[" or "[^" is one of its characters.
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            if i >= n:
+                return None
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    if depth:
+        return None
+    parts.append(pattern[start:])
+    return parts
+
+
+def matches(values: Names, pattern: re.Pattern[str] | str) -> np.ndarray:
     """Boolean array: does ``pattern`` search-match each value (as text) in its first
     :data:`NAME_PREFIX` characters."""
     if len(values) == 0:
@@ -226,7 +369,7 @@ def name_tokens(text: str) -> tuple[str, ...]:
 
 
 def token_matches(
-    values: pd.Series,
+    values: Names,
     test: Callable[[tuple[str, ...]], bool],
     part: Callable[[str], str] | None = None,
 ) -> np.ndarray:
@@ -264,15 +407,14 @@ def _hits(how: tuple[Any, ...], uniq: Any, one: Callable[[Any], bool]) -> np.nda
     equal strings (``1 == 1.0 == True`` as keys, not as text).
     """
     key: tuple[Any, ...] | None = None
-    if 0 < len(uniq) <= _MEMO_CHARS:
-        names = uniq.tolist() if isinstance(uniq, np.ndarray) else list(uniq)
-        if set(map(type, names)) == {str} and sum(map(len, names)) <= _MEMO_CHARS:
-            key = (*how, tuple(names))
-            with _MEMO_LOCK:
-                got = _MEMO.get(key)
-                if got is not None:
-                    _MEMO.move_to_end(key)
-                    return got
+    text = _memo_names(uniq)
+    if text is not None:
+        key = (*how, text)
+        with _MEMO_LOCK:
+            got = _MEMO.get(key)
+            if got is not None:
+                _MEMO.move_to_end(key)
+                return got
     hit = np.fromiter((one(u) for u in uniq), dtype=bool, count=len(uniq))
     if key is not None:
         hit.flags.writeable = False  # shared by every later caller
@@ -281,6 +423,31 @@ def _hits(how: tuple[Any, ...], uniq: Any, one: Callable[[Any], bool]) -> np.nda
             if len(_MEMO) > _MEMO_SIZE:
                 _MEMO.popitem(last=False)
     return hit
+
+
+def _memo_names(uniq: Any) -> tuple[str, ...] | None:
+    """The distinct names as the key of a remembered answer of :func:`_hits` (None where
+    they may not be remembered: not all text, or too long). A column's distinct names
+    are asked for by a dozen patterns: while :func:`shared_factorizations` is open the
+    key is made once per factorization (its uniques array is kept with it)."""
+    cache = _FACTORIZED.get()
+    if cache is None or type(uniq) is not np.ndarray:
+        return _names_key(uniq)
+    at = ("memo_names", id(uniq))
+    got = cache.get(at)
+    if got is None or got[0] is not uniq:
+        got = cache[at] = (uniq, _names_key(uniq))
+    out: tuple[str, ...] | None = got[1]
+    return out
+
+
+def _names_key(uniq: Any) -> tuple[str, ...] | None:
+    if not 0 < len(uniq) <= _MEMO_CHARS:
+        return None
+    names = uniq.tolist() if isinstance(uniq, np.ndarray) else list(uniq)
+    if set(map(type, names)) == {str} and sum(map(len, names)) <= _MEMO_CHARS:
+        return tuple(names)
+    return None
 
 
 def has_bigram(tokens: tuple[str, ...], pairs: frozenset[tuple[str, str]]) -> bool:

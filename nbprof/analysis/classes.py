@@ -24,12 +24,13 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import equals, has_bigram, matches, name_pattern, token_matches
+from nbprof.analysis._text import Names, equals, has_bigram, matches, name_pattern, token_matches
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ def _is_moe_helper(tokens: tuple[str, ...]) -> bool:
     )
 
 
-def is_collective(names: pd.Series) -> np.ndarray:
+def is_collective(names: Names) -> np.ndarray:
     """Collective-communication kernels: NCCL/RCCL and symmetric-memory / custom
     all-reduce kernels (``multimem_all_reduce``, ``one_shot_all_reduce``,
     ``cross_device_reduce``)."""
@@ -205,7 +206,7 @@ def roofline_bounds(
     if kernels.empty or roof.empty or ops.empty or all_cpu_ops.empty:
         return out
     seen: dict[str, set[str]] = {}
-    for op, b in zip(roof["op"].tolist(), roof["bound"].tolist(), strict=True):
+    for op, b in zip(_list(roof, "op"), _list(roof, "bound"), strict=True):
         if b in ("compute", "memory") and isinstance(op, str):
             seen.setdefault(op, set()).add(b)
     bound_of = {op: next(iter(b)) for op, b in seen.items() if len(b) == 1}
@@ -229,10 +230,8 @@ def roofline_bounds(
     k_tid = _frames.column(all_cpu_ops, "tid")[np.where(ok, idx, 0)]
     all_ts = _frames.column(outer, "ts", "float64")
     all_end = all_ts + _frames.column(outer, "dur", "float64")
-    all_bound = np.array([bound_of[str(n)] for n in outer["name"].tolist()], dtype=object)
-    threads, code = _group.codes(
-        list(zip(outer["pid"].tolist(), outer["tid"].tolist(), strict=True))
-    )
+    all_bound = np.array([bound_of[str(n)] for n in _list(outer, "name")], dtype=object)
+    threads, code = _group.codes(list(zip(_list(outer, "pid"), _list(outer, "tid"), strict=True)))
     for i, (pid, tid) in enumerate(threads):
         # Outermost ops on one thread never overlap: the op holding a launch is the last
         # one starting at or before it, if it has not ended yet.
@@ -248,6 +247,13 @@ def roofline_bounds(
     return out
 
 
+def _list(df: pd.DataFrame, name: str) -> list[Any]:
+    """``df[name].tolist()``, read from the frame's array where it stores a NumPy one (the
+    same values) rather than through a Series."""
+    values = _frames.stored_array(df, name)
+    return values.tolist() if type(values) is np.ndarray else df[name].tolist()
+
+
 def roofline_memory_evidence(
     kernels: pd.DataFrame,
     ops: pd.DataFrame,
@@ -260,20 +266,27 @@ def roofline_memory_evidence(
 
 
 def kernel_classes(
-    names: pd.Series,
+    names: Names,
     tensor_core: np.ndarray,
     memory_evidence: np.ndarray | None = None,
+    *,
+    index: pd.Index | None = None,
 ) -> pd.DataFrame:
     """``cls`` and ``tensor_core`` per kernel, index aligned with ``names``.
 
     ``memory_evidence`` (optional, aligned with ``names``) marks kernels launched by an op
     the roofline called memory-bound: that makes an otherwise unrecognised kernel
     ``memory``; it never overrides a name that says GEMM, convolution or collective.
+    ``index`` is the rows' index where ``names`` is an array (a Series brings its own).
     """
+    if isinstance(names, pd.Series):
+        index = names.index
+    elif index is None:
+        index = pd.RangeIndex(len(names))
     if len(names) == 0:
         return pd.DataFrame(
             {"cls": pd.Series(dtype="object"), "tensor_core": pd.Series(dtype=bool)},
-            index=names.index,
+            index=index,
         )
     is_comm = token_matches(names, _is_comm, kernel_identity)
     mem_first = matches(names, _MEMORY_FIRST)
@@ -293,7 +306,7 @@ def kernel_classes(
         ["communication", "tensor_core", "compute", "memory"],
         default="other",
     ).astype(object)
-    return _frames.constructed({"cls": cls, "tensor_core": tc}, index=names.index)
+    return _frames.constructed({"cls": cls, "tensor_core": tc}, index=index)
 
 
 def class_shares(durations: np.ndarray, cls: np.ndarray) -> dict[str, float]:

@@ -35,7 +35,7 @@ from nbprof.analysis import (
 from nbprof.analysis import (
     intervals as iv,
 )
-from nbprof.analysis._text import as_text, matches, name_pattern
+from nbprof.analysis._text import matches, name_pattern, text_column
 from nbprof.analysis.classes import class_shares, is_collective, kernel_classes, roofline_bounds
 from nbprof.analysis.model import (
     Basis,
@@ -68,7 +68,7 @@ _GEMM_LIKE = name_pattern(r"gemm|gemv|xmma", re.IGNORECASE)
 def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     # A one-rank, one-device trace keeps every row: the frame itself (frames are never
     # modified in place), not a copy of all its columns.
-    return df if mask.all() else df[mask]
+    return _frames.rows(df, mask)
 
 
 def _rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -137,7 +137,7 @@ class Device:
             at = np.flatnonzero(dev)
         if not len(at):
             return {}
-        return {str(k): v for k, v in d.iloc[int(at[0])].to_dict().items()}
+        return _frames.row_dict(d, int(at[0]))
 
     @cached_property
     def vendor(self) -> tuple[str, Basis]:
@@ -150,7 +150,7 @@ class Device:
             return v, Basis("trace", "the device name in the trace's device properties")
         rt = self.runtime
         if not rt.empty:
-            names = as_text(rt["name"])
+            names = text_column(rt, "name")
             if matches(names, r"^hip").any():
                 return "amd", Basis("estimated", "the trace's launch calls are HIP (hip*)")
             if matches(names, r"^cu(?:da)?[A-Z]").any():
@@ -238,7 +238,7 @@ class Device:
     @cached_property
     def collective(self) -> np.ndarray:
         """Collective kernels among this device's kernels."""
-        return is_collective(as_text(self.k["name"])) if not self.k.empty else np.zeros(0, bool)
+        return is_collective(text_column(self.k, "name")) if not self.k.empty else np.zeros(0, bool)
 
     # -- the host -------------------------------------------------------------------
 
@@ -366,7 +366,9 @@ class Device:
         # After the roofline: a kernel launched inside a memory-bound op is memory
         # evidence its name may not give.
         evidence = self.roof_bounds == "memory"
-        return kernel_classes(as_text(self.k["name"]), self.tensor_cores[0].flags, evidence)
+        return kernel_classes(
+            text_column(self.k, "name"), self.tensor_cores[0].flags, evidence, index=self.k.index
+        )
 
     @cached_property
     def class_pct(self) -> dict[str, float]:
@@ -847,7 +849,9 @@ class Signals:
     @cached_property
     def roofline(self) -> pd.DataFrame:
         r = self.view.roof
-        return r.assign(rank=self.view.rank, device=self.view.device) if not r.empty else r
+        if r.empty:
+            return r
+        return _with_device(r, self.view.rank, self.view.device)
 
     @property
     def peak(self) -> peaks.Peak | None:
@@ -902,7 +906,7 @@ class Signals:
         v = self.view
         if v.vendor_name != "nvidia" or v.ktime <= 0:
             return 0.0
-        names = as_text(v.k["name"])
+        names = text_column(v.k, "name")
         simt = tensorcores.name_evidence(names, "nvidia") < 0
         return float(v.kdur[simt & matches(names, _GEMM_LIKE)].sum() / v.ktime * 100.0)
 
@@ -987,6 +991,29 @@ class Signals:
             iv.merge(s, s + _frames.column(st, "dur", "float64")), (np.array([lo]), np.array([t0]))
         )
         return t0 - lo, iv.total(setup)
+
+
+def _with_device(roof: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
+    """``roof.assign(rank=rank, device=device)``: the same frame (its columns, then an int64
+    rank and the device as the text type pandas gives a str), built from its arrays; the
+    assignment copies and checks the frame twice over (about 150 µs for three rows)."""
+    arrays = _frames.stored_arrays(roof)
+    names = list(roof.columns)
+    if (
+        arrays is None
+        or not _frames.numbered(roof)
+        or len(set(names)) != len(names)
+        or {"rank", "device"} & set(names)
+        or not all(type(a) is np.ndarray for a in arrays)
+    ):
+        return roof.assign(rank=rank, device=device)
+    n = len(roof)
+    cols: dict[str, Any] = dict(zip(names, arrays, strict=True))
+    cols["rank"] = np.full(n, rank, dtype="int64")
+    text = np.full(n, device, dtype=object)
+    typed = _frames.INFERRED_TEXT
+    cols["device"] = text if isinstance(typed, np.dtype) else pd.array(text, dtype=typed)
+    return frame_from_arrays(cols)
 
 
 def analyze_device(

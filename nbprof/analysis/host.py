@@ -24,7 +24,7 @@ import pandas as pd
 
 from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
-from nbprof.analysis._text import matches, name_pattern
+from nbprof.analysis._text import matches, name_column, name_pattern
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
     ok = np.isin(_frames.column(runtime, "correlation"), corr) & (
         _frames.column(runtime, "cat") != "cuda_sync"
     )
-    rows = np.flatnonzero(ok & matches(runtime["name"], WORK_LAUNCH))
+    rows = np.flatnonzero(ok & matches(name_column(runtime, "name"), WORK_LAUNCH))
     ts = _frames.column(runtime, "ts", "float64")[rows]
     keep = ~inside(ts, captured)
     rows, ts = rows[keep], ts[keep]
@@ -92,7 +92,7 @@ def device_launches(runtime: pd.DataFrame, events: pd.DataFrame, captured: iv.Se
                 "dur": _frames.column(runtime, "dur", "float64")[rows],
                 "tid": _frames.column(runtime, "tid")[rows],
                 "name": _text(runtime, rows),
-                "kernel": matches(runtime["name"], KERNEL_LAUNCH)[rows],
+                "kernel": matches(name_column(runtime, "name"), KERNEL_LAUNCH)[rows],
             }
         )
     )
@@ -175,11 +175,11 @@ def capture_windows(runtime: pd.DataFrame) -> Capture:
     """Each ``*StreamBeginCapture`` to the next ``*StreamEndCapture`` on its thread."""
     if runtime.empty:
         return Capture(iv.EMPTY, 0)
-    names = runtime["name"]
-    if not _group.all_text(names.to_numpy()):
-        names = names.astype(str)
-    begin = matches(names, _BEGIN_CAPTURE)
-    end = matches(names, _END_CAPTURE)
+    text = name_column(runtime, "name")
+    if isinstance(text, pd.Series) and not _group.all_text(text.to_numpy()):
+        text = text.astype(str)
+    begin = matches(text, _BEGIN_CAPTURE)
+    end = matches(text, _END_CAPTURE)
     if not begin.any():
         return Capture(iv.EMPTY, 0)
     starts: list[float] = []
@@ -198,7 +198,7 @@ def capture_windows(runtime: pd.DataFrame) -> Capture:
             starts.append(open_at)
             ends.append(float((runtime["ts"] + runtime["dur"]).max()))
     windows = iv.merge(np.array(starts), np.array(ends))
-    launch = matches(names, KERNEL_LAUNCH) | matches(names, re.compile(r"Memcpy|Memset"))
+    launch = matches(text, KERNEL_LAUNCH) | matches(text, re.compile(r"Memcpy|Memset"))
     recorded = int(inside(_frames.column(runtime, "ts", "float64")[launch], windows).sum())
     return Capture(windows, recorded)
 
@@ -211,8 +211,9 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
     if runtime.empty:
         return _frames.empty(cols)
     rows = np.flatnonzero(_frames.column(runtime, "cat") != "cuda_sync")
-    setup = matches(runtime["name"], SETUP)[rows]
-    launch = matches(runtime["name"], KERNEL_LAUNCH)[rows]
+    text = name_column(runtime, "name")
+    setup = matches(text, SETUP)[rows]
+    launch = matches(text, KERNEL_LAUNCH)[rows]
     durs = _frames.column(runtime, "dur", "float64")[rows]
     if launch.any():
         med = float(np.median(durs[launch]))

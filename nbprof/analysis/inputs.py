@@ -16,7 +16,7 @@ import pandas as pd
 
 from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
-from nbprof.analysis._text import matches, name_pattern
+from nbprof.analysis._text import matches, name_column, name_pattern
 from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def dataloader_ops(cpu_ops: pd.DataFrame, annotations: pd.DataFrame | None = Non
         if f is None or f.empty:
             continue
         # Row numbers first (most ranks have no fetch): a frame only of the hits.
-        hit = matches(f["name"], _DATALOADER)
+        hit = matches(name_column(f, "name"), _DATALOADER)
         if "on_gpu" in f:
             hit &= ~_frames.column(f, "on_gpu", bool)
         rows = np.flatnonzero(hit)

@@ -20,7 +20,7 @@ import pandas as pd
 from nbprof.analysis import _frames, _group, analyze_signals
 from nbprof.analysis import intervals as iv
 from nbprof.analysis._sent import PackedWhenSent
-from nbprof.analysis._text import as_text
+from nbprof.analysis._text import text_column
 from nbprof.analysis.collectives import as_rows, rank_collectives
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import DeviceMetrics, Diagnosis, Finding, Verdict
@@ -105,7 +105,7 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
     meta = trace.metadata if isinstance(trace.metadata, dict) else {}
     info = meta.get("distributedInfo")
     info = dict(info) if isinstance(info, dict) else {}
-    rank = trace.ranks[0]
+    rank = _first_rank(trace)
     if signals:
         top = primary(signals)
         device = top.metrics.device
@@ -147,6 +147,16 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
     )
 
 
+def _first_rank(trace: Trace) -> int:
+    """``trace.ranks[0]`` (the smallest rank of the kernels, devices and CPU ops; 0 when
+    none), from the rank columns' arrays rather than a Series and its distinct values
+    for each table."""
+    columns = [_frames.column(f, "rank") for f in (trace.kernels, trace.devices, trace.cpu_ops)]
+    if not all(type(c) is np.ndarray and c.dtype.kind in "iu" for c in columns):
+        return trace.ranks[0]
+    return min((int(c.min()) for c in columns if len(c)), default=0)
+
+
 def _head(t: pd.DataFrame) -> pd.DataFrame:
     """The first ``KEEP_ROWS`` rows, numbered from 0: the table itself when it is that
     already (frames are never modified in place)."""
@@ -156,7 +166,7 @@ def _head(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mine(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    return df[_frames.column(df, "rank") == rank] if not df.empty else df
+    return _frames.rows(df, _frames.column(df, "rank") == rank) if not df.empty else df
 
 
 def _window(signals: list[Signals]) -> tuple[float, float]:
@@ -211,7 +221,8 @@ def _timeline(trace: Trace, diag: Diagnosis, cap: int) -> tuple[pd.DataFrame, in
             c = _frames.column(cls, "cls", object)
         else:
             c = np.full(len(t), "copy" if kind != "kernel" else "other", dtype=object)
-        cols["device"].append(as_text(t["device"]).to_numpy())
+        device = text_column(t, "device")  # the stored array where it is text already
+        cols["device"].append(device if isinstance(device, np.ndarray) else device.to_numpy())
         cols["stream"].append(_frames.column(t, "stream", "int64"))
         cols["name"].append(_frames.column(t, "name", object))
         cols["ts"].append(_frames.column(t, "ts", "float64"))

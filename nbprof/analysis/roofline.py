@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import matches, name_pattern
+from nbprof.analysis._text import Names, matches, name_column, name_pattern
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
 from nbprof.trace.model import frame_from_arrays
@@ -130,6 +130,14 @@ def _matmul_flops(name: str, dims_text: str) -> float:
 _matmul_flops_memo = functools.lru_cache(maxsize=1024)(_matmul_flops)
 
 
+def _text_of(cpu_ops: pd.DataFrame) -> Names:
+    """The ops' names as text (``astype(str)`` where they are not all text already)."""
+    text = name_column(cpu_ops, "name")
+    if isinstance(text, pd.Series) and not _group.all_text(text.to_numpy()):
+        text = text.astype(str)
+    return text
+
+
 def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     """The ops with a FLOP count: the trace's own (``with_flops``) or, when the trace has
     none, matrix products estimated from ``record_shapes``. The flag says which."""
@@ -138,11 +146,8 @@ def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     fl = _frames.column(cpu_ops, "flops", "float64")
     if (fl > 0).any():
         return cpu_ops, False
-    names = cpu_ops["name"]
-    if not _group.all_text(names.to_numpy()):
-        names = names.astype(str)
     # Shapes are read (as text) for the matrix products only.
-    rows = np.flatnonzero(matches(names, _MATMUL))
+    rows = np.flatnonzero(matches(_text_of(cpu_ops), _MATMUL))
     dims = _frames.column(cpu_ops, "input_dims")[rows].tolist()
     rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
     cand = cpu_ops.iloc[rows]
@@ -268,11 +273,8 @@ def _flop_ops_by_arrays(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool] | No
         rows = np.flatnonzero(fl > 0)
         flops = fl[rows]
     else:
-        text = cpu_ops["name"]
-        if not _group.all_text(arrays["name"]):
-            text = text.astype(str)
         # Shapes are read (as text) for the matrix products only.
-        rows = np.flatnonzero(matches(text, _MATMUL))
+        rows = np.flatnonzero(matches(_text_of(cpu_ops), _MATMUL))
         dims = arrays["input_dims"][rows].tolist()
         rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
         est = [

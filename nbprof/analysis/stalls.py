@@ -144,12 +144,12 @@ class HostActivity:
                 continue
             inside, rest = _take(rest, xs[i0:i1], xe[i0:i1])
             taken.append(_length(inside))
-        blocked, after, capture, fetch, setup = taken
-        shares = {
-            "blocked": blocked, "after": after, "capture": capture, "fetch": fetch,
-            "setup": setup, "rest": _length(rest),
-        }  # fmt: skip
-        best = max(shares, key=lambda k: shares[k])
+        # The largest share, the first of equal ones (what max over them in this order
+        # gives), without a dict and a key function for each of a hundred gaps a rank.
+        best, most = "blocked", taken[0]
+        for name, share in zip(_SHARES, (*taken[1:], _length(rest)), strict=True):
+            if share > most:
+                best, most = name, share
         if best == "blocked":
             return f"blocked in {self._blocked.covering(a, b)}"
         if best == "after":
@@ -166,6 +166,10 @@ class HostActivity:
             lo, hi = rest[0][0], rest[-1][1]
             op = self._ops.covering(lo, hi, at_least=OP_COVER * length)
         return op or "python"
+
+
+#: describe()'s shares after "blocked", in the order they are weighed.
+_SHARES = ("after", "capture", "fetch", "setup", "rest")
 
 
 def _take(
@@ -323,8 +327,8 @@ def _queued_at_open(ev: pd.DataFrame, gaps: iv.Set) -> tuple[np.ndarray, np.ndar
         return np.zeros(0, bool), np.zeros(0, bool)
     order = np.argsort(_frames.column(ev, "ts", "float64"), kind="stable")
     ts = _frames.column(ev, "ts", "float64")[order]
-    queued_at = ev["launch_end"] if "launch_end" in ev else ev["launch_ts"]
-    launch = queued_at.to_numpy(dtype="float64")[order]
+    queued_at = "launch_end" if "launch_end" in ev.columns else "launch_ts"
+    launch = _frames.column(ev, queued_at, "float64")[order]
     known = ~np.isnan(launch)
     # Earliest launch among the events starting at or after each position.
     suffix = np.minimum.accumulate(np.where(known, launch, np.inf)[::-1])[::-1]

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import is_in, matches, name_pattern
+from nbprof.analysis._text import is_in, matches, name_column, name_pattern
 from nbprof.analysis.model import SYNCS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def blocking_copies(runtime: pd.DataFrame, memcpy: pd.DataFrame) -> pd.DataFrame
     ``"cudaMemcpyAsync (DtoH)"``; ``kind`` and ``bytes`` are the copy's."""
     if runtime.empty or memcpy.empty:
         return _empty()
-    hit = np.flatnonzero(matches(runtime["name"], _COPY_CALL))
+    hit = np.flatnonzero(matches(name_column(runtime, "name"), _COPY_CALL))
     if not len(hit):
         return _empty()
     call_names = _frames.column(runtime, "name")[hit]

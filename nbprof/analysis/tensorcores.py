@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import matches, name_pattern
+from nbprof.analysis import _frames
+from nbprof.analysis._text import Names, matches, name_column, name_pattern, text_column
 from nbprof.analysis.model import TensorCoreBasis
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class TensorCoreResult:
     how: str
 
 
-def name_evidence(names: pd.Series, vendor: str = "nvidia") -> np.ndarray:
+def name_evidence(names: Names, vendor: str = "nvidia") -> np.ndarray:
     """+1 names say Tensor/matrix cores, -1 they say not, 0 they say nothing. Per name."""
     if vendor == "amd":
         pos = matches(names, _MFMA)
@@ -118,12 +118,12 @@ def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
     # Op names matched on the whole column (factorized once per analysis, for every
     # pattern asked of them), read at the rows.
     at = idx[valid]
-    eligible = matches(cpu_ops["name"], _ELIGIBLE_OP)[at]
+    eligible = matches(name_column(cpu_ops, "name"), _ELIGIBLE_OP)[at]
     # Input types only here: matched on the launching ops' alone (a few of the ops).
     ops, back = np.unique(at, return_inverse=True)
-    types = pd.Series(_frames.column(cpu_ops, "input_types", object)[ops], dtype=object)
+    types = _frames.column(cpu_ops, "input_types", object)[ops]  # matched as its Series
     tc_type = matches(types, _TC_DTYPE)[back]
-    helper = matches(kernels["name"], _HELPER)[valid]
+    helper = matches(name_column(kernels, "name"), _HELPER)[valid]
     out[np.flatnonzero(valid)] = eligible & tc_type & ~helper
     return out
 
@@ -165,8 +165,7 @@ def classify(
             on, _off = m
             flags = kernels["name"].isin(on).to_numpy()
             return TensorCoreResult(flags, "measured", "CUPTI Tensor Core pipe counters")
-    names = kernels["name"]
-    ev = name_evidence(names if _all_text(names) else names.astype(str), vendor)
+    ev = name_evidence(text_column(kernels, "name"), vendor)
     flags = ev > 0
     if vendor == "amd":
         # Matrix-core evidence on AMD is the name only; silence is not a "no".
@@ -199,7 +198,3 @@ def cc_value(text: str | None) -> float | None:
         return float(text) if text else None
     except ValueError:
         return None
-
-
-def _all_text(values: pd.Series) -> bool:
-    return _group.all_text(values.to_numpy())

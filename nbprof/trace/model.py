@@ -172,13 +172,20 @@ def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
             values = np.empty((len(at), n), dtype=first.dtype)
             for j, i in enumerate(at):
                 values[j] = arrays[i]
-            blocks.append(kind(values, placement=_BlockPlacement(tuple(at)), ndim=2))
+            # The positions as the writable intp array BlockPlacement would make of them
+            # (through np.require, a few µs a block).
+            blocks.append(kind(values, placement=_BlockPlacement(np.array(at, np.intp)), ndim=2))
         else:
             blocks.extend(kind(arrays[i], placement=_BlockPlacement(i), ndim=2) for i in at)
-    # A copy of the names' Index: a frame's own (``df.columns.name = ...`` changes it).
-    axes = [_column_index(tuple(columns)).copy(), pd.RangeIndex(n)]
+    # A view of the names' Index (its own name, its values shared, as a copy's are): a
+    # frame's own (``df.columns.name = ...`` changes it), without a copy's checks.
+    names = _column_index(tuple(columns))
+    view = getattr(names, "_view", None)
+    axes = [view() if view is not None else names.copy(), _range_index(n)]
     mgr = _BlockManager(tuple(blocks), axes, verify_integrity=False)
-    mgr._consolidate_inplace()  # what pandas' path leaves: known to be consolidated
+    # One block per NumPy type and one per extension array is what consolidating leaves:
+    # known so, not checked block by block again.
+    mgr._is_consolidated = mgr._known_consolidated = True
     out: pd.DataFrame = _FROM_MGR(mgr, axes=mgr.axes)
     return out
 
@@ -225,6 +232,12 @@ def _column_index(names: tuple[str, ...]) -> pd.Index:
     """The Index of these column names, made once: from a list, pandas infers the names'
     dtype each time, which costs as much as the rest of a small frame."""
     return pd.Index(list(names), tupleize_cols=False)
+
+
+def _range_index(n: int) -> pd.Index:
+    """``pd.RangeIndex(n)``, made without the constructor's checks of its arguments."""
+    make = getattr(pd.RangeIndex, "_simple_new", None)
+    return make(range(n)) if make is not None else pd.RangeIndex(n)
 
 
 def _dtype_word(dtype: str) -> str:
