@@ -96,9 +96,12 @@ def _processes(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[O
         # item that kills its worker every time fails by itself.
         together = [i for i in pending if lost[i] < 2]
         alone = [i for i in pending if lost[i] >= 2]
-        died = _pool_pass(fn, items, together, workers, out) if together else []
+        # The first pass hands items out in batches; items that lost a worker already go
+        # one at a time, so that one that kills its worker takes no batch with it again.
+        batched = not any(lost)
+        died = _pool_pass(fn, items, together, workers, out, batched) if together else []
         for i in alone:
-            if _pool_pass(fn, items, [i], 1, out):
+            if _pool_pass(fn, items, [i], 1, out, False):
                 out[i] = Outcome(
                     error="the worker process analysing it died each time it was tried "
                     "(out of memory, or a crash)",
@@ -130,23 +133,53 @@ def _pool_pass(
     indices: list[int],
     workers: int,
     out: list[Outcome[R] | None],
+    batched: bool,
 ) -> list[int]:
     """Run ``indices`` in one pool; the indices left unfinished when a worker died."""
     ctx = multiprocessing.get_context(start_method())
     died: list[int] = []
-    with ProcessPoolExecutor(max_workers=min(workers, len(indices)), mp_context=ctx) as pool:
-        futures: dict[Future[R], int] = {pool.submit(fn, items[i]): i for i in indices}
+    batches = _batches(indices, workers) if batched else [[i] for i in indices]
+    with ProcessPoolExecutor(max_workers=min(workers, len(batches)), mp_context=ctx) as pool:
+        futures: dict[Future[list[Outcome[R]]], list[int]] = {
+            pool.submit(_batch, fn, [items[i] for i in b]): b for b in batches
+        }
         # as_completed waits on every future once; a wait() per finished item would hook
         # onto each unfinished one again (quadratic in items, in the client's own time).
         for f in as_completed(futures):
-            i = futures[f]
+            batch = futures[f]
             try:
-                out[i] = Outcome(f.result())
+                for i, o in zip(batch, f.result(), strict=True):
+                    out[i] = o
             except BrokenProcessPool:
-                died.append(i)
+                died.extend(batch)
             except Exception as e:
-                out[i] = Outcome(error=_reason(e))
+                for i in batch:
+                    out[i] = Outcome(error=_reason(e))
     return sorted(died)
+
+
+def _batch(fn: Callable[[T], R], batch: list[T]) -> list[Outcome[R]]:
+    """In a worker: ``fn`` over a batch of items, each failure kept as that item's."""
+    return [_here(fn, x) for x in batch]
+
+
+#: Batches per worker at the start of a pass (they shrink towards its end).
+_BATCHES_PER_WORKER = 2
+
+
+def _batches(indices: list[int], workers: int) -> list[list[int]]:
+    """``indices`` cut into batches that shrink as they are handed out (guided
+    scheduling): each is the items left over ``workers * _BATCHES_PER_WORKER``, at
+    least one. A worker waits on the pool for its next batch, on the client, which it
+    shares the cores with; batches cut those waits while small last batches leave no
+    worker running long after the others."""
+    out: list[list[int]] = []
+    at = 0
+    while at < len(indices):
+        size = max(1, (len(indices) - at) // (workers * _BATCHES_PER_WORKER))
+        out.append(indices[at : at + size])
+        at += size
+    return out
 
 
 def _dask(fn: Callable[[T], R], items: Sequence[T], scheduler: Any) -> list[Outcome[R]]:

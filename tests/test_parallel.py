@@ -35,6 +35,34 @@ def test_run_here_and_in_processes_agree() -> None:
         assert all(o.retries == 0 for o in got)
 
 
+def test_items_go_out_in_shrinking_batches() -> None:
+    """Every item once, in order, in batches that start at the items over twice the
+    workers and shrink to one; with few items, one at a time."""
+    cut = parallel._batches(list(range(64)), 2)
+    assert [i for b in cut for i in b] == list(range(64))
+    sizes = [len(b) for b in cut]
+    assert sizes[0] == 64 // 4 and sizes[-1] == 1
+    assert sizes == sorted(sizes, reverse=True)
+    assert parallel._batches([7, 8, 9], 2) == [[7], [8], [9]]
+
+
+def test_batch_mates_of_a_failing_item_keep_their_answers() -> None:
+    """Forty items in batches: each failure stays its own item's, in the items' order."""
+    items = [i if i % 7 else -i - 1 for i in range(40)]
+    got = parallel.run(square, items, workers=2)
+    assert got == parallel.run(square, items)
+    assert [o.value for o in got][:3] == [None, 1, 4]
+    assert got[7].error == "ValueError: negative: -8"
+
+
+def test_an_item_that_kills_its_batch_is_reported_alone() -> None:
+    """Its batch mates lost with it are tried again and answered; it is reported."""
+    items = list(range(16))
+    got = parallel.run(die_on, items, workers=2)
+    assert [o.value for o in got] == [x * x if x != 13 else None for x in items]
+    assert "died each time it was tried" in str(got[13].error)
+
+
 def test_a_worker_process_that_dies_is_retried_then_reported() -> None:
     got = parallel.run(die_on, [1, 13, 2, 3], workers=2)
     assert [o.value for o in got] == [1, None, 4, 9]
