@@ -114,3 +114,16 @@ def die_once(task: tuple[str, int]) -> int:
             f.write("died")
         os._exit(17)
     return x * x
+
+
+def refault_pages(mib: int) -> int:
+    """Page faults of filling a buffer of ``mib`` MiB made right after one of that size was
+    freed: about one per 4 KiB page when freed memory went back to the system."""
+    import resource
+
+    bytearray(mib << 20)  # made, filled with zeros and freed
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    buf = bytearray(mib << 20)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    del buf
+    return faults

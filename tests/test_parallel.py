@@ -15,7 +15,7 @@ import pytest
 import nbprof
 from nbprof import parallel
 from nbprof.job import Job
-from tests.jobs import STRAGGLER, die_on, die_once, square, write_job
+from tests.jobs import STRAGGLER, die_on, die_once, refault_pages, square, write_job
 
 
 def test_import_nbprof_does_not_import_dask() -> None:
@@ -61,6 +61,20 @@ def test_an_item_that_kills_its_batch_is_reported_alone() -> None:
     got = parallel.run(die_on, items, workers=2)
     assert [o.value for o in got] == [x * x if x != 13 else None for x in items]
     assert "died each time it was tried" in str(got[13].error)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_workers_keep_freed_memory_for_the_next_item() -> None:
+    """A worker's allocator keeps what one item freed for the next: no page is faulted
+    in again (2048 faults for 8 MiB where freed memory goes back to the system, as it
+    does by default, and still does in the caller's process)."""
+    code = "from tests.jobs import refault_pages; print(refault_pages(8))"
+    here = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert here.returncode == 0, here.stderr
+    if int(here.stdout) < 1024:
+        pytest.skip("this C library keeps freed memory by default")
+    got = parallel.run(refault_pages, [8, 8, 8], workers=2)
+    assert all(o.value is not None and o.value < 64 for o in got), got
 
 
 def test_a_worker_process_that_dies_is_retried_then_reported() -> None:
