@@ -143,7 +143,7 @@ def _pool_pass(
     died: list[int] = []
     batches = _batches(indices, workers) if batched else [[i] for i in indices]
     with ProcessPoolExecutor(
-        max_workers=min(workers, len(batches)), mp_context=ctx, initializer=keep_freed_memory
+        max_workers=min(workers, len(batches)), mp_context=ctx, initializer=_keep_freed_memory
     ) as pool:
         futures: dict[Future[list[Outcome[R]]], list[int]] = {
             pool.submit(_batch, fn, [items[i] for i in b]): b for b in batches
@@ -168,7 +168,7 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
 
-def keep_freed_memory() -> bool:
+def _keep_freed_memory() -> bool:
     """In a worker process: let the C allocator keep memory freed after one item for the
     next (glibc only; elsewhere nothing changes). Whether it was set.
 
