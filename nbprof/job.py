@@ -10,7 +10,6 @@ with the size of the ranks' files.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import shutil
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from nbprof import _collector
 from nbprof.errors import TraceError
 
 if TYPE_CHECKING:
@@ -264,31 +264,17 @@ def summarize_file(task: tuple[str, int, bool]) -> RankSummary | RankFailure:
         with _local(path) as local:
             # A URL's local copy is new on every read, so it could never be found again.
             trace = read(local, progress=False, cache=cache and not is_url(path))
-        with _no_collection():
+        # The analysis makes and drops tens of thousands of small objects (frames, their
+        # indexes and blocks, arrays, dicts), almost all freed by their reference counts;
+        # the collector would scan the young ones every 700 allocations and, now and then,
+        # every object the worker holds: about 0.5 ms of a DLRM rank's 10. What it leaves
+        # in cycles is a few frames at most, collected once the collector runs again.
+        with _collector.paused():
             return summarize(trace, path, cap=cap)
     except TraceError as e:
         return RankFailure(path, e.reason)
     except MemoryError:
         return RankFailure(path, "not enough memory to read and analyse it")
-
-
-@contextmanager
-def _no_collection() -> Iterator[None]:
-    """The cyclic garbage collector paused meanwhile (as it was after).
-
-    A rank's analysis makes and drops tens of thousands of small objects (frames, their
-    indexes and blocks, arrays, dicts), almost all freed by their reference counts, and the
-    collector scans the young ones every 700 allocations and, now and then, every object
-    the worker holds (pandas, NumPy and all nbprof imported): about 0.5 ms of a DLRM
-    rank's 10. What one rank's analysis leaves in cycles is a few frames at most, collected
-    once the collector runs again after it."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def local_workers(workers: int | None, n_files: int) -> int:

@@ -6,7 +6,6 @@ is skipped with a note is written once, in docs/errors.md.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import sys
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof import _memory
+from nbprof import _collector, _memory
 from nbprof.errors import TraceError, plain_text
 from nbprof.trace import cache as table_cache
 from nbprof.trace import decode as dec
@@ -153,20 +152,17 @@ def read(
     # The load allocates millions of objects and frees almost none until it ends, so the
     # cyclic collector would run again and again over a growing heap for nothing (about a
     # tenth of the load time); it is back on, as it was, once the tables are built.
-    collecting = gc.isenabled()
-    gc.disable()
     sizes: dict[str, int] = {}
     free = _memory.free_bytes()
-    try:
-        return _read(Path(path), progress, sizes, cache)
-    except MemoryError:
-        # Out of memory under a process or container limit (beyond one, Linux's OOM killer
-        # ends the process instead; read_bytes refuses what clearly cannot fit beforehand).
-        where, size = next(reversed(sizes.items()), (str(path), 0))
-        raise TraceError(where, _memory.not_enough(size, free)) from None
-    finally:
-        if collecting:
-            gc.enable()
+    with _collector.paused():
+        try:
+            return _read(Path(path), progress, sizes, cache)
+        except MemoryError:
+            # Out of memory under a process or container limit (beyond one, Linux's OOM
+            # killer ends the process instead; read_bytes refuses what clearly cannot fit
+            # beforehand).
+            where, size = next(reversed(sizes.items()), (str(path), 0))
+            raise TraceError(where, _memory.not_enough(size, free)) from None
 
 
 def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) -> Trace:
