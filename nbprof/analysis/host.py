@@ -24,7 +24,7 @@ import pandas as pd
 
 from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
-from nbprof.analysis._text import matches, name_column, name_pattern
+from nbprof.analysis._text import matches, name_column, name_pattern, text_column
 
 logger = logging.getLogger(__name__)
 
@@ -175,9 +175,7 @@ def capture_windows(runtime: pd.DataFrame) -> Capture:
     """Each ``*StreamBeginCapture`` to the next ``*StreamEndCapture`` on its thread."""
     if runtime.empty:
         return Capture(iv.EMPTY, 0)
-    text = name_column(runtime, "name")
-    if isinstance(text, pd.Series) and not _group.all_text(text.to_numpy()):
-        text = text.astype(str)
+    text = text_column(runtime, "name")
     begin = matches(text, _BEGIN_CAPTURE)
     end = matches(text, _END_CAPTURE)
     if not begin.any():

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import Names, matches, name_column, name_pattern
+from nbprof.analysis._text import matches, name_pattern, text_column
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
 from nbprof.trace.model import frame_from_arrays
@@ -130,14 +130,6 @@ def _matmul_flops(name: str, dims_text: str) -> float:
 _matmul_flops_memo = functools.lru_cache(maxsize=1024)(_matmul_flops)
 
 
-def _text_of(cpu_ops: pd.DataFrame) -> Names:
-    """The ops' names as text (``astype(str)`` where they are not all text already)."""
-    text = name_column(cpu_ops, "name")
-    if isinstance(text, pd.Series) and not _group.all_text(text.to_numpy()):
-        text = text.astype(str)
-    return text
-
-
 def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     """The ops with a FLOP count: the trace's own (``with_flops``) or, when the trace has
     none, matrix products estimated from ``record_shapes``. The flag says which."""
@@ -147,7 +139,7 @@ def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     if (fl > 0).any():
         return cpu_ops, False
     # Shapes are read (as text) for the matrix products only.
-    rows = np.flatnonzero(matches(_text_of(cpu_ops), _MATMUL))
+    rows = np.flatnonzero(matches(text_column(cpu_ops, "name"), _MATMUL))
     dims = _frames.column(cpu_ops, "input_dims")[rows].tolist()
     rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
     cand = cpu_ops.iloc[rows]
@@ -274,7 +266,7 @@ def _flop_ops_by_arrays(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool] | No
         flops = fl[rows]
     else:
         # Shapes are read (as text) for the matrix products only.
-        rows = np.flatnonzero(matches(_text_of(cpu_ops), _MATMUL))
+        rows = np.flatnonzero(matches(text_column(cpu_ops, "name"), _MATMUL))
         dims = arrays["input_dims"][rows].tolist()
         rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
         est = [
