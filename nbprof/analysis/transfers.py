@@ -97,11 +97,8 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
         # By numbers for a long table; a short one's tuples are grouped sooner than its
         # columns are factorized (16 copies: 10 us against 116).
         long = len(rank) >= _group.BY_ADDRESS
-        got = _sorted_groups(rank, keys) if long else _tuple_groups(rank, keys)
-        if got is None:
-            rows = list(zip(rank.tolist(), *(k.tolist() for k in keys), strict=True))
-            got = _group.codes(rows, sort=True)
-        uniq, code = got
+        got = _sorted_groups(rank, keys) if long else None
+        uniq, code = got if got is not None else _tuple_groups(rank, keys)
         n = len(uniq)
         cols = list(zip(*uniq, strict=True))
         total_b = np.zeros(n, dtype="int64")
