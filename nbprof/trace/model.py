@@ -155,14 +155,10 @@ def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
     n = len(arrays[0])
     groups: dict[Any, list[int]] = {}
     for i, a in enumerate(arrays):
-        if type(a) is np.ndarray:
-            if a.ndim != 1 or a.shape[0] != n or a.dtype.kind in "mMUSV":
-                return None
-            key: Any = a.dtype
-        elif isinstance(a, pd.api.extensions.ExtensionArray) and a.ndim == 1 and len(a) == n:
-            key = id(a.dtype)  # each its own block, as pandas keys them
-        else:
+        if not _blockable(a, n):
             return None
+        # Each extension array its own block, as pandas keys them.
+        key: Any = a.dtype if type(a) is np.ndarray else id(a.dtype)
         groups.setdefault(key, []).append(i)
     blocks = []
     for at in groups.values():
@@ -177,15 +173,31 @@ def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
             blocks.append(kind(values, placement=_BlockPlacement(np.array(at, np.intp)), ndim=2))
         else:
             blocks.extend(kind(arrays[i], placement=_BlockPlacement(i), ndim=2) for i in at)
+    # One block per NumPy type and one per extension array is what consolidating leaves:
+    # known so, not checked block by block again.
+    return _frame_of_blocks(blocks, columns, n, consolidated=True)
+
+
+def _blockable(a: Any, n: int) -> bool:
+    """Whether ``a`` can be a column of ``n`` rows made straight into a block: a 1-D NumPy
+    array of anything but dates and fixed-width text or bytes, or a 1-D extension array."""
+    if type(a) is np.ndarray:
+        return a.ndim == 1 and a.shape[0] == n and a.dtype.kind not in "mMUSV"
+    return isinstance(a, pd.api.extensions.ExtensionArray) and a.ndim == 1 and len(a) == n
+
+
+def _frame_of_blocks(
+    blocks: list[Any], columns: Mapping[str, Any], n: int, *, consolidated: bool
+) -> pd.DataFrame:
+    """The frame of these blocks, named as ``columns``, on a RangeIndex of ``n`` rows."""
     # A view of the names' Index (its own name, its values shared, as a copy's are): a
     # frame's own (``df.columns.name = ...`` changes it), without a copy's checks.
     names = _column_index(tuple(columns))
     view = getattr(names, "_view", None)
     axes = [view() if view is not None else names.copy(), _range_index(n)]
     mgr = _BlockManager(tuple(blocks), axes, verify_integrity=False)
-    # One block per NumPy type and one per extension array is what consolidating leaves:
-    # known so, not checked block by block again.
-    mgr._is_consolidated = mgr._known_consolidated = True
+    if consolidated:
+        mgr._is_consolidated = mgr._known_consolidated = True
     out: pd.DataFrame = _FROM_MGR(mgr, axes=mgr.axes)
     return out
 
@@ -210,21 +222,16 @@ def _split_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
     n = len(arrays[0])
     blocks = []
     for i, a in enumerate(arrays):
+        if not _blockable(a, n):
+            return None
         if type(a) is np.ndarray:
-            if a.ndim != 1 or a.shape[0] != n or a.dtype.kind in "mMUSV":
-                return None
             if not (a.flags.owndata and a.flags.c_contiguous):
                 a = a.copy()
             place = _BlockPlacement(slice(i, i + 1))
             blocks.append(_block_type(a.dtype)(a.reshape(1, n), placement=place, ndim=2))
-        elif isinstance(a, pd.api.extensions.ExtensionArray) and a.ndim == 1 and len(a) == n:
-            blocks.append(_block_type(a.dtype)(a, placement=_BlockPlacement(i), ndim=2))
         else:
-            return None
-    axes = [_column_index(tuple(columns)).copy(), pd.RangeIndex(n)]
-    mgr = _BlockManager(tuple(blocks), axes, verify_integrity=False)
-    out: pd.DataFrame = _FROM_MGR(mgr, axes=mgr.axes)
-    return out
+            blocks.append(_block_type(a.dtype)(a, placement=_BlockPlacement(i), ndim=2))
+    return _frame_of_blocks(blocks, columns, n, consolidated=False)
 
 
 @lru_cache(maxsize=64)
