@@ -740,6 +740,7 @@ def _streamed_from(
                 break
     except TraceError:
         return None
+    piece = b""  # the first piece decompressed (2 MiB) is in the buffer now: not held twice
     h = dec.layout(first)
     if h is None:
         # Read whole: a gzip file's bytes decompressed so far are kept; a plain file, of
