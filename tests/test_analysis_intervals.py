@@ -216,3 +216,46 @@ def test_describe_names_the_first_of_equal_shares() -> None:
     # A DataLoader fetch over the whole gap.
     fetch = (np.array([40.0]), np.array([50.0]))
     assert HostActivity(none, fetch, none, none).describe(40.0, 50.0) == "DataLoader __next__"
+
+
+cause_values = st.sampled_from([0.0, 1.0, 2.5, -1.0, np.inf, np.nan])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda k: st.lists(
+    st.lists(cause_values, min_size=k, max_size=k), min_size=1, max_size=8)))  # fmt: skip
+def test_first_largest_is_argmax_of_the_stack(rows: list[list[float]]) -> None:
+    """Each gap's main cause is the first of the largest, a NaN counting as largest:
+    what ``np.vstack(values).argmax(axis=0)`` gives, without stacking every cause."""
+    from nbprof.analysis.stalls import _first_largest
+
+    values = [np.array(r) for r in rows]
+    expected = np.vstack(values).argmax(axis=0)
+    assert _first_largest(values).tolist() == expected.tolist()
+
+
+def test_first_largest_by_hand() -> None:
+    """Per position: 2.0 beats 1.0 (second array); a tie of 3.0 goes to the first; the
+    NaN in the third array outranks the 5.0 before it, as argmax takes it."""
+    from nbprof.analysis.stalls import _first_largest
+
+    got = _first_largest(
+        [np.array([1.0, 3.0, 5.0]), np.array([2.0, 3.0, 0.0]), np.array([0.0, 1.0, np.nan])]
+    )
+    assert got.tolist() == [1, 0, 2]
+
+
+def test_call_names_are_the_frames_own_text_objects() -> None:
+    """Names read as the frame holds them (no fixed-width copy at the longest name's width,
+    no new object per call); names that are not text read as str() of them, as NumPy's
+    conversion to text gave them."""
+    from nbprof.analysis.stalls import _call_names
+
+    long = "void at::native::elementwise_kernel<128, 4>" * 3
+    calls = pd.DataFrame({"name": np.array([long, "b", long], dtype=object)})
+    got = _call_names(calls)
+    assert got.dtype == object
+    assert got[0] is calls["name"].iloc[0] and got[2] is got[0]
+    odd = pd.DataFrame({"name": np.array(["x", None, 3, np.nan], dtype=object)})
+    assert _call_names(odd).tolist() == ["x", "None", "3", "nan"]
+    assert _call_names(odd).tolist() == odd["name"].to_numpy(str).tolist()

@@ -35,12 +35,16 @@ def empty_typed(spec: Iterable[tuple[str, Any]]) -> pd.DataFrame:
     return _built(tuple(spec)).copy()
 
 
-def frame(columns: Mapping[str, Any]) -> pd.DataFrame:
+def frame(columns: Mapping[str, Any], *, own: bool = False) -> pd.DataFrame:
     """``pd.DataFrame(columns)`` on a RangeIndex, made from the arrays directly where every
     column is a 1-D NumPy array of one length: each keeps its array's type, and text stays
     object, as the trace's own tables hold it (the public constructor would check and
     infer every column again, about 0.2 ms for a frame of a few columns, which a job pays
-    for each of its ranks' dozen result tables). Anything else goes to the constructor."""
+    for each of its ranks' dozen result tables). Anything else goes to the constructor.
+
+    ``own``: the arrays are the caller's to hand over, as
+    :func:`nbprof.trace.model.frame_from_arrays` takes them (a big frame then holds them
+    as they are, not a copy of them beside them)."""
     # NumPy's fixed-width text (np.where over words gives it) is held as object.
     arrays = {
         c: v.astype(object) if type(v) is np.ndarray and v.dtype.kind in "US" else v
@@ -49,7 +53,7 @@ def frame(columns: Mapping[str, Any]) -> pd.DataFrame:
     lengths = {v.shape[0] if type(v) is np.ndarray and v.ndim == 1 else -1 for v in arrays.values()}
     if len(lengths) != 1 or -1 in lengths:
         return pd.DataFrame(arrays)
-    return frame_from_arrays(arrays)
+    return frame_from_arrays(arrays, own=own)
 
 
 #: The type the public constructor gives a column of text held as objects: pandas' own

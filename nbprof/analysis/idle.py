@@ -100,29 +100,36 @@ def stream_gaps(
     # Picked from the three words as objects: np.where over the words makes fixed-width
     # text, and the frame would then make a str object of every gap's.
     cause = _CAUSE_WORDS[np.where(late, 2, np.where(g_dur < threshold_us, 1, 0))]
-    by = np.arange(len(idx))
+    # The gaps' rows among the events; the event-sized arrays go before the frame is
+    # made (a device's analysis is at its largest here).
+    rows = order[idx]
+    del all_ts, order, stream, ts, end, launch, same, run_end, starts, prev_end, gap, keep, idx
+    del late
+    by = np.arange(len(rows))
     work: str | list[str] = ""
     sorted_here = largest_first and not np.isnan(g_dur).any()
     if sorted_here:
         by = _group.largest_first(g_dur)  # pandas' stable descending sort
-        if host is not None and len(idx):
+        if host is not None and len(rows):
             # Largest first already: name_cpu_work's choice is the first rows.
-            work = [""] * len(idx)
-            for p in range(min(NAMED_GAPS, len(idx))):
+            work = [""] * len(rows)
+            for p in range(min(NAMED_GAPS, len(rows))):
                 work[p] = host.describe(float(g_start[by[p]]), float(g_end[by[p]]))
+    rows = rows[by]
     out = _frames.frame(
         {
-            "rank": _frames.column(events, "rank")[order][idx][by],
-            "device": _frames.column(events, "device")[order][idx][by],
-            "stream": stream[idx][by],
+            "rank": _frames.column(events, "rank")[rows],
+            "device": _frames.column(events, "device")[rows],
+            "stream": all_stream[rows],
             "start": g_start[by],
             "end": g_end[by],
             "dur": g_dur[by],
             "cause": cause[by],
             "cpu_work": np.array(work, dtype=object)
             if isinstance(work, list)
-            else np.full(len(idx), work, dtype=object),
-        }
+            else np.full(len(rows), work, dtype=object),
+        },
+        own=True,  # every column made here
     )
     if largest_first and np.isnan(g_dur).any():
         out = out.sort_values("dur", ascending=False, kind="stable").reset_index(drop=True)

@@ -100,7 +100,7 @@ class HostActivity:
     def __post_init__(self) -> None:
         s = _frames.column(self.blocking, "ts", "float64")
         e = s + _frames.column(self.blocking, "dur", "float64")
-        names = _frames.column(self.blocking, "name", str)
+        names = _call_names(self.blocking)
         object.__setattr__(self, "_blocked", _Calls(s, e, names))
         # A block's release window: as long as the block, from its end.
         object.__setattr__(self, "_released", _Calls(e, e + (e - s), names))
@@ -205,6 +205,16 @@ def _length(pieces: list[tuple[float, float]]) -> float:
     return iv.total((np.array([s for s, _ in pieces]), np.array([e for _, e in pieces])))
 
 
+def _call_names(calls: pd.DataFrame) -> np.ndarray:
+    """The calls' names as text objects (``str()`` of any that are not), each the frame's
+    own object: NumPy's fixed-width text would hold every name at the longest one's width,
+    and its list a new object for each call (2.4 MiB for a trace's 6085 top-level ops)."""
+    names = _frames.column(calls, "name")
+    if names.dtype == object and _group.all_text(names):
+        return names
+    return np.array([str(n) for n in names.tolist()], dtype=object)
+
+
 class _Calls:
     """Named intervals sorted by start, for asking which name covers most of a window."""
 
@@ -227,9 +237,7 @@ class _Calls:
     @classmethod
     def of(cls, calls: pd.DataFrame) -> _Calls:
         s = _frames.column(calls, "ts", "float64")
-        return cls(
-            s, s + _frames.column(calls, "dur", "float64"), _frames.column(calls, "name", str)
-        )
+        return cls(s, s + _frames.column(calls, "dur", "float64"), _call_names(calls))
 
     def covering(self, a: float, b: float, at_least: float = 0.0) -> str:
         """The name whose intervals cover the most of [a, b] (at least ``at_least``), or ""."""
@@ -407,60 +415,70 @@ def account(
     comm = np.asarray(collective, dtype=bool) & is_kernel
     t0, t1 = (float(ts.min()), float(end.max())) if len(ts) else (0.0, 0.0)
     span_us = t1 - t0
+    # Each set goes once what is read from it is taken: a device's analysis is at its
+    # largest here, with a handful of gap-sized arrays for each step of the cut.
     every = iv.merge(ts, end)
-    kernels = iv.merge(ts[is_kernel], end[is_kernel])
+    copy_only_us = iv.total(iv.subtract(every, iv.merge(ts[is_kernel], end[is_kernel])))
     compute = iv.merge(ts[is_kernel & ~comm], end[is_kernel & ~comm])
     comm_set = iv.merge(ts[comm], end[comm])
+    compute_us, comm_us = iv.total(compute), iv.total(comm_set)
+    exposed_comm_us = iv.total(iv.subtract(comm_set, compute))
+    del compute, comm_set, end
     idle = iv.gaps(every, t0, t1)
+    del every
     queued, closer_known = _queued_at_open(events, idle)
     dur = idle[1] - idle[0]
 
     def sub(mask: np.ndarray) -> iv.Set:
         return idle[0][mask], idle[1][mask]
 
-    g_queued, g_free = sub(queued), sub(~queued)
+    # The idle time cut in turn by each of the host's sets, each taking its part of what
+    # the ones before it left.
     blocked = iv.intersect(idle, host.block_set)
-    rest_q = iv.subtract(g_queued, host.block_set)
-    rest_n = iv.subtract(g_free, host.block_set)
-    after = iv.intersect(rest_n, host.release_set)
-    r1 = iv.subtract(rest_n, host.release_set)
-    capture = iv.intersect(r1, host.capture)
-    r2 = iv.subtract(r1, host.capture)
-    fetch = iv.intersect(r2, host.fetch)
-    r3 = iv.subtract(r2, host.fetch)
-    setup = iv.intersect(r3, host.setup_set)
-    r4 = iv.subtract(r3, host.setup_set)
+    rest_q = iv.subtract(sub(queued), host.block_set)
+    per_queued = iv.per_interval(rest_q, idle)
+    del rest_q
+    rest = iv.subtract(sub(~queued), host.block_set)
+    after = iv.intersect(rest, host.release_set)
+    rest = iv.subtract(rest, host.release_set)
+    blockers = _charged(host.blocking, blocked, after)
+    per_sync = iv.per_interval(blocked, idle) + iv.per_interval(after, idle)
+    del blocked, after
+    capture = iv.intersect(rest, host.capture)
+    rest = iv.subtract(rest, host.capture)
+    per_capture = iv.per_interval(capture, idle)
+    del capture
+    fetch = iv.intersect(rest, host.fetch)
+    rest = iv.subtract(rest, host.fetch)
+    per_input = iv.per_interval(fetch, idle)
+    del fetch
+    setup = iv.intersect(rest, host.setup_set)
+    rest = iv.subtract(rest, host.setup_set)
+    per_setup = iv.per_interval(setup, idle)
+    per_rest = iv.per_interval(rest, idle)
+    del rest
 
-    per = {
-        "blocked": iv.per_interval(blocked, idle),
-        "after": iv.per_interval(after, idle),
-        "queued": iv.per_interval(rest_q, idle),
-        "capture": iv.per_interval(capture, idle),
-        "input": iv.per_interval(fetch, idle),
-        "setup": iv.per_interval(setup, idle),
-        "rest": iv.per_interval(r4, idle),
-    }
     short = dur < KERNEL_WAIT_US
     cause_us = {
-        "sync": per["blocked"] + per["after"],
-        "dependency": np.where(short, 0.0, per["queued"]),
-        "kernel_wait": np.where(short, per["queued"], 0.0),
-        "capture": per["capture"],
-        "input": per["input"],
-        "setup": per["setup"],
-        "host": np.where(closer_known, per["rest"], 0.0),
-        "unknown": np.where(closer_known, 0.0, per["rest"]),
+        "sync": per_sync,
+        "dependency": np.where(short, 0.0, per_queued),
+        "kernel_wait": np.where(short, per_queued, 0.0),
+        "capture": per_capture,
+        "input": per_input,
+        "setup": per_setup,
+        "host": np.where(closer_known, per_rest, 0.0),
+        "unknown": np.where(closer_known, 0.0, per_rest),
     }
+    del per_queued, per_rest, per_sync, per_capture, per_input, per_setup, short
     causes = {c: float(cause_us[c].sum()) for c in CAUSES}
-    stacked = np.vstack([cause_us[c] for c in CAUSES]) if len(dur) else np.zeros((len(CAUSES), 0))
-    main = np.array(CAUSES, dtype=object)[stacked.argmax(axis=0)] if len(dur) else []
-    blockers = _charged(host.blocking, blocked, after)
+    main = _CAUSE_WORDS[_first_largest([cause_us[c] for c in CAUSES])] if len(dur) else []
+    del cause_us
     return Accounting(
         span_us=span_us,
-        compute_us=iv.total(compute),
-        exposed_comm_us=iv.total(iv.subtract(comm_set, compute)),
-        comm_us=iv.total(comm_set),
-        copy_only_us=iv.total(iv.subtract(every, kernels)),
+        compute_us=compute_us,
+        exposed_comm_us=exposed_comm_us,
+        comm_us=comm_us,
+        copy_only_us=copy_only_us,
         idle_us=float(dur.sum()),
         queued_idle_us=float(dur[queued].sum()),
         setup_idle=setup,
@@ -468,6 +486,23 @@ def account(
         blockers=blockers,
         gaps=_gap_table(idle, dur, queued, main, host, rank, device),
     )
+
+
+_CAUSE_WORDS = np.array(CAUSES, dtype=object)
+
+
+def _first_largest(values: list[np.ndarray]) -> np.ndarray:
+    """For each position, which of these equal-length arrays is largest there, the first
+    of those tied: ``np.vstack(values).argmax(axis=0)`` (a NaN the largest, as argmax
+    takes it), without the stacked copy of them all."""
+    best = values[0].copy()
+    which = np.zeros(len(best), dtype=np.intp)
+    for i, v in enumerate(values[1:], start=1):
+        # A later array wins where it is larger, or NaN where the best so far is not.
+        wins = (v > best) | (np.isnan(v) & ~np.isnan(best))
+        which[wins] = i
+        best[wins] = v[wins]
+    return which
 
 
 def _gap_table(
@@ -496,7 +531,8 @@ def _gap_table(
             "queued": queued[order],
             "cause": cause_of,
             "cpu_work": np.array(work, dtype=object),
-        }
+        },
+        own=True,  # every column made here
     )
 
 

@@ -62,13 +62,17 @@ def weighted_coverage(
     """∫ min(Σ weights of intervals open at t, cap) dt: overlapping intervals add, clamped."""
     if len(starts) == 0:
         return 0.0
-    t = np.concatenate((starts, ends)).astype("float64")
-    w = np.concatenate((weights, -np.asarray(weights))).astype("float64")
+    # Each step's arrays replace the last's (twice the kernels each, a few of them at once
+    # at most: this runs late in an analysis, beside everything it holds).
+    t = np.concatenate((starts, ends)).astype("float64", copy=False)
+    w = np.concatenate((weights, -np.asarray(weights))).astype("float64", copy=False)
     order = np.argsort(t, kind="stable")
     t, w = t[order], w[order]
+    del order
     level = np.cumsum(w)
+    del w
     # Float sums of +w/-w can leave tiny negatives once every interval has closed.
-    level = np.clip(level, 0.0, cap)
+    np.clip(level, 0.0, cap, out=level)
     return float(np.sum(level[:-1] * np.diff(t)))
 
 
