@@ -265,6 +265,12 @@ def roofline_memory_evidence(
     return roofline_bounds(kernels, ops, all_cpu_ops, roof) == "memory"
 
 
+#: The classes a kernel can have, as the objects its class column holds.
+_CLASS_WORDS = np.array(
+    ["communication", "tensor_core", "compute", "memory", "other"], dtype=object
+)
+
+
 def kernel_classes(
     names: Names,
     tensor_core: np.ndarray,
@@ -301,11 +307,9 @@ def kernel_classes(
     # Tensor Core evidence names GEMM families; a kernel whose own name says it moves
     # memory (an elementwise kernel templated on a CUTLASS type) does no matrix math.
     tc = np.asarray(tensor_core, dtype=bool) & ~is_comm & (is_comp | ~is_mem)
-    cls = np.select(
-        [is_comm, tc, is_comp, is_mem],
-        ["communication", "tensor_core", "compute", "memory"],
-        default="other",
-    ).astype(object)
+    # Each kernel's class picked from the five words as objects: selecting the words
+    # themselves makes fixed-width text, and a str object of every kernel's from it.
+    cls = _CLASS_WORDS[np.select([is_comm, tc, is_comp, is_mem], [0, 1, 2, 3], default=4)]
     return _frames.constructed({"cls": cls, "tensor_core": tc}, index=index)
 
 
