@@ -20,9 +20,10 @@ except ImportError:  # Windows: no address-space limits to read
 
 logger = logging.getLogger(__name__)
 
-#: Reading a trace holds its JSON and builds tables beside it: the load benchmark's peak is
-#: 1.75x the JSON's size at 2.16M events, and tiny events cost more (about 5x at 5M events
-#: of ~60 bytes). JSON larger than the free memory divided by this cannot be read.
+#: Reading a trace whole holds its JSON and builds tables beside it: the load benchmark's
+#: peak at 2.16M events is 1.74x the JSON's size in two processes (which share the whole
+#: file), 0.87x streamed in one; tiny events cost more (about 5x at 5M events of ~60
+#: bytes). JSON larger than the free memory divided by this cannot be read.
 JSON_FACTOR = 2
 #: What a trace of tiny events can cost, for the words of a refusal after the fact.
 WORST_FACTOR = 5
