@@ -36,6 +36,7 @@ import pandas as pd
 
 from nbprof import __version__
 from nbprof._files import atomic_output
+from nbprof._objects import distinct_objects
 from nbprof.errors import plain_text
 from nbprof.trace.model import TABLES
 
@@ -248,7 +249,10 @@ def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
     entry = key.entry()
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(entry) as out:
+        # Not synced to the disk: an entry a crash cut short fails its checks when read,
+        # and is made again (fsync took 6 ms of writing a 9 MB entry here, and more on
+        # a slow disk).
+        with atomic_output(entry, durable=False) as out:
             # numpy's stubs type **kwds as possibly holding its bool allow_pickle keyword.
             np.savez(out, **arrays)  # type: ignore[arg-type]
     except Exception as e:  # a full disk, a read-only home, a bad folder: the load goes on
@@ -292,9 +296,12 @@ def _encode(frames: dict[str, pd.DataFrame], info: Info) -> tuple[dict[str, np.n
 
 
 def _encode_text(col: np.ndarray, table: str, name: str) -> list[np.ndarray]:
-    codes, uniques = pd.factorize(col, use_na_sentinel=False)
+    # By identity: a trace's text column holds one object per distinct name, and
+    # factorizing by value hashed every row (a third of writing an entry). Two objects of
+    # one value are two values here, each decoded to the same text.
+    codes, uniques = distinct_objects(col)
     parts: list[bytes] = []
-    for u in uniques.tolist():
+    for u in uniques:
         if type(u) is not str:
             raise _Bad(f"column {table}.{name} holds {type(u).__name__}, not only text")
         parts.append(u.encode("utf-8", "surrogatepass"))
