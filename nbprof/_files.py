@@ -140,7 +140,7 @@ def check_writable(path: str | os.PathLike[str], *, not_over: list[Path] | None 
 
 @contextlib.contextmanager
 def atomic_output(
-    path: str | os.PathLike[str], *, not_over: list[Path] | None = None
+    path: str | os.PathLike[str], *, not_over: list[Path] | None = None, durable: bool = True
 ) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s new content into; it replaces ``path`` on success.
 
@@ -148,6 +148,10 @@ def atomic_output(
     the permissions a new file gets (the umask applies). On any failure the temporary file
     is removed and ``path`` is left as it was; an ``OSError`` while writing becomes an
     :class:`OutputError` naming ``path``, anything else propagates unchanged.
+
+    ``durable``: the content reaches the disk before it replaces ``path`` (``fsync``), so a
+    crash cannot leave ``path`` empty or cut short. Off only for what is checked when read
+    and can be made again (a cache entry).
     """
     p = check_writable(path, not_over=not_over)
     tmp = p.parent / f".{p.name}.{secrets.token_hex(4)}.tmp"
@@ -161,7 +165,8 @@ def atomic_output(
             try:
                 yield f
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
             except OSError as e:
                 raise OutputError(str(p), _write_reason(e)) from None
         try:

@@ -292,6 +292,23 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_load(
     assert "could not write the table cache" in caplog.text
 
 
+def test_an_entry_is_written_without_waiting_for_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_cache: Path
+) -> None:
+    """A cache entry is not fsync'ed (one cut short by a crash fails its checks and is made
+    again, as the damage tests show); the outputs a user asked for still are."""
+    from nbprof import _files
+
+    synced: list[int] = []
+    monkeypatch.setattr(_files.os, "fsync", synced.append)
+    p = write_old(build(), private_cache)
+    read(p, progress=False, cache=True)
+    assert entry_of(p).is_file() and synced == []
+    with _files.atomic_output(tmp_path / "report.html") as out:
+        out.write(b"<p>")
+    assert len(synced) == 1
+
+
 def test_where_the_tables_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(table_cache.TABLE_CACHE_ENV, str(tmp_path / "own"))
     monkeypatch.setenv(table_cache.CACHE_ENV, str(tmp_path / "all"))
