@@ -259,3 +259,35 @@ def test_call_names_are_the_frames_own_text_objects() -> None:
     odd = pd.DataFrame({"name": np.array(["x", None, 3, np.nan], dtype=object)})
     assert _call_names(odd).tolist() == ["x", "None", "3", "nan"]
     assert _call_names(odd).tolist() == odd["name"].to_numpy(str).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 400), st.integers(1, 60), st.sampled_from("abcd")),
+             min_size=70, max_size=300),
+    st.integers(0, 300), st.integers(50, 400), st.sampled_from([0.0, 40.0]),
+)  # fmt: skip
+def test_covering_over_many_calls_matches_the_plain_sum(
+    rows: list[tuple[int, int, str]], a: int, length: int, at_least: float
+) -> None:
+    """A window over more calls than the plain-Python loop takes on (an idle spell across
+    a step's ops) is weighed by numpy: the same name as adding each name's overlaps in
+    start order and taking the first, in sorted order, of those covering the most."""
+    from nbprof.analysis.stalls import _NUMPY_FROM, _Calls
+
+    s = np.array([r[0] for r in rows], dtype="float64") + 0.25
+    e = s + np.array([r[1] for r in rows], dtype="float64")
+    names = np.array([r[2] for r in rows], dtype=object)
+    c = _Calls(s, e, names)
+    lo, hi = float(a), float(a + length)
+    by: dict[str, float] = {}
+    for i in np.argsort(s, kind="stable").tolist():
+        if e[i] > lo and s[i] < hi:
+            by[names[i]] = by.get(names[i], 0.0) + (min(e[i], hi) - max(s[i], lo))
+    most = max(by.values(), default=-1.0)
+    expected = next((n for n in sorted(by) if by[n] == most), "")
+    expected = expected if most >= at_least else ""
+    assert c.covering(lo, hi, at_least) == expected
+    c._lists = None  # the numpy search from the start
+    assert c.covering(lo, hi, at_least) == expected
+    assert len(rows) > _NUMPY_FROM

@@ -215,6 +215,11 @@ def _call_names(calls: pd.DataFrame) -> np.ndarray:
     return np.array([str(n) for n in names.tolist()], dtype=object)
 
 
+#: Calls near a window from which numpy, not plain Python, weighs them (numpy's fixed cost
+#: of a dozen calls is about that of a loop over as many intervals).
+_NUMPY_FROM = 64
+
+
 class _Calls:
     """Named intervals sorted by start, for asking which name covers most of a window."""
 
@@ -246,6 +251,10 @@ class _Calls:
         # Only intervals starting after a - longest and before b can overlap [a, b].
         lo = int(np.searchsorted(self.s, a - self.longest, side="left"))
         hi = int(np.searchsorted(self.s, b, side="left"))
+        return self._covering_of(lo, hi, a, b, at_least)
+
+    def _covering_of(self, lo: int, hi: int, a: float, b: float, at_least: float) -> str:
+        """:meth:`covering` among the intervals ``lo`` to ``hi``, by numpy."""
         s, e = self.s[lo:hi], self.e[lo:hi]
         m = e > a
         if not m.any():
@@ -264,6 +273,10 @@ class _Calls:
         s, e, names = self._lists
         lo = bisect.bisect_right(self._reach, a)
         hi = bisect.bisect_left(s, b)
+        if hi - lo > _NUMPY_FROM:
+            # A long gap over many calls (an idle spell between steps, spanning every op
+            # of the host's step): numpy adds them in the same order, sooner.
+            return self._covering_of(lo, hi, a, b, at_least)
         by: dict[str, float] = {}
         for i in range(lo, hi):
             if e[i] > a:
