@@ -291,3 +291,14 @@ def test_covering_over_many_calls_matches_the_plain_sum(
     c._lists = None  # the numpy search from the start
     assert c.covering(lo, hi, at_least) == expected
     assert len(rows) > _NUMPY_FROM
+    # More calls than plain lists are kept for: numpy from the first call whose running
+    # end reaches the window.
+    from nbprof.analysis import stalls
+
+    keep, stalls._LISTS_UP_TO = stalls._LISTS_UP_TO, 16
+    try:
+        big = _Calls(s, e, names)
+    finally:
+        stalls._LISTS_UP_TO = keep
+    assert big._lists is None and big._reach_at is not None
+    assert big.covering(lo, hi, at_least) == expected

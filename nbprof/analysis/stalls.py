@@ -220,6 +220,10 @@ def _call_names(calls: pd.DataFrame) -> np.ndarray:
 _NUMPY_FROM = 64
 
 
+#: Calls up to which _Calls keeps plain lists for its plain-Python search.
+_LISTS_UP_TO = 4096
+
+
 class _Calls:
     """Named intervals sorted by start, for asking which name covers most of a window."""
 
@@ -228,16 +232,21 @@ class _Calls:
         self.s, self.e = starts[order], ends[order]
         self.names = names[order]
         self.longest = float((self.e - self.s).max()) if len(self.s) else 0.0
-        # Plain lists for the plain-Python search, where no time is missing (a NaN start
-        # or end orders differently in a list search than in numpy's).
         ok = not (np.isnan(self.s).any() or np.isnan(self.e).any() or math.isnan(self.longest))
-        self._lists = (self.s.tolist(), self.e.tolist(), self.names.tolist()) if ok else None
         # Latest end among the intervals up to each one: those before the first whose
         # running end passes a window's start all end before it. Starting the search
         # there, not at ``a - longest``, skips them: one long interval (a top-level op
         # around a whole step) would otherwise make every search walk back over all the
-        # intervals of its length.
-        self._reach = np.maximum.accumulate(self.e).tolist() if ok and len(self.e) else []
+        # intervals of its length. Only where no time is missing (a NaN start or end
+        # orders differently).
+        reach = np.maximum.accumulate(self.e) if ok and len(self.e) else None
+        # Plain lists for the plain-Python search, for up to _LISTS_UP_TO calls: a list
+        # holds a float object per time, about 100 bytes a call in all, which a trace's
+        # thousands of top-level ops would hold through the whole analysis.
+        small = ok and len(self.s) <= _LISTS_UP_TO
+        self._lists = (self.s.tolist(), self.e.tolist(), self.names.tolist()) if small else None
+        self._reach: list[float] = reach.tolist() if small and reach is not None else []
+        self._reach_at = None if small else reach
 
     @classmethod
     def of(cls, calls: pd.DataFrame) -> _Calls:
@@ -248,8 +257,11 @@ class _Calls:
         """The name whose intervals cover the most of [a, b] (at least ``at_least``), or ""."""
         if self._lists is not None:
             return self._covering(a, b, at_least)
-        # Only intervals starting after a - longest and before b can overlap [a, b].
-        lo = int(np.searchsorted(self.s, a - self.longest, side="left"))
+        if self._reach_at is not None:
+            lo = int(np.searchsorted(self._reach_at, a, side="right"))
+        else:
+            # Only intervals starting after a - longest can overlap [a, b].
+            lo = int(np.searchsorted(self.s, a - self.longest, side="left"))
         hi = int(np.searchsorted(self.s, b, side="left"))
         return self._covering_of(lo, hi, a, b, at_least)
 
