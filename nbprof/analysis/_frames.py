@@ -120,6 +120,11 @@ def rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     return out
 
 
+def rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """The rows of ``rank`` (:func:`rows`: the frame itself for a one-rank trace)."""
+    return rows(df, column(df, "rank") == rank) if not df.empty else df
+
+
 #: pandas' block manager (private), to take a frame's rows block by block; None in a pandas
 #: that moved it (rows are then selected the public way).
 try:

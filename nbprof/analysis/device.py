@@ -65,16 +65,6 @@ _NO_PROPS = "the trace's device properties do not give it"
 _GEMM_LIKE = name_pattern(r"gemm|gemv|xmma", re.IGNORECASE)
 
 
-def _rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    # A one-rank, one-device trace keeps every row: the frame itself (frames are never
-    # modified in place), not a copy of all its columns.
-    return _frames.rows(df, mask)
-
-
-def _rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    return _rows(df, _frames.column(df, "rank") == rank) if not df.empty else df
-
-
 def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
     if df.empty:
         return df
@@ -84,7 +74,7 @@ def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
         mask &= dev == device
     else:
         mask &= df["device"].astype(str).to_numpy() == device
-    return _rows(df, mask)
+    return _frames.rows(df, mask)
 
 
 @dataclass
@@ -108,19 +98,19 @@ class Device:
 
     @cached_property
     def runtime(self) -> pd.DataFrame:
-        return _rank_rows(self.trace.runtime, self.rank)
+        return _frames.rank_rows(self.trace.runtime, self.rank)
 
     @cached_property
     def cpu(self) -> pd.DataFrame:
-        return _rank_rows(self.trace.cpu_ops, self.rank)
+        return _frames.rank_rows(self.trace.cpu_ops, self.rank)
 
     @cached_property
     def annotations(self) -> pd.DataFrame:
-        return _rank_rows(self.trace.annotations, self.rank)
+        return _frames.rank_rows(self.trace.annotations, self.rank)
 
     @cached_property
     def steps(self) -> pd.DataFrame:
-        return _rank_rows(self.trace.steps, self.rank)
+        return _frames.rank_rows(self.trace.steps, self.rank)
 
     @cached_property
     def props(self) -> dict[str, Any]:  # one row of the devices table
@@ -253,10 +243,12 @@ class Device:
     @cached_property
     def blocking(self) -> pd.DataFrame:
         """Blocking calls of the rank outside graph capture (every one, not clipped)."""
-        calls = syncs.sync_calls(self.runtime, self.cpu, _rank_rows(self.trace.memcpy, self.rank))
+        calls = syncs.sync_calls(
+            self.runtime, self.cpu, _frames.rank_rows(self.trace.memcpy, self.rank)
+        )
         if calls.empty:
             return calls
-        return _rows(
+        return _frames.rows(
             calls, ~host.inside(_frames.column(calls, "ts", "float64"), self.capture.windows)
         )
 
@@ -877,7 +869,7 @@ class Signals:
             return c
         t0, t1 = self.view.span
         ts = _frames.column(c, "ts")
-        return _rows(c, (ts < t1) & (ts + _frames.column(c, "dur") > t0))
+        return _frames.rows(c, (ts < t1) & (ts + _frames.column(c, "dur") > t0))
 
     @property
     def mean_kernel_us(self) -> float | None:

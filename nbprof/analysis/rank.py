@@ -113,7 +113,11 @@ def summarize(trace: Trace, path: str, *, cap: int = TIMELINE_CAP) -> RankSummar
         steps = _steps(top, compute, comm)
         colls = as_rows(
             rank_collectives(
-                top.view.k, top.view.collective, compute, top.view.runtime, _mine(trace.comms, rank)
+                top.view.k,
+                top.view.collective,
+                compute,
+                top.view.runtime,
+                _frames.rank_rows(trace.comms, rank),
             )
         )
     else:
@@ -163,10 +167,6 @@ def _head(t: pd.DataFrame) -> pd.DataFrame:
     if _frames.numbered(t):
         return t if len(t) <= KEEP_ROWS else t.iloc[:KEEP_ROWS]
     return t.head(KEEP_ROWS).reset_index(drop=True)
-
-
-def _mine(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    return _frames.rows(df, _frames.column(df, "rank") == rank) if not df.empty else df
 
 
 def _window(signals: list[Signals]) -> tuple[float, float]:
