@@ -58,7 +58,14 @@ def frame(columns: Mapping[str, Any], *, own: bool = False) -> pd.DataFrame:
 
 #: The type the public constructor gives a column of text held as objects: pandas' own
 #: text type where it infers one (pandas 3), else object.
-INFERRED_TEXT: Any = pd.Series(np.array(["text"], dtype=object)).dtype
+_INFERRED_TEXT: Any = pd.Series(np.array(["text"], dtype=object)).dtype
+
+
+def inferred_text(values: np.ndarray) -> Any:
+    """An object array of str as the public constructor holds it: :data:`_INFERRED_TEXT`."""
+    if isinstance(_INFERRED_TEXT, np.dtype):
+        return values
+    return pd.array(values, dtype=_INFERRED_TEXT)
 
 
 def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd.DataFrame:
@@ -77,7 +84,7 @@ def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd
         if v.dtype == object:
             kinds = set(map(type, v.tolist()))
             if kinds == {str}:
-                v = v if isinstance(INFERRED_TEXT, np.dtype) else pd.array(v, dtype=INFERRED_TEXT)
+                v = inferred_text(v)
             elif str in kinds or float in kinds or type(None) in kinds:
                 return pd.DataFrame(columns, index=index)
         arrays[c] = v

@@ -1002,9 +1002,7 @@ def _with_device(roof: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
     n = len(roof)
     cols: dict[str, Any] = dict(zip(names, arrays, strict=True))
     cols["rank"] = np.full(n, rank, dtype="int64")
-    text = np.full(n, device, dtype=object)
-    typed = _frames.INFERRED_TEXT
-    cols["device"] = text if isinstance(typed, np.dtype) else pd.array(text, dtype=typed)
+    cols["device"] = _frames.inferred_text(np.full(n, device, dtype=object))
     return frame_from_arrays(cols)
 
 
