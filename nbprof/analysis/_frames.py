@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.trace.model import frame_from_arrays
+from nbprof.trace.model import BLOCKS, blocks_frame, frame_from_arrays
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,7 +110,7 @@ def rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     blocks = getattr(mgr, "blocks", None)
     if (
         type(df) is not pd.DataFrame
-        or _BLOCKS is None
+        or not BLOCKS
         or blocks is None
         or mask.shape != (len(df),)
         or df.attrs
@@ -122,24 +122,12 @@ def rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     # np.take keeps the values C-ordered, as pandas' take does (a fancy index would not).
     taken = tuple(b.make_block_same_class(np.take(b.values, at, axis=1)) for b in blocks)
     axes = [mgr.axes[0], df.index.take(at)]  # the same column Index, the labels taken
-    new = _BLOCKS(taken, axes, verify_integrity=False)
-    out: pd.DataFrame = pd.DataFrame._from_mgr(new, axes=new.axes)  # type: ignore[attr-defined]
-    return out
+    return blocks_frame(taken, axes, consolidated=False)
 
 
 def rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
     """The rows of ``rank`` (:func:`rows`: the frame itself for a one-rank trace)."""
     return rows(df, column(df, "rank") == rank) if not df.empty else df
-
-
-#: pandas' block manager (private), to take a frame's rows block by block; None in a pandas
-#: that moved it (rows are then selected the public way).
-try:
-    _BLOCKS: Any = importlib.import_module("pandas.core.internals.managers").BlockManager
-except (ImportError, AttributeError):  # pragma: no cover - a pandas that moved it
-    _BLOCKS = None
-if getattr(pd.DataFrame, "_from_mgr", None) is None:  # pragma: no cover - likewise
-    _BLOCKS = None
 
 
 def row_dict(df: pd.DataFrame, i: int) -> dict[str, Any]:

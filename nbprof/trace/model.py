@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any
@@ -137,6 +137,8 @@ try:
     _BlockManager: Any = importlib.import_module("pandas.core.internals.managers").BlockManager
 except (ImportError, AttributeError):  # pragma: no cover - a pandas that moved them
     _FROM_MGR = None
+#: Whether frames are made from their blocks here (:func:`blocks_frame`).
+BLOCKS = _FROM_MGR is not None
 
 
 def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
@@ -195,6 +197,13 @@ def _frame_of_blocks(
     names = _column_index(tuple(columns))
     view = getattr(names, "_view", None)
     axes = [view() if view is not None else names.copy(), _range_index(n)]
+    return blocks_frame(blocks, axes, consolidated=consolidated)
+
+
+def blocks_frame(blocks: Sequence[Any], axes: list[Any], *, consolidated: bool) -> pd.DataFrame:
+    """The frame of these pandas blocks on ``axes`` (its column Index, then its row
+    index), through pandas' block manager without its checks: only where :data:`BLOCKS`.
+    ``consolidated``: the blocks are one per NumPy type (pandas need not check)."""
     mgr = _BlockManager(tuple(blocks), axes, verify_integrity=False)
     if consolidated:
         mgr._is_consolidated = mgr._known_consolidated = True
