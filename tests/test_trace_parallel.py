@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from nbprof.errors import TraceError
-from nbprof.trace import forked, read
+from nbprof.trace import forked, helpers, read
 from nbprof.trace import reader as reader_mod
 from tests.conftest import corpus_params
 from tests.golden import KinetoBuilder
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the parallel pa
 @pytest.fixture
 def forced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Parallel on every file of more than one chunk or piece; the list names the parallel
-    loads' paths ("pieces" for a Kineto layout cut in place, "skim" for any other)."""
+    loads' paths ("stream" for a Kineto layout read as it is decompressed, with helper
+    processes; "pieces" for one cut in place; "skim" for any other)."""
     monkeypatch.setattr(reader_mod, "CHUNK", 1024)
     monkeypatch.setattr(reader_mod, "PARALLEL_MIN_EVENTS", 0)
     monkeypatch.setattr(reader_mod, "PARALLEL_MIN_BYTES", 0)
@@ -56,6 +57,15 @@ def forced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             ran.append("pieces")
         return got
 
+    results = helpers.Helpers.results
+
+    def counting_stream(team: helpers.Helpers) -> Any:
+        got = results(team)
+        if got is not None and any(team.handed):
+            ran.append("stream")
+        return got
+
+    monkeypatch.setattr(helpers.Helpers, "results", counting_stream)
     monkeypatch.setattr(reader_mod, "_decode_parallel", counting_skim)
     monkeypatch.setattr(reader_mod, "_decode_pieces_parallel", counting_pieces)
     return ran
@@ -182,24 +192,38 @@ def kineto_file(tmp_path: Path, events: list[dict[str, Any]], name: str = "k.jso
     return p
 
 
+@pytest.fixture(params=["stream", "whole"])
+def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How a Kineto layout is read in parallel: "stream" as it is decompressed, helper
+    processes taking pieces; "whole" (streaming turned off) cut in place and shared out."""
+    if request.param == "whole":
+        monkeypatch.setenv(reader_mod.STREAM_ENV, "0")
+    return str(request.param)
+
+
+#: What reads a Kineto layout in parallel, by :func:`reading`.
+PARALLEL_PATH = {"stream": "stream", "whole": "pieces"}
+
+
 def test_kineto_layout_is_decoded_by_pieces_in_parallel(
-    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, forced: list[str], reading: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 4000 events of ~250 bytes in pieces of 1024 * 256 bytes: a few pieces, shared out.
     p = kineto_file(tmp_path, big_trace(tmp_path, n=2000).events)
     single = one_process(p, monkeypatch)
     many = read(p, progress=False)
-    assert forced == ["pieces"]
+    assert forced == [PARALLEL_PATH[reading]]
     assert_same(single, many)
     assert diagnosis_json(single) == diagnosis_json(many)
 
 
 def test_pieces_in_parallel_keep_flow_positions(
-    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, forced: list[str], reading: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without correlation ids, kernels are linked to their launches by flow events, found
     by their file positions: a child's positions count from its own first event, so the
-    parent must shift them, or the late kernels lose their launches."""
+    parent must shift them, or the late kernels lose their launches. (Streamed, the flow
+    events are found in the whole file: it is read whole after the stream.)"""
     b = big_trace(tmp_path, n=2000)
     events: list[dict[str, Any]] = []
     for i, e in enumerate(b.events):
@@ -219,14 +243,14 @@ def test_pieces_in_parallel_keep_flow_positions(
     p = kineto_file(tmp_path, events)
     single = one_process(p, monkeypatch)
     many = read(p, progress=False)
-    assert forced == ["pieces"]
+    assert forced == {"stream": ["stream", "pieces"], "whole": ["pieces"]}[reading]
     assert_same(single, many)
     linked = single.kernels["launch_name"] == "cudaLaunchKernel"
     assert int(linked.sum()) == len(single.kernels) > 1000  # every kernel found its launch
 
 
 def test_pieces_in_parallel_a_bad_late_event_is_the_same_error(
-    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, forced: list[str], reading: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events = [dict(e) for e in big_trace(tmp_path, n=2000).events]
     events[-5]["dur"] = "soon"
@@ -240,7 +264,7 @@ def test_pieces_in_parallel_a_bad_late_event_is_the_same_error(
 
 
 def test_pieces_in_parallel_text_thread_ids_fall_back(
-    tmp_path: Path, forced: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, forced: list[str], reading: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events = [dict(e) for e in big_trace(tmp_path, n=2000).events]
     for i, e in enumerate(events):
@@ -249,7 +273,8 @@ def test_pieces_in_parallel_text_thread_ids_fall_back(
     p = kineto_file(tmp_path, events)
     single = one_process(p, monkeypatch)
     assert_same(single, read(p, progress=False))
-    assert not forced
+    # Streamed, the helpers' pieces came back, then were dropped for their codes.
+    assert forced == {"stream": ["stream"], "whole": []}[reading]
 
 
 def _die_on_two(x: int) -> int:

@@ -218,18 +218,30 @@ def test_a_plain_file_streams_as_it_is_read(
     assert spy.largest <= room(4096, 256, 1024) < len(text) / 2
 
 
-def test_a_big_file_for_several_processes_is_read_whole(
+def test_a_big_file_for_several_processes_streams_with_helpers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The parallel path shares one whole buffer among processes: such a file is not streamed.
-    from nbprof.trace import forked
+    # Helper processes take pieces as they are cut: the same tables as one process's.
+    from nbprof.trace import forked, helpers
 
     monkeypatch.setenv(forked.WORKERS_ENV, "2")
     monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
-    p = write_gz(tmp_path, kineto_text(LINKED))
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    small_pieces(monkeypatch, 256, 512)
+    handed: list[int] = []
+    results = helpers.Helpers.results
+
+    def counting(team: helpers.Helpers) -> Any:
+        got = results(team)
+        handed.extend(team.handed)
+        return got
+
+    monkeypatch.setattr(helpers.Helpers, "results", counting)
+    p = write_gz(tmp_path, kineto_text(LINKED * 20))
     one, two, spy = both_ways(p, monkeypatch)
     assert_same(one, two)
-    assert spy.ranks == [] if forked.can_fork() else [True]
+    assert spy.ranks == [True]
+    assert len(handed) == 1 and handed[0] > 1  # pieces were read by the helper
 
 
 def test_gzip_members_split_inside_an_event(
@@ -269,6 +281,42 @@ def test_damaged_gzip_fails_as_whole(
     one, two, _ = both_ways(p, monkeypatch)
     assert one == two
     assert "gzip data is" in one
+
+
+def test_damaged_gzip_with_helpers_fails_as_whole_and_stops_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The damage is met mid-stream, pieces already handed out: the helpers are stopped.
+    import random
+
+    from nbprof.trace import forked, helpers
+    from tests.test_trace_parallel import _children
+
+    handed: list[int] = []
+    offer = helpers.Helpers.offer
+
+    def counting(team: helpers.Helpers, *args: Any) -> Any:
+        k = offer(team, *args)
+        handed.append(k is not None)
+        return k
+
+    monkeypatch.setattr(helpers.Helpers, "offer", counting)
+    monkeypatch.setenv(forked.WORKERS_ENV, "3")
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    rng = random.Random(5)
+    # Past the first 64 KiB read to see the layout, so that the stream starts.
+    events = [_x("cpu_op", f"{rng.getrandbits(64):016x}", i, 1) for i in range(3000)]
+    raw = gzip.compress(kineto_text([*GOOD, *events]).encode())
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(raw[: len(raw) * 3 // 4])
+    small_pieces(monkeypatch, 300, 128)
+    before = _children()
+    one, two, _ = both_ways(p, monkeypatch)
+    assert one == two
+    assert "gzip data is" in one
+    assert any(handed)
+    assert _children() == before
 
 
 def test_the_buffer_stays_small_on_a_bigger_file(
@@ -361,8 +409,8 @@ def test_pieces_are_the_events_in_order(
 def test_every_file_opened_is_closed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    # A plain file is read a piece at a time from its open file: whether it is streamed,
-    # handed back to be read whole, or left to several processes, it is closed after.
+    # A plain file is read a piece at a time from its open file: whether it is streamed
+    # (with helper processes or not) or handed back to be read whole, it is closed after.
     from nbprof import _files
     from nbprof.trace import forked
 
@@ -382,6 +430,4 @@ def test_every_file_opened_is_closed(
     one, two, spy = both_ways(write_gz(tmp_path, text, gz=False), monkeypatch)
     assert_same(one, two)
     assert opened and all(f.closed for f in opened)
-    # Left to several processes only where they can be forked (no other thread running).
-    streamed = layout == "indented" or (layout == "shared out" and not forked.can_fork())
-    assert spy.ranks == ([True] if streamed else [])
+    assert spy.ranks == ([] if layout == "one line" else [True])

@@ -16,6 +16,7 @@ nanoseconds.
 from __future__ import annotations
 
 import logging
+import mmap
 import re
 import sys
 import warnings
@@ -194,8 +195,9 @@ def explain_validation(e: msgspec.ValidationError) -> tuple[int | None, str, str
     return index, sub, problem
 
 
-#: Text of any kind nbprof reads: the file's bytes (gzip output comes as a bytearray).
-Buffer = bytes | bytearray
+#: Text of any kind nbprof reads: the file's bytes (gzip output comes as a bytearray; a
+#: helper process reads its pieces from shared memory, :mod:`nbprof.trace.helpers`).
+Buffer = bytes | bytearray | mmap.mmap
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 _SPACE_RUN = re.compile(rb"[ \t\r\n]*")

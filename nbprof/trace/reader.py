@@ -7,6 +7,7 @@ is skipped with a note is written once, in docs/errors.md.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import sys
 import time
@@ -24,6 +25,7 @@ from nbprof.errors import TraceError, plain_text
 from nbprof.trace import cache as table_cache
 from nbprof.trace import decode as dec
 from nbprof.trace import forked, io, links, scan, stream
+from nbprof.trace import helpers as helpers_mod
 from nbprof.trace import tables as tb
 from nbprof.trace.io import read_bytes, trace_files
 from nbprof.trace.model import TABLES, Trace, empty_table
@@ -533,12 +535,12 @@ def _piece_bytes() -> int:
     return CHUNK * _EVENT_BYTES
 
 
-#: Files of fewer bytes of JSON are decoded in this process alone (streamed, where their
-#: layout allows). Two processes share a whole file's bytes, which one process streaming it
-#: never holds: on the benchmark traces (load + analysis, fresh processes taking turns)
-#: they took 0.26-0.28 s against one's 0.25-0.27 at 51 MiB, 0.43-0.48 against 0.46-0.48 at
-#: 85 MiB, 1.11-1.14 against 1.14-1.28 at 213 MiB, for 1.4x-1.8x its peak memory; at
-#: 427 MiB 2.25 s against 2.54 (1.9x the memory).
+#: Files of fewer bytes of JSON are decoded in this process alone; bigger ones with helper
+#: processes (streamed, :func:`_stream_rank`; else shared out whole,
+#: :func:`_decode_pieces_parallel`). A helper's columns cross back pickled, which a small
+#: file's savings do not repay: when two processes shared whole files, they took 0.26-0.28 s
+#: against one's 0.25-0.27 at 51 MiB, 0.43-0.48 against 0.46-0.48 at 85 MiB (load +
+#: analysis, fresh processes taking turns).
 PARALLEL_MIN_BYTES = 256 << 20
 #: What sending a child's columns back costs, against what making them cost.
 _SEND_COST = 0.1
@@ -730,8 +732,6 @@ def _streamed(f: Path, order: int, bar: _Progress) -> tuple[_Rank, int] | bytear
 def _streamed_from(
     src: io.Source, path: str, order: int, bar: _Progress
 ) -> tuple[_Rank, int] | bytearray | None:
-    if _shared_out(src.size_hint):
-        return src.rest_into(bytearray()) if src.gzip else None
     first = bytearray()
     try:
         for piece in src.pieces:
@@ -751,17 +751,19 @@ def _streamed_from(
     # The buffer is the stream's alone now: let go of once its last piece is read, before
     # the tables are made.
     del first
-    got = _stream_rank(cut, order, path, bar)
+    got = _stream_rank(cut, order, path, bar, _helpers_for(src.size_hint))
     if got is None:
         logger.debug("%s: read whole after all", plain_text(path))
         bar.grow(1)  # the whole reading steps past "read" again
     return got
 
 
-def _shared_out(size_hint: int) -> bool:
-    """Whether a file of about this size is to be read by several processes: they share
-    its whole bytes, so it is read whole."""
-    return size_hint >= PARALLEL_MIN_BYTES and forked.workers_wanted() >= 2 and forked.can_fork()
+def _helpers_for(size_hint: int) -> int:
+    """Helper processes to read a file of about this size with (see :func:`_stream_rank`):
+    one less than the processes wanted, for a big file; else none."""
+    if size_hint < PARALLEL_MIN_BYTES:
+        return 0
+    return forked.workers_wanted() - 1
 
 
 def _stream_rank(
@@ -769,19 +771,26 @@ def _stream_rank(
     order: int,
     path: str,
     bar: _Progress,
+    helpers: int = 0,
 ) -> tuple[_Rank, int] | None:
     """:func:`_streamed`'s rank and bytes of JSON, from its pieces ``cut`` (see
     :func:`nbprof.trace.stream.pieces`): each piece tabulated as
-    :func:`_pieces_part` does it, the rank built from them once the top-level values (read
-    at the end) are known. Times are gathered as written and moved by
-    ``baseTimeNanoseconds`` at the end. None wherever the whole file's reading could
+    :func:`_pieces_part` does it, here or (with ``helpers``) by helper processes where
+    they are free (:mod:`nbprof.trace.helpers`), the rank built from them once the
+    top-level values (read at the end) are known. Times are gathered as written and moved
+    by ``baseTimeNanoseconds`` at the end. None wherever the whole file's reading could
     differ: a piece neither reader takes, a rank whose flow events are needed (they are
-    found in the whole file's bytes), an error."""
-    acc = _Acc()
+    found in the whole file's bytes), an error, text thread ids met where helpers took
+    pieces (their codes follow the order they are first met in the whole file)."""
     ids = tb.Ids()
     mode = dec.TsMode()
+    # Each piece's result, in file order: a helper's by the helper's number until it is
+    # back. Pieces read here while no helper has taken one are added to ``acc`` at once.
+    acc = _Acc()
     offset = 0
     latest: int | None = None
+    later: list[_Piece | int] = []
+    team = _start_helpers(helpers, path)
     try:
         while True:
             try:
@@ -789,19 +798,38 @@ def _stream_rank(
             except StopIteration as stop:
                 end: stream.End = stop.value
                 break
-            got = _piece_events(data, span, offset, path, mode)
-            if got is None:
-                return None
-            events, ts = got
-            has = ts != dec.NO_TS
-            if has.any():
-                top = int(ts[has].max())
-                latest = top if latest is None else max(latest, top)
-            _chunk(acc, events, ts, offset, ids, path)
-            offset += len(events)
-            del events, got, ts, data
+            k = team.offer(data, span) if team is not None else None
+            if k is not None:
+                later.append(k)
+            else:
+                piece = _read_piece(data, span, path, mode, ids)
+                if piece is None:
+                    return None
+                if later:
+                    later.append(piece)
+                else:
+                    latest = _later(latest, piece.latest)
+                    acc.absorb(piece.acc, offset)
+                    offset += piece.events
+                del piece
+            del data
             bar.grow(1)
             bar.step("decoding")
+        if later:
+            assert team is not None
+            got = team.results()
+            if got is None:
+                return None
+            theirs = [iter(_unpacked(packed)) for packed, _ in got]
+            if ids.codes or any(codes for _, codes in got):
+                logger.debug("%s: text thread ids; read in one process", plain_text(path))
+                return None
+            for p in later:
+                piece = next(theirs[p]) if isinstance(p, int) else p
+                latest = _later(latest, piece.latest)
+                acc.absorb(piece.acc, offset)
+                offset += piece.events
+            del later, got, theirs, p, piece
         if acc.any_missing_correlation():
             return None
         d = dec.top_values(end.top, end.repeated, path)
@@ -816,8 +844,117 @@ def _stream_rank(
         return None
     finally:
         cut.close()
+        if team is not None:
+            team.close()
     built.file_rank = d.rank
     return built, end.json_bytes
+
+
+@dataclass
+class _Piece:
+    """What one piece of a stream made: its columns (its events numbered from 0, as
+    :meth:`_Acc.absorb` expects), how many events it held, and its latest time."""
+
+    acc: _Acc
+    events: int
+    latest: int | None
+
+
+def _read_piece(
+    data: dec.Buffer, span: tuple[int, int], path: str, mode: dec.TsMode, ids: tb.Ids
+) -> _Piece | None:
+    """The events of ``data[span]`` tabulated; None where neither reader takes them.
+    Raises TraceError as :func:`_chunk` does."""
+    got = _piece_events(data, span, 0, path, mode)
+    if got is None:
+        return None
+    events, ts = got
+    has = ts != dec.NO_TS
+    acc = _Acc()
+    _chunk(acc, events, ts, 0, ids, path)
+    return _Piece(acc, len(events), int(ts[has].max()) if has.any() else None)
+
+
+def _later(a: int | None, b: int | None) -> int | None:
+    return a if b is None else b if a is None else max(a, b)
+
+
+class _HelperPieces:
+    """A helper process's side of :func:`_stream_rank`: the pieces it is handed, read
+    in the order handed, and (at the end) their results and whether text thread ids were
+    met (their codes here would not be the file's)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.ids = tb.Ids()
+        self.mode = dec.TsMode()
+        self.pieces: list[_Piece] = []
+
+    def take(self, data: mmap.mmap, span: tuple[int, int]) -> None:
+        piece = _read_piece(data, span, self.path, self.mode, self.ids)
+        if piece is None:
+            raise TraceError(self.path, "a piece neither reader takes")
+        self.pieces.append(piece)
+
+    def result(self) -> tuple[_Packed, bool]:
+        return _pack(self.pieces), bool(self.ids.codes)
+
+
+@dataclass
+class _Packed:
+    """A helper's pieces for the trip back: each table's columns joined across them (a
+    few big arrays cross in a fraction of the time that thousands of small ones take:
+    0.1 s against 0.4 s for the 2.16M-event trace's half), with the piece and the rows of
+    each part they were joined from; a table whose parts differ in their columns' types
+    stays in the pieces."""
+
+    pieces: list[_Piece]
+    tables: dict[str, tuple[tb.Columns, list[tuple[int, int]]]]
+
+
+def _pack(pieces: list[_Piece]) -> _Packed:
+    tables: dict[str, tuple[tb.Columns, list[tuple[int, int]]]] = {}
+    names = dict.fromkeys(t for p in pieces for t in p.acc.parts)
+    for t in names:
+        parts = [(i, c) for i, p in enumerate(pieces) for c in p.acc.parts.get(t, [])]
+        kinds = {k: v.dtype for k, v in parts[0][1].items()}
+        if not kinds or any(
+            c.keys() != kinds.keys() or any(v.dtype != kinds[k] for k, v in c.items())
+            for _, c in parts
+        ):
+            continue
+        joined = {k: np.concatenate([c[k] for _, c in parts]) for k in kinds}
+        some = next(iter(kinds))
+        tables[t] = joined, [(i, len(c[some])) for i, c in parts]
+        for p in pieces:
+            p.acc.parts.pop(t, None)
+    return _Packed(pieces, tables)
+
+
+def _unpacked(packed: _Packed) -> list[_Piece]:
+    """The pieces :func:`_pack` packed, their tables' parts views of the joined columns."""
+    for t, (joined, rows) in packed.tables.items():
+        at = 0
+        for i, n in rows:
+            part = {k: v[at : at + n] for k, v in joined.items()}
+            packed.pieces[i].acc.parts.setdefault(t, []).append(part)
+            at += n
+    return packed.pieces
+
+
+#: A helper's slot holds a piece of up to this many times the pieces' size (they run past
+#: it to the next event's end); a bigger one is read here.
+_SLOT_PIECES = 2
+
+
+def _start_helpers(n: int, path: str) -> helpers_mod.Helpers | None:
+    if n < 1:
+        return None
+    mine = _HelperPieces(path)
+    team = helpers_mod.Helpers.start(n, _SLOT_PIECES * _piece_bytes() + 2, mine.take, mine.result)
+    if team is not None:
+        logger.debug("%s: read with %d helper processes", plain_text(path), n)
+    return team
 
 
 def _build_rank(d: dec.Decoded, rank: int, path: str, step: Callable[[str], None]) -> _Rank:

@@ -12,6 +12,7 @@ extension is optional: an install without a C compiler reads every piece in Pyth
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,8 @@ except ImportError:  # built without a C compiler: the Python path reads everyth
 #: ``NBPROF_SCAN=0`` turns the scanner off (to compare the two paths, or to rule it out).
 ENV = "NBPROF_SCAN"
 
-Buffer = bytes | bytearray | memoryview
+#: What the scanner reads (any buffer; shared memory in a helper process).
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 #: What the scanner puts in the pid or tid column for text that is not a number.
 TEXT_ID = np.iinfo(np.int64).min

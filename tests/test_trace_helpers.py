@@ -1,0 +1,127 @@
+"""Helper processes that read pieces of a stream: what they are handed comes back, in
+order; anything that goes wrong in one gives None, and no process is left behind."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+from typing import Any
+
+import pytest
+
+from nbprof.trace import forked, helpers
+from tests.test_trace_parallel import _children
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="helpers are forked")
+
+
+@pytest.fixture(autouse=True)
+def may_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Other tests may leave idle threads behind; the helpers here run pure Python.
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+
+
+class Keep:
+    """A helper's side that keeps the bytes of each piece, with the byte either side."""
+
+    def __init__(self, fail_on: bytes | None = None, die_on: bytes | None = None) -> None:
+        self.got: list[bytes] = []
+        self.fail_on, self.die_on = fail_on, die_on
+
+    def take(self, data: mmap.mmap, span: tuple[int, int]) -> None:
+        a, b = span
+        piece = bytes(data[a - 1 : b + 1])
+        if self.die_on is not None and self.die_on in piece:
+            os._exit(3)  # killed mid-piece (out of memory, a crash)
+        if self.fail_on is not None and self.fail_on in piece:
+            raise ValueError("a piece it cannot read")
+        self.got.append(piece)
+
+    def result(self) -> list[bytes]:
+        return self.got
+
+
+def stream_of(n: int) -> list[tuple[bytes, tuple[int, int]]]:
+    """``n`` pieces, each the span of a buffer with a byte either side."""
+    return [(b"[piece %03d]" % i, (1, 10)) for i in range(n)]
+
+
+def hand_out(team: helpers.Helpers, pieces: list[tuple[bytes, tuple[int, int]]]) -> list[Any]:
+    """Offer each piece; the ones no helper took are kept here, as the reader does."""
+    who: list[Any] = []
+    for data, span in pieces:
+        k = team.offer(data, span)
+        who.append(k if k is not None else data)
+    return who
+
+
+def test_pieces_come_back_in_the_order_handed() -> None:
+    before = _children()
+    keep = Keep()
+    team = helpers.Helpers.start(2, 64, keep.take, keep.result)
+    assert team is not None
+    with team:
+        pieces = stream_of(40)
+        who = hand_out(team, pieces)
+        got = team.results()
+    assert got is not None and len(got) == 2
+    theirs = [iter(g) for g in got]
+    # Put back in place, every piece is the one handed, with the byte either side.
+    back = [next(theirs[w]) if isinstance(w, int) else w for w in who]
+    assert back == [data for data, _ in pieces]
+    assert sum(team.handed) == sum(isinstance(w, int) for w in who) >= 4  # 2 slots each
+    assert [len(g) for g in got] == team.handed
+    assert _children() == before
+
+
+def test_a_piece_bigger_than_a_slot_is_kept_here() -> None:
+    keep = Keep()
+    team = helpers.Helpers.start(1, 8, keep.take, keep.result)
+    assert team is not None
+    with team:
+        assert team.offer(b"[123456789]", (1, 10)) is None  # 11 bytes with its ends
+        assert team.offer(b"[12345]", (1, 6)) == 0
+        assert team.results() == [[b"[12345]"]]
+
+
+def test_a_helper_that_fails_gives_none() -> None:
+    before = _children()
+    keep = Keep(fail_on=b"piece")
+    team = helpers.Helpers.start(1, 64, keep.take, keep.result)
+    assert team is not None
+    with team:
+        who = hand_out(team, stream_of(12))
+        assert who[0] == 0  # a helper's slots are free at the start: it took the first
+        assert team.results() is None
+    assert _children() == before
+
+
+def test_a_helper_that_dies_gives_none() -> None:
+    before = _children()
+    keep = Keep(die_on=b"piece 001")
+    team = helpers.Helpers.start(1, 64, keep.take, keep.result)
+    assert team is not None
+    with team:
+        hand_out(team, stream_of(12))
+        assert team.results() is None
+    assert _children() == before
+
+
+def test_closing_early_stops_every_helper() -> None:
+    # The reader met an error mid-stream: its helpers are killed and reaped.
+    before = _children()
+    keep = Keep()
+    team = helpers.Helpers.start(3, 64, keep.take, keep.result)
+    assert team is not None
+    hand_out(team, stream_of(5))
+    assert len(_children() - before) == 3
+    team.close()
+    assert _children() == before
+
+
+def test_no_helpers_without_a_safe_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "can_fork", lambda: False)
+    keep = Keep()
+    assert helpers.Helpers.start(2, 64, keep.take, keep.result) is None
+    assert helpers.Helpers.start(0, 64, keep.take, keep.result) is None
