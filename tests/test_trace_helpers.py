@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
 from nbprof.trace import forked, helpers
@@ -23,11 +24,15 @@ def may_fork(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class Keep:
-    """A helper's side that keeps the bytes of each piece, with the byte either side."""
+    """A helper's side that keeps the bytes of each piece, with the byte either side, and
+    sends them back ``every`` pieces, as bytes and as an array (out of band)."""
 
-    def __init__(self, fail_on: bytes | None = None, die_on: bytes | None = None) -> None:
+    def __init__(
+        self, fail_on: bytes | None = None, die_on: bytes | None = None, every: int = 3
+    ) -> None:
         self.got: list[bytes] = []
-        self.fail_on, self.die_on = fail_on, die_on
+        self.fail_on, self.die_on, self.every = fail_on, die_on, every
+        self.taken = 0
 
     def take(self, data: mmap.mmap, span: tuple[int, int]) -> None:
         a, b = span
@@ -37,9 +42,30 @@ class Keep:
         if self.fail_on is not None and self.fail_on in piece:
             raise ValueError("a piece it cannot read")
         self.got.append(piece)
+        self.taken += 1
 
-    def result(self) -> list[bytes]:
-        return self.got
+    def batch(self, final: bool) -> Any | None:
+        if len(self.got) < self.every and not (final and self.got):
+            return None
+        sent = (self.got, np.frombuffer(b"".join(self.got), np.uint8).copy())
+        self.got = []
+        return sent
+
+    def result(self) -> int:
+        return self.taken
+
+
+def pieces_of(back: tuple[list[Any], int]) -> list[bytes]:
+    """A helper's pieces from its batches, each checked against its array's copy."""
+    batches, taken = back
+    out: list[bytes] = []
+    for got, array in batches:
+        assert isinstance(array, np.ndarray) and array.flags.writeable
+        assert array.ctypes.data % helpers._ALIGN == 0  # its bytes were laid out aligned
+        assert array.tobytes() == b"".join(got)
+        out.extend(got)
+    assert len(out) == taken
+    return out
 
 
 def stream_of(n: int) -> list[tuple[bytes, tuple[int, int]]]:
@@ -59,36 +85,37 @@ def hand_out(team: helpers.Helpers, pieces: list[tuple[bytes, tuple[int, int]]])
 def test_pieces_come_back_in_the_order_handed() -> None:
     before = _children()
     keep = Keep()
-    team = helpers.Helpers.start(2, 64, keep.take, keep.result)
+    team = helpers.Helpers.start(2, 64, keep)
     assert team is not None
     with team:
         pieces = stream_of(40)
         who = hand_out(team, pieces)
         got = team.results()
     assert got is not None and len(got) == 2
-    theirs = [iter(g) for g in got]
+    theirs = [iter(pieces_of(g)) for g in got]
     # Put back in place, every piece is the one handed, with the byte either side.
     back = [next(theirs[w]) if isinstance(w, int) else w for w in who]
     assert back == [data for data, _ in pieces]
     assert sum(team.handed) == sum(isinstance(w, int) for w in who) >= 4  # 2 slots each
-    assert [len(g) for g in got] == team.handed
+    assert [g[1] for g in got] == team.handed
     assert _children() == before
 
 
 def test_a_piece_bigger_than_a_slot_is_kept_here() -> None:
     keep = Keep()
-    team = helpers.Helpers.start(1, 8, keep.take, keep.result)
+    team = helpers.Helpers.start(1, 8, keep)
     assert team is not None
     with team:
         assert team.offer(b"[123456789]", (1, 10)) is None  # 11 bytes with its ends
         assert team.offer(b"[12345]", (1, 6)) == 0
-        assert team.results() == [[b"[12345]"]]
+        got = team.results()
+        assert got is not None and pieces_of(got[0]) == [b"[12345]"]
 
 
 def test_a_helper_that_fails_gives_none() -> None:
     before = _children()
     keep = Keep(fail_on=b"piece")
-    team = helpers.Helpers.start(1, 64, keep.take, keep.result)
+    team = helpers.Helpers.start(1, 64, keep)
     assert team is not None
     with team:
         who = hand_out(team, stream_of(12))
@@ -100,7 +127,7 @@ def test_a_helper_that_fails_gives_none() -> None:
 def test_a_helper_that_dies_gives_none() -> None:
     before = _children()
     keep = Keep(die_on=b"piece 001")
-    team = helpers.Helpers.start(1, 64, keep.take, keep.result)
+    team = helpers.Helpers.start(1, 64, keep)
     assert team is not None
     with team:
         hand_out(team, stream_of(12))
@@ -112,7 +139,7 @@ def test_closing_early_stops_every_helper() -> None:
     # The reader met an error mid-stream: its helpers are killed and reaped.
     before = _children()
     keep = Keep()
-    team = helpers.Helpers.start(3, 64, keep.take, keep.result)
+    team = helpers.Helpers.start(3, 64, keep)
     assert team is not None
     hand_out(team, stream_of(5))
     assert len(_children() - before) == 3
@@ -123,5 +150,5 @@ def test_closing_early_stops_every_helper() -> None:
 def test_no_helpers_without_a_safe_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(forked, "can_fork", lambda: False)
     keep = Keep()
-    assert helpers.Helpers.start(2, 64, keep.take, keep.result) is None
-    assert helpers.Helpers.start(0, 64, keep.take, keep.result) is None
+    assert helpers.Helpers.start(2, 64, keep) is None
+    assert helpers.Helpers.start(0, 64, keep) is None

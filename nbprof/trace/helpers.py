@@ -8,8 +8,10 @@ the next waiting, so it never waits for this process while pieces keep coming; t
 does the rest, and the decompression. No process holds the whole file: the slots are the
 only memory shared, and they are reused.
 
-A helper keeps what it made of its pieces and sends it back, pickled, once it is told the
-stream has ended; the caller puts each piece's result back in its place in the file.
+A helper sends back what it made of its pieces in batches while it reads (so that little
+is left to send once the stream ends), pickled into a memory file (``memfd``) that this
+process maps at the end: arrays cross as their bytes, unpickled in place, not through a
+pipe; the caller puts each piece's result back in its place in the file.
 Anything that goes wrong in a helper (a piece it cannot read, an error, its death) makes
 :meth:`Helpers.results` give None: the caller then reads the file again in one process,
 which gives exactly the one-process result or error.
@@ -26,9 +28,8 @@ import os
 import pickle
 import signal
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from nbprof.trace import forked
 
@@ -42,9 +43,24 @@ _MESSAGE = struct.Struct("<qq")
 _RESULT = b"R"
 _LENGTH = struct.Struct("<q")
 
-#: Reads one piece in a helper: the buffer (the slot's shared memory) and the piece's span
-#: in it; a byte either side of the span is the one that lay there in the stream.
-Take = Callable[[mmap.mmap, tuple[int, int]], None]
+#: Arrays' bytes in the memory file start at multiples of this (numpy's fastest loops
+#: want aligned data).
+_ALIGN = 64
+
+
+class Work(Protocol):
+    """A helper's side of the work, made before the fork and run in the helper."""
+
+    def take(self, data: mmap.mmap, span: tuple[int, int]) -> None:
+        """Read one piece: the buffer (the slot's shared memory) and the piece's span in
+        it; a byte either side of the span is the one that lay there in the stream."""
+
+    def batch(self, final: bool) -> Any | None:
+        """What to send back now, if anything (asked after each piece, and once at the
+        end with ``final``)."""
+
+    def result(self) -> Any:
+        """The last word, once every batch is sent."""
 
 
 @dataclass
@@ -55,6 +71,8 @@ class _Helper:
     to_helper: int
     #: The helper's "slot free again" tokens, then its result (read end, non-blocking).
     from_helper: int
+    #: The memory file the helper writes its batches into.
+    batches: int
     free: list[int] = field(default_factory=lambda: list(range(SLOTS)))
     #: The result's bytes read so far, once its first byte has come.
     result: bytearray | None = None
@@ -73,17 +91,15 @@ class Helpers:
         self.handed = [0] * len(helpers)
 
     @classmethod
-    def start(
-        cls, n: int, slot_bytes: int, take: Take, result: Callable[[], Any]
-    ) -> Helpers | None:
-        """``n`` helpers that read each piece handed to them with ``take`` and, at the
-        end, send back ``result()``; None when none could be started (no safe fork, no
-        file descriptors or processes left): the caller reads every piece itself."""
+    def start(cls, n: int, slot_bytes: int, work: Work) -> Helpers | None:
+        """``n`` helpers that each run ``work`` on the pieces handed to them; None when
+        none could be started (no safe fork, no memory file, file descriptors or processes
+        left): the caller reads every piece itself."""
         if n < 1 or not forked.can_fork():
             return None
         started: list[_Helper] = []
         for _ in range(n):
-            h = _fork(slot_bytes, take, result)
+            h = _fork(slot_bytes, work)
             if h is None:
                 break
             started.append(h)
@@ -121,9 +137,9 @@ class Helpers:
         self.handed[k] += 1
         return k
 
-    def results(self) -> list[Any] | None:
-        """Each helper's ``result()``, once it has read every piece handed to it; None
-        when any helper failed."""
+    def results(self) -> list[tuple[list[Any], Any]] | None:
+        """Each helper's batches and ``result()``, once it has read every piece handed to
+        it; None when any helper failed."""
         for h in self._helpers:
             try:
                 os.write(h.to_helper, _MESSAGE.pack(-1, -1))
@@ -147,6 +163,7 @@ class Helpers:
                 os.close(h.to_helper)
                 h.to_helper = -1
             os.close(h.from_helper)
+            os.close(h.batches)
             if not h.reaped:
                 try:
                     os.kill(h.pid, signal.SIGKILL)
@@ -163,20 +180,21 @@ class Helpers:
         self.close()
 
 
-def _fork(slot_bytes: int, take: Take, result: Callable[[], Any]) -> _Helper | None:
+def _fork(slot_bytes: int, work: Work) -> _Helper | None:
+    fds: list[int] = []
     try:
         memory = mmap.mmap(-1, SLOTS * slot_bytes, flags=mmap.MAP_SHARED)
     except (OSError, ValueError) as e:
         logger.debug("helpers: no shared memory (%s)", e)
         return None
-    fds: list[int] = []
     try:
+        fds.append(os.memfd_create("nbprof-helper", os.MFD_CLOEXEC))
         down = os.pipe()
         fds.extend(down)
         up = os.pipe()
         fds.extend(up)
         pid = os.fork()
-    except OSError as e:  # no file descriptors or processes left
+    except (OSError, AttributeError) as e:  # no memory files, descriptors or processes
         logger.debug("helpers: could not start one (%s)", e)
         for fd in fds:
             os.close(fd)
@@ -185,11 +203,11 @@ def _fork(slot_bytes: int, take: Take, result: Callable[[], Any]) -> _Helper | N
     if pid == 0:  # pragma: no cover - the helper; what it sends is checked by the caller
         os.close(down[1])
         os.close(up[0])
-        _serve(memory, slot_bytes, down[0], up[1], take, result)
+        _serve(memory, slot_bytes, down[0], up[1], fds[0], work)
     os.close(down[0])
     os.close(up[1])
     os.set_blocking(up[0], False)
-    return _Helper(pid, memory, down[1], up[0])
+    return _Helper(pid, memory, down[1], up[0], fds[0])
 
 
 def _serve(  # pragma: no cover - runs in the helper
@@ -197,35 +215,66 @@ def _serve(  # pragma: no cover - runs in the helper
     slot_bytes: int,
     read_end: int,
     write_end: int,
-    take: Take,
-    result: Callable[[], Any],
+    batches: int,
+    work: Work,
 ) -> NoReturn:
-    """The helper: read each piece it is told of, free its slot; at the end send
-    ``(True, result())``, or ``(False, why)`` once anything failed; never return."""
+    """The helper: read each piece it is told of, free its slot, write each batch to the
+    memory file ``batches``; at the end send ``(True, (where each batch lies, result))``,
+    or ``(False, why)`` once anything failed; never return."""
     status = 1
     try:
         try:
+            written: list[tuple[int, int, list[tuple[int, int]]]] = []
+            at = 0
             while True:
                 message = _read_exactly(read_end, _MESSAGE.size)
                 if len(message) < _MESSAGE.size:
                     raise EOFError("the reader stopped before the end")
                 slot, n = _MESSAGE.unpack(message)
-                if n < 0:
+                final = n < 0
+                if not final:
+                    start = slot * slot_bytes
+                    work.take(memory, (start + 1, start + n - 1))
+                    os.write(write_end, bytes((slot,)))
+                got = work.batch(final)
+                if got is not None:
+                    at = _write_batch(batches, at, got, written)
+                if final:
                     break
-                at = slot * slot_bytes
-                take(memory, (at + 1, at + n - 1))
-                os.write(write_end, bytes((slot,)))
-            sent: tuple[bool, Any] = (True, result())
+            sent: tuple[bool, Any] = (True, (written, work.result()))
         except BaseException as e:  # reported to the reader, which reads in one process
             sent = (False, f"{type(e).__name__}: {e}")
         data = pickle.dumps(sent, protocol=pickle.HIGHEST_PROTOCOL)
-        _widen(write_end)
         _write_all(write_end, _RESULT + _LENGTH.pack(len(data)))
         _write_all(write_end, data)
         status = 0
     finally:
         # No atexit handlers, no flushing of the parent's buffered output twice.
         os._exit(status)
+
+
+def _write_batch(
+    fd: int, at: int, value: Any, written: list[tuple[int, int, list[tuple[int, int]]]]
+) -> int:
+    """Pickle ``value`` into the memory file at ``at``, its arrays' bytes out of band,
+    each aligned; note where the pickle and each array's bytes lie; the file's new end."""
+    raw: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(value, protocol=5, buffer_callback=raw.append)
+    _write_all(fd, data)
+    where = (at, len(data))
+    at += len(data)
+    spans: list[tuple[int, int]] = []
+    for b in raw:
+        with b.raw() as view:
+            pad = -at % _ALIGN
+            if pad:
+                _write_all(fd, bytes(pad))
+                at += pad
+            _write_all(fd, view)
+            spans.append((at, view.nbytes))
+            at += view.nbytes
+    written.append((*where, spans))
+    return at
 
 
 def _read_exactly(fd: int, n: int) -> bytes:
@@ -238,21 +287,10 @@ def _read_exactly(fd: int, n: int) -> bytes:
     return got
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | memoryview) -> None:
     with memoryview(data) as view:
         while len(view):
             view = view[os.write(fd, view) :]
-
-
-def _widen(fd: int) -> None:
-    """A 1 MiB pipe buffer (Linux's default is 64 KiB): a result of tens of MB then
-    crosses in a few hundred writes, not thousands of switches between processes."""
-    try:
-        import fcntl
-
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
-    except (ImportError, AttributeError, OSError):  # not Linux, or above pipe-max-size
-        pass
 
 
 def _poll(h: _Helper) -> None:
@@ -290,6 +328,21 @@ def _tokens(h: _Helper, got: bytes) -> None:
         h.done = True
 
 
+def _batches(fd: int, written: list[tuple[int, int, list[tuple[int, int]]]]) -> list[Any]:
+    """The batches a helper wrote to the memory file ``fd``, unpickled where they lie: its
+    arrays are views of a private (copy-on-write) map of the file, which lives as long as
+    they do."""
+    if not written:
+        return []
+    size = max([at + n for at, n, _ in written] + [a + n for *_, s in written for a, n in s])
+    mapped = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    view = memoryview(mapped)
+    return [
+        pickle.loads(view[at : at + n], buffers=[view[a : a + k] for a, k in spans])
+        for at, n, spans in written
+    ]
+
+
 def _result(h: _Helper) -> tuple[bool, Any] | None:
     """``(True, value)`` from the helper, or None when it failed or sent nothing readable;
     the helper is reaped."""
@@ -322,10 +375,11 @@ def _result(h: _Helper) -> tuple[bool, Any] | None:
             else:
                 try:
                     ok, got = pickle.loads(body)
+                    if ok:
+                        written, last = got
+                        return True, (_batches(h.batches, written), last)
                 except Exception as e:
-                    ok, got = False, f"an unreadable result ({type(e).__name__})"
-                if ok:
-                    return True, got
+                    ok, got = False, f"an unreadable result ({type(e).__name__}: {e})"
                 why = str(got)
     except OSError as e:
         why = str(e)

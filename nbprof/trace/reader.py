@@ -820,7 +820,7 @@ def _stream_rank(
             got = team.results()
             if got is None:
                 return None
-            theirs = [iter(_unpacked(packed)) for packed, _ in got]
+            theirs = [iter([p for b in batches for p in _unpacked(b)]) for batches, _ in got]
             if ids.codes or any(codes for _, codes in got):
                 logger.debug("%s: text thread ids; read in one process", plain_text(path))
                 return None
@@ -880,9 +880,10 @@ def _later(a: int | None, b: int | None) -> int | None:
 
 
 class _HelperPieces:
-    """A helper process's side of :func:`_stream_rank`: the pieces it is handed, read
-    in the order handed, and (at the end) their results and whether text thread ids were
-    met (their codes here would not be the file's)."""
+    """A helper process's side of :func:`_stream_rank` (a :class:`helpers_mod.Work`): the
+    pieces it is handed, read in the order handed and sent back in batches of
+    ``_BATCH`` (packed, :func:`_pack`); at the end, whether text thread ids were met (their
+    codes here would not be the file's)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -896,8 +897,20 @@ class _HelperPieces:
             raise TraceError(self.path, "a piece neither reader takes")
         self.pieces.append(piece)
 
-    def result(self) -> tuple[_Packed, bool]:
-        return _pack(self.pieces), bool(self.ids.codes)
+    def batch(self, final: bool) -> _Packed | None:
+        if len(self.pieces) < _BATCH and not (final and self.pieces):
+            return None
+        packed = _pack(self.pieces)
+        self.pieces = []
+        return packed
+
+    def result(self) -> bool:
+        return bool(self.ids.codes)
+
+
+#: Pieces a helper sends back at a time: packing and pickling them (a few ms) is done while
+#: the stream is still read, so that little is left to do when it ends.
+_BATCH = 16
 
 
 @dataclass
@@ -950,8 +963,7 @@ _SLOT_PIECES = 2
 def _start_helpers(n: int, path: str) -> helpers_mod.Helpers | None:
     if n < 1:
         return None
-    mine = _HelperPieces(path)
-    team = helpers_mod.Helpers.start(n, _SLOT_PIECES * _piece_bytes() + 2, mine.take, mine.result)
+    team = helpers_mod.Helpers.start(n, _SLOT_PIECES * _piece_bytes() + 2, _HelperPieces(path))
     if team is not None:
         logger.debug("%s: read with %d helper processes", plain_text(path), n)
     return team
