@@ -244,6 +244,59 @@ def test_a_big_file_for_several_processes_streams_with_helpers(
     assert len(handed) == 1 and handed[0] > 1  # pieces were read by the helper
 
 
+def test_a_helpers_columns_do_not_keep_its_memory_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One piece, read by the helper: every table is that one part, first views of the
+    # helper's memory file; the trace's tables hold none of them.
+    from nbprof.trace import forked
+
+    monkeypatch.setenv(forked.WORKERS_ENV, "2")
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    mapped: list[str] = []
+    unpacked = reader._unpacked
+
+    def spying(packed: Any) -> Any:
+        got = unpacked(packed)
+        for piece in got:
+            for table, parts in piece.acc.parts.items():
+                if any(isinstance(_root(v), memoryview) for p in parts for v in p.values()):
+                    mapped.append(table)
+        return got
+
+    monkeypatch.setattr(reader, "_unpacked", spying)
+    p = write_gz(tmp_path, kineto_text(LINKED), gz=False)
+    trace = reader.read(p, progress=False, cache=False)
+    assert {"kernels", "memcpy", "cpu_ops"} <= set(mapped)
+    for table in ("kernels", "memcpy", "memset", "runtime", "cpu_ops", "annotations"):
+        frame = getattr(trace, table)
+        for column in frame.columns:
+            assert not isinstance(_root(frame[column].to_numpy()), memoryview), (table, column)
+
+
+def test_a_table_of_one_part_is_copied_out_of_shared_memory() -> None:
+    import numpy as np
+
+    shared = np.frombuffer(memoryview(bytearray(64)), np.int64)
+    acc = reader._Acc()
+    acc.add("comms", {"ts_ns": shared[:4], "dur": np.arange(4)})
+    acc.add("kernels", {"ts_ns": shared[4:6]})
+    acc.add("kernels", {"ts_ns": shared[6:]})
+    reader._own_lone_parts(acc)
+    (comms,) = acc.parts["comms"]
+    assert not isinstance(_root(comms["ts_ns"]), memoryview)
+    assert comms["ts_ns"].tolist() == [0, 0, 0, 0]
+    # Several parts are joined into new arrays anyway: left as they are.
+    assert all(isinstance(_root(p["ts_ns"]), memoryview) for p in acc.parts["kernels"])
+
+
+def _root(a: Any) -> Any:
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
+
+
 def test_gzip_members_split_inside_an_event(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -830,6 +830,7 @@ def _stream_rank(
                 acc.absorb(piece.acc, offset)
                 offset += piece.events
             del later, got, theirs, p, piece
+            _own_lone_parts(acc)
         if acc.any_missing_correlation():
             return None
         d = dec.top_values(end.top, end.repeated, path)
@@ -848,6 +849,16 @@ def _stream_rank(
             team.close()
     built.file_rank = d.rank
     return built, end.json_bytes
+
+
+def _own_lone_parts(acc: _Acc) -> None:
+    """Copy the columns of a table made of one part: joining several makes new arrays, but
+    one part is taken as it is, and a helper's is a view of its memory file, all of which
+    it would keep mapped (``comms`` rows, written only where collectives ran, can lie in
+    one piece)."""
+    for parts in acc.parts.values():
+        if len(parts) == 1:
+            parts[0] = {k: v.copy() if v.base is not None else v for k, v in parts[0].items()}
 
 
 @dataclass
