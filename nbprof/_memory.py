@@ -20,10 +20,11 @@ except ImportError:  # Windows: no address-space limits to read
 
 logger = logging.getLogger(__name__)
 
-#: Reading a trace whole holds its JSON and builds tables beside it: the load benchmark's
-#: peak at 2.16M events is 1.74x the JSON's size in two processes (which share the whole
-#: file), 0.87x streamed in one; tiny events cost more (about 5x at 5M events of ~60
-#: bytes). JSON larger than the free memory divided by this cannot be read.
+#: Reading a trace whole holds its JSON and builds tables beside it (1.74x the JSON's size
+#: at 2.16M events, when two processes shared a whole file); streamed, the load
+#: benchmark's peak there is 0.86x in one process and 0.75x in two; tiny events cost more
+#: (about 5x at 5M events of ~60 bytes). JSON larger than the free memory divided by this
+#: cannot be read.
 JSON_FACTOR = 2
 #: What a trace of tiny events can cost, for the words of a refusal after the fact.
 WORST_FACTOR = 5
