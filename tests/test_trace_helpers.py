@@ -112,25 +112,20 @@ def test_a_piece_bigger_than_a_slot_is_kept_here() -> None:
         assert got is not None and pieces_of(got[0]) == [b"[12345]"]
 
 
-def test_a_helper_that_fails_gives_none() -> None:
+@pytest.mark.parametrize(
+    "keep",
+    [
+        pytest.param(Keep(fail_on=b"piece"), id="fails"),
+        pytest.param(Keep(die_on=b"piece 000"), id="dies"),
+    ],
+)
+def test_a_helper_that_fails_or_dies_gives_none(keep: Keep) -> None:
     before = _children()
-    keep = Keep(fail_on=b"piece")
     team = helpers.Helpers.start(1, 64, keep)
     assert team is not None
     with team:
         who = hand_out(team, stream_of(12))
         assert who[0] == 0  # a helper's slots are free at the start: it took the first
-        assert team.results() is None
-    assert _children() == before
-
-
-def test_a_helper_that_dies_gives_none() -> None:
-    before = _children()
-    keep = Keep(die_on=b"piece 001")
-    team = helpers.Helpers.start(1, 64, keep)
-    assert team is not None
-    with team:
-        hand_out(team, stream_of(12))
         assert team.results() is None
     assert _children() == before
 

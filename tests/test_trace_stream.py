@@ -95,6 +95,16 @@ def room(piece: int, keep: int, out: int) -> int:
     return max(stream._ROOM * (piece + keep + out + 16), reader._HEAD_BYTES + out)
 
 
+def with_helpers(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """Read any file with ``n`` helper processes (forked even with other threads left
+    idle by other tests)."""
+    from nbprof.trace import forked
+
+    monkeypatch.setenv(forked.WORKERS_ENV, str(n + 1))
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+
+
 def small_pieces(monkeypatch: pytest.MonkeyPatch, piece: int, out: int) -> None:
     """Cut pieces of about ``piece`` bytes from decompressed pieces of ``out`` bytes, and
     keep only 32 bytes back for the end: every step of the stream runs on a small file."""
@@ -222,11 +232,9 @@ def test_a_big_file_for_several_processes_streams_with_helpers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Helper processes take pieces as they are cut: the same tables as one process's.
-    from nbprof.trace import forked, helpers
+    from nbprof.trace import helpers
 
-    monkeypatch.setenv(forked.WORKERS_ENV, "2")
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
-    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    with_helpers(monkeypatch, 1)
     small_pieces(monkeypatch, 256, 512)
     handed: list[int] = []
     results = helpers.Helpers.results
@@ -249,11 +257,7 @@ def test_a_helpers_columns_do_not_keep_its_memory_file(
 ) -> None:
     # One piece, read by the helper: every table is that one part, first views of the
     # helper's memory file; the trace's tables hold none of them.
-    from nbprof.trace import forked
-
-    monkeypatch.setenv(forked.WORKERS_ENV, "2")
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
-    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    with_helpers(monkeypatch, 1)
     mapped: list[str] = []
     unpacked = reader._unpacked
 
@@ -342,7 +346,7 @@ def test_damaged_gzip_with_helpers_fails_as_whole_and_stops_them(
     # The damage is met mid-stream, pieces already handed out: the helpers are stopped.
     import random
 
-    from nbprof.trace import forked, helpers
+    from nbprof.trace import helpers
     from tests.test_trace_parallel import _children
 
     handed: list[int] = []
@@ -354,9 +358,7 @@ def test_damaged_gzip_with_helpers_fails_as_whole_and_stops_them(
         return k
 
     monkeypatch.setattr(helpers.Helpers, "offer", counting)
-    monkeypatch.setenv(forked.WORKERS_ENV, "3")
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
-    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    with_helpers(monkeypatch, 2)
     rng = random.Random(5)
     # Past the first 64 KiB read to see the layout, so that the stream starts.
     events = [_x("cpu_op", f"{rng.getrandbits(64):016x}", i, 1) for i in range(3000)]
