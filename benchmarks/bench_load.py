@@ -153,6 +153,17 @@ def replicate(src: Path, copies: int) -> tuple[Path, int, int]:
     return dst, n, written
 
 
+#: The issue sets the cache target (second load <= 10% of the first) on the 2.16M-event trace;
+#: smaller traces' re-opens are shown against it, not judged by it.
+CACHE_TARGET_EVENTS = 2_000_000
+
+
+def _cache_verdict(share: float, events: int) -> str:
+    if events >= CACHE_TARGET_EVENTS:
+        return f"{_verdict(share <= 0.10)}: 10%"
+    return "the 10% target is set at 2.16M events"
+
+
 # -- one measurement per subprocess ------------------------------------------------------------
 
 
@@ -636,7 +647,8 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
                 f"{share * 100:.0f}% of the uncached load's {nb['load_s']:.2f} s and "
                 f"{warm['load_s'] / cold['load_s'] * 100:.0f}% of the first load's "
                 f"{cold['load_s']:.2f} s "
-                f"(which wrote the cache) ({_verdict(share <= 0.10)}: 10%); with analysis "
+                f"(which wrote the cache) ({_cache_verdict(share, nb.get('events', 0))}); "
+                "with analysis "
                 f"{total_s(warm):.2f} s vs {best_nb:.2f} s."
             )
         else:
