@@ -22,6 +22,7 @@ Fork is used only where :func:`nbprof.trace.forked.can_fork` allows it; see
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -147,14 +148,8 @@ class Helpers:
                 pass
             os.close(h.to_helper)
             h.to_helper = -1
-        out: list[Any] = []
-        failed = False
-        for h in self._helpers:
-            got = _result(h)
-            if got is None:
-                failed = True
-            out.append(got)
-        return None if failed else [ok for _, ok in out]
+        got = [_result(h) for h in self._helpers]  # each helper waited for, even past a failure
+        return None if any(g is None for g in got) else [g for g in got if g is not None]
 
     def close(self) -> None:
         """Stop and reap every helper (killed if it has not ended) and free the memory."""
@@ -343,51 +338,52 @@ def _batches(fd: int, written: list[tuple[int, int, list[tuple[int, int]]]]) -> 
     ]
 
 
-def _result(h: _Helper) -> tuple[bool, Any] | None:
-    """``(True, value)`` from the helper, or None when it failed or sent nothing readable;
+def _result(h: _Helper) -> tuple[list[Any], Any] | None:
+    """The helper's batches and result, or None when it failed or sent nothing readable;
     the helper is reaped."""
-    os.set_blocking(h.from_helper, True)
     try:
-        while h.result is None or len(h.result) < 1 + _LENGTH.size:
-            more = os.read(h.from_helper, 1 << 16)
-            if not more:
-                break
-            _tokens(h, more)
-        data = h.result
-        if data is None or len(data) < 1 + _LENGTH.size:
+        body = _body(h)
+        if body is None:
             why = "no result (the helper died)"
         else:
-            (size,) = _LENGTH.unpack_from(data, 1)
-            body = bytearray(size)
-            have = data[1 + _LENGTH.size :]
-            body[: len(have)] = have
-            at = len(have)
-            h.result = None
-            with memoryview(body) as view:
-                while at < size:
-                    with view[at:] as rest:
-                        k = os.readv(h.from_helper, [rest])
-                    if not k:
-                        break
-                    at += k
-            if at < size:
-                why = "no result (the helper died)"
-            else:
-                try:
-                    ok, got = pickle.loads(body)
-                    if ok:
-                        written, last = got
-                        return True, (_batches(h.batches, written), last)
-                except Exception as e:
-                    ok, got = False, f"an unreadable result ({type(e).__name__}: {e})"
+            try:
+                ok, got = pickle.loads(body)
+                if ok:
+                    written, last = got
+                    return _batches(h.batches, written), last
                 why = str(got)
+            except Exception as e:
+                why = f"an unreadable result ({type(e).__name__}: {e})"
     except OSError as e:
         why = str(e)
     finally:
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(h.pid, 0)
-            h.reaped = True
-        except ChildProcessError:
-            h.reaped = True
+        h.reaped = True
     logger.debug("helper %d failed: %s", h.pid, why)
     return None
+
+
+def _body(h: _Helper) -> bytearray | None:
+    """The pickled result the helper sends after its tokens (its length first), read to
+    the end; None when the helper ended before sending all of it."""
+    os.set_blocking(h.from_helper, True)
+    while h.result is None or len(h.result) < 1 + _LENGTH.size:
+        more = os.read(h.from_helper, 1 << 16)
+        if not more:
+            return None
+        _tokens(h, more)
+    (size,) = _LENGTH.unpack_from(h.result, 1)
+    body = bytearray(size)
+    have = h.result[1 + _LENGTH.size :]
+    body[: len(have)] = have
+    at = len(have)
+    h.result = None
+    with memoryview(body) as view:
+        while at < size:
+            with view[at:] as rest:
+                k = os.readv(h.from_helper, [rest])
+            if not k:
+                return None
+            at += k
+    return body
