@@ -332,7 +332,7 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     if not _group.all_text(names):
         return _top_kernels_grouped(kernels, classes, n)
     dur = _frames.column(kernels, "dur", "float64")
-    uniq, code = _group.codes(names.tolist())
+    uniq, code = _group.text_codes(names)
     k = len(uniq)
     count = _group.counts(code, k)
     total_us = _group.sums(code, dur, k)

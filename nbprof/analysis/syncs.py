@@ -247,7 +247,7 @@ def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:
         tot = _frames.column(g, "total_us", "float64")
         g["pct"] = tot / span_us * 100.0 if span_us > 0 else np.nan
         return g.reset_index(drop=True)[list(SYNC_COLUMNS)]
-    uniq, code = _group.codes(names.tolist())
+    uniq, code = _group.text_codes(names)
     total_us = _group.sums(code, _frames.column(calls, "dur", "float64"), len(uniq))
     order = np.argsort(-total_us, kind="stable")
     tot = total_us[order]
