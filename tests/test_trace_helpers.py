@@ -6,6 +6,7 @@ from __future__ import annotations
 import mmap
 import os
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -14,13 +15,31 @@ import pytest
 from nbprof.trace import forked, helpers
 from tests.test_trace_parallel import _children
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="helpers are forked")
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="helpers run on Linux")
 
 
-@pytest.fixture(autouse=True)
-def may_fork(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Other tests may leave idle threads behind; the helpers here run pure Python.
-    monkeypatch.setattr(forked, "can_fork", lambda: True)
+@pytest.fixture(autouse=True, params=["forked", "afresh"])
+def how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test with forked helpers, and with helpers started afresh (as in a notebook,
+    whose threads make a fork unsafe). Other tests may leave idle threads behind; the
+    forked helpers here run pure Python."""
+    monkeypatch.setattr(forked, "can_fork", lambda: request.param == "forked")
+    return str(request.param)
+
+
+def started(n: int, slot_bytes: int, keep: Any) -> helpers.Helpers:
+    """``n`` helpers, each ready to take pieces: one started afresh takes none until it
+    has imported the reader, which the tests wait for."""
+    team = helpers.Helpers.start(n, slot_bytes, keep)
+    assert team is not None
+    for h in team._helpers:
+        waited = 0.0
+        while len(h.free) < helpers.SLOTS:
+            assert waited < 60 and not h.done, "a helper that never came up"
+            time.sleep(0.01)
+            waited += 0.01
+            helpers._poll(h)
+    return team
 
 
 class Keep:
@@ -85,8 +104,7 @@ def hand_out(team: helpers.Helpers, pieces: list[tuple[bytes, tuple[int, int]]])
 def test_pieces_come_back_in_the_order_handed() -> None:
     before = _children()
     keep = Keep()
-    team = helpers.Helpers.start(2, 64, keep)
-    assert team is not None
+    team = started(2, 64, keep)
     with team:
         pieces = stream_of(40)
         who = hand_out(team, pieces)
@@ -103,8 +121,7 @@ def test_pieces_come_back_in_the_order_handed() -> None:
 
 def test_a_piece_bigger_than_a_slot_is_kept_here() -> None:
     keep = Keep()
-    team = helpers.Helpers.start(1, 8, keep)
-    assert team is not None
+    team = started(1, 8, keep)
     with team:
         assert team.offer(b"[123456789]", (1, 10)) is None  # 11 bytes with its ends
         assert team.offer(b"[12345]", (1, 6)) == 0
@@ -121,8 +138,7 @@ def test_a_piece_bigger_than_a_slot_is_kept_here() -> None:
 )
 def test_a_helper_that_fails_or_dies_gives_none(keep: Keep) -> None:
     before = _children()
-    team = helpers.Helpers.start(1, 64, keep)
-    assert team is not None
+    team = started(1, 64, keep)
     with team:
         who = hand_out(team, stream_of(12))
         assert who[0] == 0  # a helper's slots are free at the start: it took the first
@@ -134,16 +150,56 @@ def test_closing_early_stops_every_helper() -> None:
     # The reader met an error mid-stream: its helpers are killed and reaped.
     before = _children()
     keep = Keep()
-    team = helpers.Helpers.start(3, 64, keep)
-    assert team is not None
+    team = started(3, 64, keep)
     hand_out(team, stream_of(5))
     assert len(_children() - before) == 3
     team.close()
     assert _children() == before
 
 
-def test_no_helpers_without_a_safe_fork(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(forked, "can_fork", lambda: False)
+def test_without_a_safe_fork_helpers_start_afresh(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     keep = Keep()
-    assert helpers.Helpers.start(2, 64, keep) is None
+    team = helpers.Helpers.start(1, 64, keep)
+    assert team is not None
+    with team:
+        (h,) = team._helpers
+        assert (h.process is None) == (how == "forked")
+        if how == "afresh":
+            assert h.free == []  # nothing handed before it is up
     assert helpers.Helpers.start(0, 64, keep) is None
+    if how == "afresh":  # (where a fork is safe, the platform is Linux)
+        monkeypatch.setattr(helpers.sys, "platform", "darwin")  # no memory files there
+        assert helpers.Helpers.start(1, 64, keep) is None
+
+
+def test_a_helper_that_never_comes_up_takes_nothing(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper started afresh that finds another nbprof on its path ends at once (it
+    would read pieces its own way): nothing is handed to it, nothing is waited for."""
+    if how == "forked":
+        pytest.skip("a forked helper is this very module")
+    before = _children()
+    monkeypatch.setattr(helpers, "__file__", "/elsewhere/nbprof/trace/helpers.py")
+    team = helpers.Helpers.start(1, 64, Keep())
+    assert team is not None
+    with team:
+        (h,) = team._helpers
+        assert h.process is not None and h.process.wait(timeout=60) == 2
+        assert hand_out(team, stream_of(3)) == [data for data, _ in stream_of(3)]
+        assert team.handed == [0]
+        assert team.results() == [([], None)]
+    assert _children() == before
+
+
+def test_a_helper_handed_nothing_is_not_waited_for() -> None:
+    # The stream ended before a helper started afresh was up: it is stopped, not awaited.
+    before = _children()
+    team = helpers.Helpers.start(2, 64, Keep())
+    assert team is not None
+    with team:
+        assert team.results() == [([], None), ([], None)]
+        assert all(h.reaped for h in team._helpers)
+    assert _children() == before

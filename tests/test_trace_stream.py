@@ -252,6 +252,57 @@ def test_a_big_file_for_several_processes_streams_with_helpers(
     assert len(handed) == 1 and handed[0] > 1  # pieces were read by the helper
 
 
+@pytest.mark.parametrize("up_first", [True, False], ids=["helper-up", "helper-late"])
+def test_a_big_file_in_a_notebook_streams_with_a_helper_started_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, up_first: bool
+) -> None:
+    """A notebook's kernel runs other threads, so a fork is not safe there: the helper is
+    started afresh, and reads pieces once it is up. Either way the tables are one
+    process's, and no process is left behind."""
+    import threading
+    import time
+
+    from nbprof.trace import forked, helpers
+    from tests.test_trace_parallel import _children
+
+    monkeypatch.setenv(forked.WORKERS_ENV, "2")
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 100)
+    small_pieces(monkeypatch, 256, 512)
+    teams: list[helpers.Helpers] = []
+    start = helpers.Helpers.start
+
+    def starting(*args: Any) -> Any:
+        team = start(*args)
+        assert team is not None
+        teams.append(team)
+        for h in team._helpers if up_first else []:
+            while len(h.free) < helpers.SLOTS and not h.done:  # as if the file were bigger
+                time.sleep(0.01)
+                helpers._poll(h)
+        return team
+
+    monkeypatch.setattr(helpers.Helpers, "start", starting)
+    p = write_gz(tmp_path, kineto_text(LINKED * 20))
+    before = _children()
+    idle = threading.Event()
+    kernel_thread = threading.Thread(target=idle.wait)
+    kernel_thread.start()
+    try:
+        assert not forked.can_fork()
+        one, two, spy = both_ways(p, monkeypatch)
+    finally:
+        idle.set()
+        kernel_thread.join()
+    assert_same(one, two)
+    assert spy.ranks == [True]
+    (team,) = teams
+    (h,) = team._helpers
+    assert h.process is not None  # started afresh, not forked
+    if up_first:
+        assert team.handed[0] > 1  # pieces were read by the helper
+    assert _children() == before
+
+
 def test_a_helpers_columns_do_not_keep_its_memory_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,19 +16,26 @@ Anything that goes wrong in a helper (a piece it cannot read, an error, its deat
 :meth:`Helpers.results` give None: the caller then reads the file again in one process,
 which gives exactly the one-process result or error.
 
-Fork is used only where :func:`nbprof.trace.forked.can_fork` allows it; see
-:mod:`nbprof.trace.forked` for why a bare ``os.fork`` and a pipe.
+A helper is forked where :func:`nbprof.trace.forked.can_fork` allows it (see
+:mod:`nbprof.trace.forked` for why a bare ``os.fork`` and a pipe). Elsewhere on Linux (a
+notebook's kernel, whose other threads make a fork unsafe) it is started afresh, the same
+interpreter with this process's import path, its shared memory a memory file: it takes
+pieces once it has imported the reader (about 0.4 s), and until then this process reads
+them all, so a helper that never comes up costs nothing more.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import mmap
 import os
 import pickle
 import signal
 import struct
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
@@ -74,16 +81,39 @@ class _Helper:
     from_helper: int
     #: The memory file the helper writes its batches into.
     batches: int
+    #: Its free slots: every one from the start for a forked helper; for one started
+    #: afresh, none until it says they are (its first tokens), once it can read them.
     free: list[int] = field(default_factory=lambda: list(range(SLOTS)))
     #: The result's bytes read so far, once its first byte has come.
     result: bytearray | None = None
     #: The helper is gone or stopped taking pieces.
     done: bool = False
     reaped: bool = False
+    #: A helper started afresh (reaped through it); None for a forked one.
+    process: subprocess.Popen[bytes] | None = None
+
+    def reap(self) -> None:
+        """Wait for the helper to end (once)."""
+        if self.reaped:
+            return
+        with contextlib.suppress(ChildProcessError):
+            if self.process is not None:
+                self.process.wait()
+            else:
+                os.waitpid(self.pid, 0)
+        self.reaped = True
+
+    def kill(self) -> None:
+        """End the helper now, and reap it."""
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        self.reap()
 
 
 class Helpers:
-    """Forked helpers, each ready to read pieces of up to ``slot_bytes`` (see the module)."""
+    """Helper processes, each ready to read pieces of up to ``slot_bytes`` (see the
+    module)."""
 
     def __init__(self, helpers: list[_Helper], slot_bytes: int) -> None:
         self._helpers = helpers
@@ -93,14 +123,18 @@ class Helpers:
 
     @classmethod
     def start(cls, n: int, slot_bytes: int, work: Work) -> Helpers | None:
-        """``n`` helpers that each run ``work`` on the pieces handed to them; None when
-        none could be started (no safe fork, no memory file, file descriptors or processes
-        left): the caller reads every piece itself."""
-        if n < 1 or not forked.can_fork():
+        """``n`` helpers that each run ``work`` on the pieces handed to them, forked where
+        that is safe, else started afresh; None when none could be started (not on Linux,
+        no memory file, file descriptors or processes left): the caller reads every piece
+        itself."""
+        if n < 1:
+            return None
+        begin = _fork if forked.can_fork() else _spawn if sys.platform == "linux" else None
+        if begin is None:
             return None
         started: list[_Helper] = []
         for _ in range(n):
-            h = _fork(slot_bytes, work)
+            h = begin(slot_bytes, work)
             if h is None:
                 break
             started.append(h)
@@ -140,7 +174,8 @@ class Helpers:
 
     def results(self) -> list[tuple[list[Any], Any]] | None:
         """Each helper's batches and ``result()``, once it has read every piece handed to
-        it; None when any helper failed."""
+        it; None when any helper failed. A helper handed nothing is stopped, not waited for
+        (one started afresh may not be up yet): its entry is ``([], None)``."""
         for h in self._helpers:
             try:
                 os.write(h.to_helper, _MESSAGE.pack(-1, -1))
@@ -148,7 +183,11 @@ class Helpers:
                 pass
             os.close(h.to_helper)
             h.to_helper = -1
-        got = [_result(h) for h in self._helpers]  # each helper waited for, even past a failure
+        # Each helper handed pieces is waited for, even past a failure.
+        got = [
+            _result(h) if k else _stopped(h)
+            for h, k in zip(self._helpers, self.handed, strict=True)
+        ]
         return None if any(g is None for g in got) else [g for g in got if g is not None]
 
     def close(self) -> None:
@@ -159,13 +198,7 @@ class Helpers:
                 h.to_helper = -1
             os.close(h.from_helper)
             os.close(h.batches)
-            if not h.reaped:
-                try:
-                    os.kill(h.pid, signal.SIGKILL)
-                    os.waitpid(h.pid, 0)
-                except (ChildProcessError, ProcessLookupError):  # already gone
-                    pass
-                h.reaped = True
+            h.kill()
             h.memory.close()
 
     def __enter__(self) -> Helpers:
@@ -203,6 +236,80 @@ def _fork(slot_bytes: int, work: Work) -> _Helper | None:
     os.close(up[1])
     os.set_blocking(up[0], False)
     return _Helper(pid, memory, down[1], up[0], fds[0])
+
+
+#: What a helper started afresh runs: this process's import path first (a notebook's
+#: additions to it), then :func:`_spawned` with the rest of its arguments.
+_SPAWNED = (
+    "import json, sys; "
+    "sys.path[:0] = [p for p in json.loads(sys.argv[1]) if p not in sys.path]; "
+    "from nbprof.trace.helpers import _spawned; _spawned(sys.argv[2:])"
+)
+
+
+def _spawn(slot_bytes: int, work: Work) -> _Helper | None:
+    """A helper started afresh: its slots a memory file both map; ``work`` pickled into
+    the memory file for its batches, for it to read first; its pipes and memory files
+    passed by number."""
+    if not sys.executable or getattr(sys, "frozen", False):  # no interpreter to start
+        return None
+    size = SLOTS * slot_bytes
+    fds: list[int] = []
+    memory: mmap.mmap | None = None
+    try:
+        payload = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
+        slots = os.memfd_create("nbprof-slots", os.MFD_CLOEXEC)
+        fds.append(slots)
+        os.ftruncate(slots, size)
+        memory = mmap.mmap(slots, size, flags=mmap.MAP_SHARED)
+        batches = os.memfd_create("nbprof-helper", os.MFD_CLOEXEC)
+        fds.append(batches)
+        _write_all(batches, payload)
+        down = os.pipe()
+        fds.extend(down)
+        up = os.pipe()
+        fds.extend(up)
+        passed = (slots, down[0], up[1], batches)
+        args = [json.dumps(sys.path), os.path.realpath(__file__), *map(str, passed)]
+        process = subprocess.Popen(
+            [sys.executable, "-c", _SPAWNED, *args, str(slot_bytes), str(len(payload))],
+            pass_fds=passed,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except (OSError, AttributeError, ValueError, pickle.PicklingError) as e:
+        logger.debug("helpers: could not start one afresh (%s)", e)
+        for fd in fds:
+            os.close(fd)
+        if memory is not None:
+            memory.close()
+        return None
+    for fd in (slots, down[0], up[1]):  # the helper's ends, and the map holds the slots
+        os.close(fd)
+    os.set_blocking(up[0], False)
+    return _Helper(process.pid, memory, down[1], up[0], batches, free=[], process=process)
+
+
+def _spawned(argv: list[str]) -> NoReturn:  # pragma: no cover - runs in the helper
+    """A helper started afresh: read the work from the start of the memory file for its
+    batches (which it then writes over), say every slot is free, and serve. It ends
+    without a word where this is not the module that started it (another nbprof found on
+    the path would read pieces its own way) or anything fails first: the reader then
+    reads every piece itself."""
+    try:
+        module, *numbers = argv
+        slots, read_end, write_end, batches, slot_bytes, n = map(int, numbers)
+        if os.path.realpath(__file__) != module:
+            os._exit(2)
+        memory = mmap.mmap(slots, SLOTS * slot_bytes, flags=mmap.MAP_SHARED)
+        os.close(slots)
+        work = pickle.loads(os.pread(batches, n, 0))
+        os.lseek(batches, 0, os.SEEK_SET)  # batches are written from the start
+        os.write(write_end, bytes(range(SLOTS)))
+    except BaseException:
+        os._exit(1)
+    _serve(memory, slot_bytes, read_end, write_end, batches, work)
 
 
 def _serve(  # pragma: no cover - runs in the helper
@@ -338,6 +445,11 @@ def _batches(fd: int, written: list[tuple[int, int, list[tuple[int, int]]]]) -> 
     ]
 
 
+def _stopped(h: _Helper) -> tuple[list[Any], Any]:
+    h.kill()
+    return [], None
+
+
 def _result(h: _Helper) -> tuple[list[Any], Any] | None:
     """The helper's batches and result, or None when it failed or sent nothing readable;
     the helper is reaped."""
@@ -357,9 +469,7 @@ def _result(h: _Helper) -> tuple[list[Any], Any] | None:
     except OSError as e:
         why = str(e)
     finally:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(h.pid, 0)
-        h.reaped = True
+        h.reap()
     logger.debug("helper %d failed: %s", h.pid, why)
     return None
 
