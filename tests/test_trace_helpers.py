@@ -203,3 +203,17 @@ def test_a_helper_handed_nothing_is_not_waited_for() -> None:
         assert team.results() == [([], None), ([], None)]
         assert all(h.reaped for h in team._helpers)
     assert _children() == before
+
+
+def test_work_that_does_not_pickle_starts_no_helper_afresh(how: str) -> None:
+    # A forked helper gets its work with the process; one started afresh needs it pickled.
+    keep = Keep()
+    keep.fail_on = lambda: None  # type: ignore[assignment]
+    before = _children()
+    team = helpers.Helpers.start(1, 64, keep)
+    if how == "forked":
+        assert team is not None
+        team.close()
+    else:
+        assert team is None
+    assert _children() == before

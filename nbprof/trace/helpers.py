@@ -270,7 +270,8 @@ def _spawn(slot_bytes: int, work: Work) -> _Helper | None:
         up = os.pipe()
         fds.extend(up)
         passed = (slots, down[0], up[1], batches)
-        args = [json.dumps(sys.path), os.path.realpath(__file__), *map(str, passed)]
+        path = [p for p in sys.path if isinstance(p, str)]  # (bytes would not say the same)
+        args = [json.dumps(path), os.path.realpath(__file__), *map(str, passed)]
         process = subprocess.Popen(
             [sys.executable, "-c", _SPAWNED, *args, str(slot_bytes), str(len(payload))],
             pass_fds=passed,
@@ -278,7 +279,14 @@ def _spawn(slot_bytes: int, work: Work) -> _Helper | None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    except (OSError, AttributeError, ValueError, pickle.PicklingError) as e:
+    except (
+        OSError,
+        subprocess.SubprocessError,
+        AttributeError,
+        TypeError,
+        ValueError,
+        pickle.PicklingError,
+    ) as e:  # no memory files, descriptors or processes; work that does not pickle
         logger.debug("helpers: could not start one afresh (%s)", e)
         for fd in fds:
             os.close(fd)
