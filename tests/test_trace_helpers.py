@@ -217,3 +217,31 @@ def test_work_that_does_not_pickle_starts_no_helper_afresh(how: str) -> None:
     else:
         assert team is None
     assert _children() == before
+
+
+def test_a_helper_started_afresh_imports_from_this_process_path(
+    how: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The work's class lives in a folder only this process's import path names (as a
+    notebook adds its own): a helper started afresh finds it there."""
+    if how == "forked":
+        pytest.skip("a forked helper has this process's modules already")
+    (tmp_path / "work_beside_the_notebook.py").write_text(
+        "class Count:\n"
+        "    def __init__(self):\n"
+        "        self.n = 0\n"
+        "    def take(self, data, span):\n"
+        "        self.n += 1\n"
+        "    def batch(self, final):\n"
+        "        return None\n"
+        "    def result(self):\n"
+        "        return self.n\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import work_beside_the_notebook
+
+    team = started(1, 64, work_beside_the_notebook.Count())
+    with team:
+        hand_out(team, stream_of(6))
+        got = team.results()
+    assert got == [([], team.handed[0])] and team.handed[0] >= 2
