@@ -159,30 +159,86 @@ def test_workers_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    ("cores", "load", "idle"),
+    ("cores", "busy", "idle"),
     [
-        (2, 0.1, 2),  # an idle machine: both cores
-        (2, 0.9, 1),  # about one core busy elsewhere: this one alone
-        (2, 1.6, 1),
+        (2, 0.0, 2),  # nothing else running: both cores
+        (2, 1.0, 1),  # one task running elsewhere: this one alone
+        (2, 2.0, 1),
         (2, 7.0, 1),  # overloaded: never fewer than one
-        (16, 3.2, 8),  # many idle cores: at most MAX_WORKERS
-        (8, 3.4, 5),
+        (16, 3.0, 8),  # many idle cores: at most MAX_WORKERS
+        (8, 3.0, 5),
     ],
 )
-def test_idle_cores_are_the_allowed_cores_less_the_load(
-    monkeypatch: pytest.MonkeyPatch, cores: int, load: float, idle: int
+def test_idle_cores_are_the_allowed_cores_less_what_runs_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, cores: int, busy: float, idle: int
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(cores)))
-    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(forked, "_others_running", lambda: busy)
     assert forked.idle_cores() == idle
 
 
-def test_no_load_average_means_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("line", "others"),
+    [
+        (b"0.83 0.55 0.61 1/88 27604\n", 0.0),  # this thread alone
+        (b"0.10 0.20 0.30 3/412 99\n", 2.0),
+        (b"0.10 0.20 0.30 0/412 99\n", 0.0),  # (read between two ticks)
+        (b"0.10 0.20\n", None),
+        (b"0.1 0.2 0.3 many/412 1\n", None),
+    ],
+)
+def test_the_running_count_is_read_less_this_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: bytes, others: float | None
+) -> None:
+    fake = tmp_path / "loadavg"
+    fake.write_bytes(line)
+    monkeypatch.setattr(forked, "_LOADAVG", str(fake))
+    assert forked._others_running() == others
+
+
+def test_this_process_own_past_work_leaves_the_cores_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook's kernel that just ran a cell for a minute has a load average of its
+    own work (0.83 after 75 s busy, measured): only what runs now elsewhere counts."""
+    fake = tmp_path / "loadavg"
+    fake.write_bytes(b"0.83 0.55 0.61 1/88 27604\n")
+    monkeypatch.setattr(forked, "_LOADAVG", str(fake))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.83, 0.55, 0.61))
+    assert forked.idle_cores() == 2
+
+
+def test_no_running_count_means_the_load_average(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "_LOADAVG", "/nonexistent/loadavg")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1})
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.9, 0.9))
+    assert forked.idle_cores() == 1
+
     def unreadable() -> tuple[float, float, float]:
         raise OSError("no /proc/loadavg")
 
     monkeypatch.setattr(os, "getloadavg", unreadable)
     assert forked.idle_cores() == 1
+
+
+@pytest.mark.skipif(not Path("/proc/loadavg").exists(), reason="Linux's running count")
+def test_a_process_spinning_beside_this_one_is_seen_running() -> None:
+    import subprocess
+    import sys
+
+    spin = subprocess.Popen(
+        [sys.executable, "-c", "import sys; print(flush=True); sys.stdin.close()\nwhile 1: pass"],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert spin.stdout is not None and spin.stdout.readline() == b"\n"  # it is spinning
+        others = forked._others_running()
+        assert others is not None and others >= 1
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 def kineto_file(tmp_path: Path, events: list[dict[str, Any]], name: str = "k.json") -> Path:

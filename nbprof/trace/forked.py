@@ -17,6 +17,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
@@ -56,18 +57,45 @@ def workers_wanted(*, auto: bool = True) -> int:
 
 
 def idle_cores() -> int:
-    """Cores this process may run on, less the 1-minute load average (processes running or
-    waiting to run, this one included once it has run a while), rounded; at least 1 and
-    at most MAX_WORKERS. A CPU quota that is not an affinity (a container's) is not seen."""
+    """Cores this process may run on, less the other tasks running on the machine now,
+    rounded; at least 1 and at most MAX_WORKERS. A CPU quota that is not an affinity (a
+    container's) is not seen.
+
+    "Now" is the running count of ``/proc/loadavg`` (this thread not counted; the median
+    of three readings a millisecond apart), not the load average: that average counts
+    this process's own recent work against it, and a notebook's kernel that had just run
+    a cell for a minute read 0.8 and left the second of two idle cores unused. Where the
+    count cannot be read (not Linux), the 1-minute load average stands in for it."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux; fork is not used there anyway
         cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average to read: assume the cores are busy
-        return 1
-    return max(1, min(cores, MAX_WORKERS, int(cores - load + 0.5)))
+    busy = _others_running()
+    if busy is None:
+        try:
+            busy = os.getloadavg()[0]
+        except (AttributeError, OSError):  # nothing to read: assume the cores are busy
+            return 1
+    return max(1, min(cores, MAX_WORKERS, int(cores - busy + 0.5)))
+
+
+_LOADAVG = "/proc/loadavg"
+
+
+def _others_running() -> float | None:
+    """Tasks running or ready to run on the machine now, this thread aside (see
+    :func:`idle_cores`); None where ``/proc/loadavg`` does not say."""
+    seen: list[int] = []
+    for i in range(3):
+        if i:
+            time.sleep(0.001)
+        try:
+            with open(_LOADAVG, "rb") as f:
+                running = f.read().split()[3].split(b"/")[0]
+            seen.append(max(0, int(running) - 1))
+        except (OSError, IndexError, ValueError):
+            return None
+    return float(sorted(seen)[1])
 
 
 def _in_pool_worker() -> bool:
