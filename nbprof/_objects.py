@@ -7,10 +7,14 @@ thousands of rows that hold a few dozen distinct str objects.
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from nbprof._lazy import pandas as pd
 
 
 def distinct_objects(values: np.ndarray) -> tuple[np.ndarray, list[Any]]:

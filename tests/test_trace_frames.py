@@ -54,7 +54,7 @@ def take_path(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     path from arrays (a pandas whose block internals moved), or the public constructor (a
     pandas without either)."""
     if path != "blocks":
-        monkeypatch.setattr(model, "_FROM_MGR", None)
+        monkeypatch.setattr(model, "_internals", lambda: None)
     if path == "public":
         monkeypatch.setattr(pd.DataFrame, "_from_arrays", None, raising=False)
 
@@ -111,7 +111,7 @@ def test_frames_from_blocks_are_pandas_own(
     for cols in cases:
         got = model.frame_from_arrays(dict(cols))
         with monkeypatch.context() as m:
-            m.setattr(model, "_FROM_MGR", None)
+            m.setattr(model, "_internals", lambda: None)
             want = model.frame_from_arrays(dict(cols))
         check_same(got, want)
         assert _layout(got) == _layout(want)

@@ -245,3 +245,38 @@ def test_a_helper_started_afresh_imports_from_this_process_path(
         hand_out(team, stream_of(6))
         got = team.results()
     assert got == [([], team.handed[0])] and team.handed[0] >= 2
+
+
+def test_a_helper_reads_pieces_without_importing_pandas(tmp_path: Any) -> None:
+    """A helper started afresh imports the reader's modules; pandas (0.15 s of the 0.3-0.4
+    s such a helper took to come up) is imported only where a frame is made, which a
+    helper never does."""
+    import subprocess
+
+    from tests.test_trace_stream import LINKED, kineto_text, write_gz
+
+    p = write_gz(tmp_path, kineto_text(LINKED * 20))
+    code = f"""
+import mmap, pathlib, sys
+from nbprof.trace import decode as dec, helpers, io, reader, stream
+src = io.open_source(pathlib.Path({str(p)!r}))
+first = bytearray()
+for piece in src.pieces:
+    first += piece
+work = reader._HelperPieces("t")
+cut = stream.pieces(iter(()), dec.layout(first), first, 256)
+taken = 0
+for data, span in cut:
+    slot = mmap.mmap(-1, len(data) + 2)
+    slot[: len(data)] = bytes(data)
+    work.take(slot, span)
+    taken += 1
+packed = work.batch(True)
+assert taken > 1 and packed is not None and len(packed.pieces) == taken, taken
+print("pandas" in sys.modules)
+"""
+    got = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "False"

@@ -196,6 +196,19 @@ def test_the_running_count_is_read_less_this_thread(
     assert forked._others_running() == others
 
 
+def test_a_task_running_for_a_moment_is_not_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three readings a millisecond apart: a task seen in one of them only (a kernel's
+    # thread sending output) is not keeping a core busy; one seen in all three is.
+    fake = tmp_path / "loadavg"
+    lines = iter([b"0 0 0 3/88 1\n", b"0 0 0 2/88 1\n", b"0 0 0 3/88 1\n"])
+    fake.write_bytes(next(lines))
+    monkeypatch.setattr(forked, "_LOADAVG", str(fake))
+    monkeypatch.setattr(forked.time, "sleep", lambda _: fake.write_bytes(next(lines)))
+    assert forked._others_running() == 1.0
+
+
 def test_this_process_own_past_work_leaves_the_cores_idle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.trace.model import BLOCKS, blocks_frame, frame_from_arrays
+from nbprof.trace.model import blocks_frame, blocks_made, frame_from_arrays
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,7 +110,7 @@ def rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     blocks = getattr(mgr, "blocks", None)
     if (
         type(df) is not pd.DataFrame
-        or not BLOCKS
+        or not blocks_made()
         or blocks is None
         or mask.shape != (len(df),)
         or df.attrs

@@ -28,17 +28,21 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from nbprof import __version__
 from nbprof._files import atomic_output
 from nbprof._objects import distinct_objects
 from nbprof.errors import plain_text
 from nbprof.trace.model import TABLES
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from nbprof._lazy import pandas as pd
 
 logger = logging.getLogger(__name__)
 

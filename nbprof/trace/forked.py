@@ -61,11 +61,13 @@ def idle_cores() -> int:
     rounded; at least 1 and at most MAX_WORKERS. A CPU quota that is not an affinity (a
     container's) is not seen.
 
-    "Now" is the running count of ``/proc/loadavg`` (this thread not counted; the median
-    of three readings a millisecond apart), not the load average: that average counts
-    this process's own recent work against it, and a notebook's kernel that had just run
-    a cell for a minute read 0.8 and left the second of two idle cores unused. Where the
-    count cannot be read (not Linux), the 1-minute load average stands in for it."""
+    "Now" is the running count of ``/proc/loadavg`` (this thread not counted; the least
+    of three readings a millisecond apart, as a task that runs for a moment, such as a
+    kernel's thread sending output, is not using a core), not the load average: that
+    average counts this process's own recent work against it, and a notebook's kernel
+    that had just run a cell for a minute read 0.8 and left the second of two idle cores
+    unused. Where the count cannot be read (not Linux), the 1-minute load average stands
+    in for it."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux; fork is not used there anyway
@@ -95,7 +97,7 @@ def _others_running() -> float | None:
             seen.append(max(0, int(running) - 1))
         except (OSError, IndexError, ValueError):
             return None
-    return float(sorted(seen)[1])
+    return float(min(seen))
 
 
 def _in_pool_worker() -> bool:

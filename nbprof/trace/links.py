@@ -13,9 +13,14 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from nbprof._lazy import pandas as pd
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from nbprof._lazy import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -128,17 +132,34 @@ def frame_from_arrays(columns: Mapping[str, Any], *, own: bool = False) -> pd.Da
     )
 
 
-#: pandas' block internals (private), to make a frame of arrays from its blocks; None in a
-#: pandas that moved them (frames are then made through pandas' path from arrays).
-_FROM_MGR: Any = getattr(pd.DataFrame, "_from_mgr", None)
-try:
-    _BlockPlacement: Any = importlib.import_module("pandas._libs.internals").BlockPlacement
-    _block_type: Any = importlib.import_module("pandas.core.internals.blocks").get_block_type
-    _BlockManager: Any = importlib.import_module("pandas.core.internals.managers").BlockManager
-except (ImportError, AttributeError):  # pragma: no cover - a pandas that moved them
-    _FROM_MGR = None
-#: Whether frames are made from their blocks here (:func:`blocks_frame`).
-BLOCKS = _FROM_MGR is not None
+@dataclass(frozen=True)
+class _Internals:
+    """pandas' block internals (private), to make a frame of arrays from its blocks."""
+
+    from_mgr: Any
+    placement: Any
+    block_type: Any
+    manager: Any
+
+
+@lru_cache(maxsize=1)
+def _internals() -> _Internals | None:
+    """pandas' block internals; None in a pandas that moved them (frames are then made
+    through pandas' path from arrays). Looked up at the first frame, not on import: a
+    reader's helper process never makes one, and never imports pandas."""
+    from_mgr = getattr(pd.DataFrame, "_from_mgr", None)
+    try:
+        placement = importlib.import_module("pandas._libs.internals").BlockPlacement
+        block_type = importlib.import_module("pandas.core.internals.blocks").get_block_type
+        manager = importlib.import_module("pandas.core.internals.managers").BlockManager
+    except (ImportError, AttributeError):  # pragma: no cover - a pandas that moved them
+        return None
+    return None if from_mgr is None else _Internals(from_mgr, placement, block_type, manager)
+
+
+def blocks_made() -> bool:
+    """Whether frames are made from their blocks here (:func:`blocks_frame`)."""
+    return _internals() is not None
 
 
 def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
@@ -152,7 +173,8 @@ def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
     dimensions): the caller takes pandas' path then.
     """
     arrays = list(columns.values())
-    if _FROM_MGR is None or not arrays:
+    pandas_blocks = _internals()
+    if pandas_blocks is None or not arrays:
         return None
     n = len(arrays[0])
     groups: dict[Any, list[int]] = {}
@@ -165,16 +187,17 @@ def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
     blocks = []
     for at in groups.values():
         first = arrays[at[0]]
-        kind = _block_type(first.dtype)
+        kind = pandas_blocks.block_type(first.dtype)
+        place = pandas_blocks.placement
         if type(first) is np.ndarray:
             values = np.empty((len(at), n), dtype=first.dtype)
             for j, i in enumerate(at):
                 values[j] = arrays[i]
             # The positions as the writable intp array BlockPlacement would make of them
             # (through np.require, a few µs a block).
-            blocks.append(kind(values, placement=_BlockPlacement(np.array(at, np.intp)), ndim=2))
+            blocks.append(kind(values, placement=place(np.array(at, np.intp)), ndim=2))
         else:
-            blocks.extend(kind(arrays[i], placement=_BlockPlacement(i), ndim=2) for i in at)
+            blocks.extend(kind(arrays[i], placement=place(i), ndim=2) for i in at)
     # One block per NumPy type and one per extension array is what consolidating leaves:
     # known so, not checked block by block again.
     return _frame_of_blocks(blocks, columns, n, consolidated=True)
@@ -202,12 +225,15 @@ def _frame_of_blocks(
 
 def blocks_frame(blocks: Sequence[Any], axes: list[Any], *, consolidated: bool) -> pd.DataFrame:
     """The frame of these pandas blocks on ``axes`` (its column Index, then its row
-    index), through pandas' block manager without its checks: only where :data:`BLOCKS`.
-    ``consolidated``: the blocks are one per NumPy type (pandas need not check)."""
-    mgr = _BlockManager(tuple(blocks), axes, verify_integrity=False)
+    index), through pandas' block manager without its checks: only where
+    :func:`blocks_made`. ``consolidated``: the blocks are one per NumPy type (pandas need
+    not check)."""
+    pandas_blocks = _internals()
+    assert pandas_blocks is not None
+    mgr = pandas_blocks.manager(tuple(blocks), axes, verify_integrity=False)
     if consolidated:
         mgr._is_consolidated = mgr._known_consolidated = True
-    out: pd.DataFrame = _FROM_MGR(mgr, axes=mgr.axes)
+    out: pd.DataFrame = pandas_blocks.from_mgr(mgr, axes=mgr.axes)
     return out
 
 
@@ -226,20 +252,22 @@ def _split_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
     alive). None below :data:`SPLIT_ROWS` rows and for anything :func:`_from_blocks`
     leaves to pandas."""
     arrays = list(columns.values())
-    if _FROM_MGR is None or not arrays or len(arrays[0]) < SPLIT_ROWS:
+    pandas_blocks = _internals()
+    if pandas_blocks is None or not arrays or len(arrays[0]) < SPLIT_ROWS:
         return None
     n = len(arrays[0])
     blocks = []
+    kind, place = pandas_blocks.block_type, pandas_blocks.placement
     for i, a in enumerate(arrays):
         if not _blockable(a, n):
             return None
         if type(a) is np.ndarray:
             if not (a.flags.owndata and a.flags.c_contiguous):
                 a = a.copy()
-            place = _BlockPlacement(slice(i, i + 1))
-            blocks.append(_block_type(a.dtype)(a.reshape(1, n), placement=place, ndim=2))
+            at = place(slice(i, i + 1))
+            blocks.append(kind(a.dtype)(a.reshape(1, n), placement=at, ndim=2))
         else:
-            blocks.append(_block_type(a.dtype)(a, placement=_BlockPlacement(i), ndim=2))
+            blocks.append(kind(a.dtype)(a, placement=place(i), ndim=2))
     return _frame_of_blocks(blocks, columns, n, consolidated=False)
 
 

@@ -15,10 +15,9 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-import pandas as pd
 
 from nbprof import _collector, _memory
 from nbprof.errors import TraceError, plain_text
@@ -30,6 +29,11 @@ from nbprof.trace import tables as tb
 from nbprof.trace.io import read_bytes, trace_files
 from nbprof.trace.model import TABLES, Trace, empty_table
 from nbprof.trace.scan import EventColumns
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from nbprof._lazy import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -314,7 +318,7 @@ def _assemble(source: str, ranks: list[_Rank], folder: bool, notes: list[str]) -
 
 #: One rank's rows of a table (columns or a frame), the shift of their times (µs) onto the
 #: job's origin, and of their ``op_index`` onto the joined ``cpu_ops``.
-_Part = tuple[tb.Columns | pd.DataFrame, float, int]
+_Part: TypeAlias = "tuple[tb.Columns | pd.DataFrame, float, int]"  # (pandas named lazily)
 
 
 def _joined(table: str, parts: list[_Part]) -> pd.DataFrame:

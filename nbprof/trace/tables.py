@@ -16,16 +16,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from nbprof.trace import argfields
 from nbprof.trace import decode as dec
 from nbprof.trace.model import TABLES, empty_columns, empty_table, frame_from_arrays
 from nbprof.trace.scan import TEXT_ID, ArgSpans, EventColumns
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from nbprof._lazy import pandas as pd
 
 logger = logging.getLogger(__name__)
 
