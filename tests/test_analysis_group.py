@@ -140,38 +140,3 @@ def test_largest_first_is_the_stable_descending_sort() -> None:
         got = _group.largest_first(d)
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    st.lists(st.sampled_from(["gemm", "relu", "copy", None, 1.5, "nan"]), min_size=1, max_size=12),
-    st.integers(0, 2**32 - 1),
-)
-def test_text_codes_are_codes_of_the_values(words: list[object], seed: int) -> None:
-    """Told apart by object from BY_ADDRESS rows on, the codes are still those of the
-    values: equal text held by distinct str objects (as a column joined from pieces read
-    apart holds) gets one code, numbered where the value first appears."""
-    rng = np.random.default_rng(seed)
-    n = _group.BY_ADDRESS + int(rng.integers(0, 64))
-    # Each value as a few distinct but equal objects (a slice makes a new str of more than
-    # one character), NaN as distinct floats.
-    pool = [
-        (w + "!")[:-1] if isinstance(w, str) and w != "nan" else float("nan") if w else w
-        for w in words
-        for _ in range(3)
-    ]
-    values = np.empty(n, dtype=object)
-    values[:] = [pool[i] for i in rng.integers(0, len(pool), n)]
-    texts = [v for v in values.tolist() if isinstance(v, str)]
-    assert len({id(v) for v in texts}) >= len(set(texts))  # equal text, distinct objects
-    want_uniq, want_code = _group.codes(values.tolist())
-    uniq, code = _group.text_codes(values)
-    assert len(uniq) == len(want_uniq)
-    assert all(a is b or a == b for a, b in zip(uniq, want_uniq, strict=True))
-    assert code.dtype == want_code.dtype and code.tolist() == want_code.tolist()
-    # Below BY_ADDRESS rows, and for a strided view, the same answer.
-    few = values[: _group.BY_ADDRESS - 1]
-    assert _group.text_codes(few)[1].tolist() == _group.codes(few.tolist())[1].tolist()
-    every_other = values[::2]
-    want = _group.codes(every_other.tolist())[1]
-    assert _group.text_codes(every_other)[1].tolist() == want.tolist()

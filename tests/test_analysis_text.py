@@ -285,3 +285,36 @@ def test_alternatives_searched_alone_match_as_the_whole_pattern() -> None:
     for rx in cases:
         for name in names:
             assert _text._hit.__wrapped__(rx, name) == (rx.search(name) is not None), (rx, name)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from(["gemm", "relu", "copy", "a_longer_kernel_name"]), min_size=1),
+    st.integers(0, 2**32 - 1),
+)
+def test_text_codes_are_codes_of_the_values(words: list[str], seed: int) -> None:
+    """A column of names grouped by its factorization (by object from _BY_ADDRESS rows on,
+    shared while shared_factorizations is open) has the codes of its values: equal text
+    held by distinct str objects (as a column joined from pieces read apart holds) gets
+    one code, numbered where the value first appears."""
+    rng = np.random.default_rng(seed)
+    n = _text._BY_ADDRESS + int(rng.integers(0, 64))
+    # Each word as a few distinct but equal objects (a slice makes a new str).
+    pool = [(w + "!")[:-1] for w in words for _ in range(3)]
+    values = np.empty(n, dtype=object)
+    values[:] = [pool[i] for i in rng.integers(0, len(pool), n)]
+    texts = values.tolist()
+    assert len({id(v) for v in texts}) > len(set(texts))  # equal text, distinct objects
+    want_uniq, want_code = _group.codes(texts)
+    got = [_text.text_codes(values)]  # alone
+    with _text.shared_factorizations():
+        got += [_text.text_codes(values), _text.text_codes(values)]  # then from the memo
+    for uniq, code in got:
+        assert uniq == want_uniq
+        assert code.dtype == want_code.dtype and code.tolist() == want_code.tolist()
+    # Below _BY_ADDRESS rows, and for a strided view, the same answer.
+    few = values[: _text._BY_ADDRESS - 1]
+    assert _text.text_codes(few)[1].tolist() == _group.codes(few.tolist())[1].tolist()
+    every_other = values[::2]
+    want = _group.codes(every_other.tolist())[1]
+    assert _text.text_codes(every_other)[1].tolist() == want.tolist()

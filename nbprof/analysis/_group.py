@@ -49,21 +49,6 @@ def codes(keys: Sequence[Any], *, sort: bool = False) -> tuple[list[Any], np.nda
     return uniq, np.fromiter((place[k] for k in keys), dtype="int64", count=len(keys))
 
 
-def text_codes(values: np.ndarray) -> tuple[list[Any], np.ndarray]:
-    """``codes(values.tolist())`` for a 1-D column: from :data:`BY_ADDRESS` rows of
-    objects, its rows told apart by object (:func:`distinct_objects`, in C) and only those
-    objects looked at here. A trace's 194k kernel names are a few hundred str objects:
-    a dict lookup per row was most of the largest kernels' table (30 of 39 ms).
-
-    The objects come in the order of their first rows, so the first of those equal to a
-    value is where that value first appears: the codes are the same."""
-    if values.dtype != object or values.ndim != 1 or len(values) < BY_ADDRESS:
-        return codes(values.tolist())
-    by_object, objects = distinct_objects(values)
-    uniq, of_object = codes(objects)
-    return uniq, of_object[by_object]
-
-
 def sums(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Per group, the sum of its non-NaN values as pandas' groupby ``sum`` adds them: when
     the rows come grouped in order and hold no NaN, ``np.add.reduceat`` over each run, as

@@ -97,6 +97,16 @@ def _factorize(values: Names) -> tuple[np.ndarray, Any]:
 _BY_ADDRESS = 400
 
 
+def text_codes(values: np.ndarray) -> tuple[list[Any], np.ndarray]:
+    """(distinct names, each row's index into them) of a column of str, in order of first
+    appearance, as ``_group.codes(values.tolist())`` gives them: the column's
+    factorization, shared with every pattern matched on it while
+    :func:`shared_factorizations` is open (a trace's kernel names are factorized by the
+    classification before the largest kernels' table groups them)."""
+    codes, uniq = _factorize(values)
+    return list(uniq), np.asarray(codes, dtype=np.int64)
+
+
 def _factorized(values: Names) -> tuple[np.ndarray, Any]:
     """``pd.factorize(values, use_na_sentinel=False)``; for a column of str only, by a
     dict: pandas hashes each string's text anew on every call, where Python hashes a str

@@ -30,7 +30,15 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import Names, equals, has_bigram, matches, name_pattern, token_matches
+from nbprof.analysis._text import (
+    Names,
+    equals,
+    has_bigram,
+    matches,
+    name_pattern,
+    text_codes,
+    token_matches,
+)
 from nbprof.analysis.model import TOP_KERNELS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -332,7 +340,7 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     if not _group.all_text(names):
         return _top_kernels_grouped(kernels, classes, n)
     dur = _frames.column(kernels, "dur", "float64")
-    uniq, code = _group.text_codes(names)
+    uniq, code = text_codes(names)
     k = len(uniq)
     count = _group.counts(code, k)
     total_us = _group.sums(code, dur, k)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import is_in, matches, name_column, name_pattern
+from nbprof.analysis._text import is_in, matches, name_column, name_pattern, text_codes
 from nbprof.analysis.model import SYNCS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ def syncs_table(calls: pd.DataFrame, span_us: float) -> pd.DataFrame:
         tot = _frames.column(g, "total_us", "float64")
         g["pct"] = tot / span_us * 100.0 if span_us > 0 else np.nan
         return g.reset_index(drop=True)[list(SYNC_COLUMNS)]
-    uniq, code = _group.text_codes(names)
+    uniq, code = text_codes(names)
     total_us = _group.sums(code, _frames.column(calls, "dur", "float64"), len(uniq))
     order = np.argsort(-total_us, kind="stable")
     tot = total_us[order]
