@@ -37,7 +37,7 @@ import signal
 import struct
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 from nbprof.trace import forked
@@ -84,7 +84,7 @@ class _Helper:
     batches: int
     #: Its free slots: every one from the start for a forked helper; for one started
     #: afresh, none until it says they are (its first tokens), once it can read them.
-    free: list[int] = field(default_factory=lambda: list(range(SLOTS)))
+    free: list[int]
     #: The result's bytes read so far, once its first byte has come.
     result: bytearray | None = None
     #: The helper is gone or stopped taking pieces.
@@ -130,12 +130,12 @@ class Helpers:
         itself."""
         if n < 1:
             return None
-        begin = _fork if forked.can_fork() else _spawn if sys.platform == "linux" else None
-        if begin is None:
+        afresh = not forked.can_fork()
+        if afresh and sys.platform != "linux":  # no memory files to share
             return None
         started: list[_Helper] = []
         for _ in range(n):
-            h = begin(slot_bytes, work)
+            h = _start(slot_bytes, work, afresh)
             if h is None:
                 break
             started.append(h)
@@ -209,36 +209,6 @@ class Helpers:
         self.close()
 
 
-def _fork(slot_bytes: int, work: Work) -> _Helper | None:
-    fds: list[int] = []
-    try:
-        memory = mmap.mmap(-1, SLOTS * slot_bytes, flags=mmap.MAP_SHARED)
-    except (OSError, ValueError) as e:
-        logger.debug("helpers: no shared memory (%s)", e)
-        return None
-    try:
-        fds.append(os.memfd_create("nbprof-helper", os.MFD_CLOEXEC))
-        down = os.pipe()
-        fds.extend(down)
-        up = os.pipe()
-        fds.extend(up)
-        pid = os.fork()
-    except (OSError, AttributeError) as e:  # no memory files, descriptors or processes
-        logger.debug("helpers: could not start one (%s)", e)
-        for fd in fds:
-            os.close(fd)
-        memory.close()
-        return None
-    if pid == 0:  # pragma: no cover - the helper; what it sends is checked by the caller
-        os.close(down[1])
-        os.close(up[0])
-        _serve(memory, slot_bytes, down[0], up[1], fds[0], work)
-    os.close(down[0])
-    os.close(up[1])
-    os.set_blocking(up[0], False)
-    return _Helper(pid, memory, down[1], up[0], fds[0])
-
-
 #: What a helper started afresh runs: this process's import path first (a notebook's
 #: additions to it), then :func:`_spawned` with the rest of its arguments.
 _SPAWNED = (
@@ -248,17 +218,18 @@ _SPAWNED = (
 )
 
 
-def _spawn(slot_bytes: int, work: Work) -> _Helper | None:
-    """A helper started afresh: its slots a memory file both map; ``work`` pickled into
-    the memory file for its batches, for it to read first; its pipes and memory files
-    passed by number."""
-    if not sys.executable or getattr(sys, "frozen", False):  # no interpreter to start
+def _start(slot_bytes: int, work: Work, afresh: bool) -> _Helper | None:
+    """One helper: its slots a memory file both map, a memory file for its batches, a pipe
+    each way; forked, or started afresh (``afresh``), with ``work`` pickled at the start of
+    the batches' file for it to read first and its files passed by number."""
+    if afresh and (not sys.executable or getattr(sys, "frozen", False)):  # no interpreter
         return None
     size = SLOTS * slot_bytes
     fds: list[int] = []
     memory: mmap.mmap | None = None
+    process: subprocess.Popen[bytes] | None = None
     try:
-        payload = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps(work, protocol=pickle.HIGHEST_PROTOCOL) if afresh else b""
         slots = os.memfd_create("nbprof-slots", os.MFD_CLOEXEC)
         fds.append(slots)
         os.ftruncate(slots, size)
@@ -270,16 +241,20 @@ def _spawn(slot_bytes: int, work: Work) -> _Helper | None:
         fds.extend(down)
         up = os.pipe()
         fds.extend(up)
-        passed = (slots, down[0], up[1], batches)
-        path = [p for p in sys.path if isinstance(p, str)]  # (bytes would not say the same)
-        args = [json.dumps(path), os.path.realpath(__file__), *map(str, passed)]
-        process = subprocess.Popen(
-            [sys.executable, "-c", _SPAWNED, *args, str(slot_bytes), str(len(payload))],
-            pass_fds=passed,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        if afresh:
+            passed = (slots, down[0], up[1], batches)
+            path = [p for p in sys.path if isinstance(p, str)]  # (bytes would not say the same)
+            args = [json.dumps(path), os.path.realpath(__file__), *map(str, passed)]
+            process = subprocess.Popen(
+                [sys.executable, "-c", _SPAWNED, *args, str(slot_bytes), str(len(payload))],
+                pass_fds=passed,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            pid = process.pid
+        else:
+            pid = os.fork()
     except (
         OSError,
         subprocess.SubprocessError,
@@ -288,16 +263,21 @@ def _spawn(slot_bytes: int, work: Work) -> _Helper | None:
         ValueError,
         pickle.PicklingError,
     ) as e:  # no memory files, descriptors or processes; work that does not pickle
-        logger.debug("helpers: could not start one afresh (%s)", e)
+        logger.debug("helpers: could not start one (%s)", e)
         for fd in fds:
             os.close(fd)
         if memory is not None:
             memory.close()
         return None
+    if pid == 0:  # pragma: no cover - the forked helper; what it sends is checked here
+        os.close(down[1])
+        os.close(up[0])
+        _serve(memory, slot_bytes, down[0], up[1], batches, work)
     for fd in (slots, down[0], up[1]):  # the helper's ends, and the map holds the slots
         os.close(fd)
     os.set_blocking(up[0], False)
-    return _Helper(process.pid, memory, down[1], up[0], batches, free=[], process=process)
+    free = [] if afresh else list(range(SLOTS))
+    return _Helper(pid, memory, down[1], up[0], batches, free, process=process)
 
 
 def _spawned(argv: list[str]) -> NoReturn:  # pragma: no cover - runs in the helper
