@@ -185,10 +185,10 @@ def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
         key: Any = a.dtype if type(a) is np.ndarray else id(a.dtype)
         groups.setdefault(key, []).append(i)
     blocks = []
+    place = pandas_blocks.placement
     for at in groups.values():
         first = arrays[at[0]]
         kind = pandas_blocks.block_type(first.dtype)
-        place = pandas_blocks.placement
         if type(first) is np.ndarray:
             values = np.empty((len(at), n), dtype=first.dtype)
             for j, i in enumerate(at):
