@@ -27,11 +27,9 @@ def how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     return str(request.param)
 
 
-def started(n: int, slot_bytes: int, keep: Any) -> helpers.Helpers:
-    """``n`` helpers, each ready to take pieces: one started afresh takes none until it
-    has imported the reader, which the tests wait for."""
-    team = helpers.Helpers.start(n, slot_bytes, keep)
-    assert team is not None
+def up(team: helpers.Helpers) -> helpers.Helpers:
+    """``team`` once each helper is ready to take pieces: one started afresh takes none
+    until it has imported the reader, which the tests wait for."""
     for h in team._helpers:
         waited = 0.0
         while len(h.free) < helpers.SLOTS:
@@ -40,6 +38,13 @@ def started(n: int, slot_bytes: int, keep: Any) -> helpers.Helpers:
             waited += 0.01
             helpers._poll(h)
     return team
+
+
+def started(n: int, slot_bytes: int, keep: Any) -> helpers.Helpers:
+    """``n`` helpers, each ready to take pieces (:func:`up`)."""
+    team = helpers.Helpers.start(n, slot_bytes, keep)
+    assert team is not None
+    return up(team)
 
 
 class Keep:

@@ -260,9 +260,9 @@ def test_a_big_file_in_a_notebook_streams_with_a_helper_started_afresh(
     started afresh, and reads pieces once it is up. Either way the tables are one
     process's, and no process is left behind."""
     import threading
-    import time
 
     from nbprof.trace import forked, helpers
+    from tests.test_trace_helpers import up
     from tests.test_trace_parallel import _children
 
     monkeypatch.setenv(forked.WORKERS_ENV, "2")
@@ -275,11 +275,7 @@ def test_a_big_file_in_a_notebook_streams_with_a_helper_started_afresh(
         team = start(*args)
         assert team is not None
         teams.append(team)
-        for h in team._helpers if up_first else []:
-            while len(h.free) < helpers.SLOTS and not h.done:  # as if the file were bigger
-                time.sleep(0.01)
-                helpers._poll(h)
-        return team
+        return up(team) if up_first else team  # up: as if the file were bigger
 
     monkeypatch.setattr(helpers.Helpers, "start", starting)
     p = write_gz(tmp_path, kineto_text(LINKED * 20))
