@@ -1,7 +1,7 @@
 """Helper processes that take pieces of one stream while this process reads it.
 
 A big trace is read as it is decompressed (:mod:`nbprof.trace.stream`), a piece at a time.
-Where cores are idle, forked helpers read pieces too: this process copies a piece into a
+Where cores are idle, helper processes read pieces too: this process copies a piece into a
 free slot of a helper's shared memory and tells the helper so through a pipe; when every
 slot is taken it reads the piece itself. Each helper has two slots, one it is reading and
 the next waiting, so it never waits for this process while pieces keep coming; this process
