@@ -190,6 +190,11 @@ class _Stages:
         import nbprof.trace.reader as reader
 
         self.s = {"gunzip": 0.0, "decode": 0.0}
+        #: When the tables' last step began (every piece read by then), and its seconds.
+        self.finish_at: float | None = None
+        self.finish_s = 0.0
+        if hasattr(reader, "_finish_rank"):
+            reader._finish_rank = self._finish(reader._finish_rank)
         try:
             import nbprof.trace.io as io
         except ImportError:
@@ -210,6 +215,18 @@ class _Stages:
             return
         # The C scanner reads most pieces: it is the decoding stage too.
         scan.scan_piece = self._timed("decode", scan.scan_piece)  # type: ignore[assignment]
+
+    def _finish(self, f: Any) -> Any:
+        def run(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            if self.finish_at is None:
+                self.finish_at = t
+            try:
+                return f(*a, **k)
+            finally:
+                self.finish_s += time.perf_counter() - t
+
+        return run
 
     def _timed_pieces(self, stage: str, f: Any) -> Any:
         def run(*a: Any, **k: Any) -> Any:
@@ -283,6 +300,10 @@ def child(mode: str, path: str) -> dict[str, Any]:
         out["load_mb"] = _rss_mb()
         out.update(stages.s)
         out["tables"] = out["load_s"] - stages.s["gunzip"] - stages.s["decode"]
+        if stages.finish_at is not None:
+            # Reading the events (in one process or shared out) against what follows it.
+            out["read_s"] = stages.finish_at - t0
+            out["finish_s"] = stages.finish_s
         if analyze is not None:
             analyze(prof.trace, None)
             out["analyze_s"] = time.perf_counter() - t1
@@ -330,6 +351,20 @@ def measure(mode: str, path: Path, timeout: float) -> dict[str, Any]:
         tail = (p.stderr.strip().splitlines() or p.stdout.strip().splitlines() or ["no output"])[-1]
         return {"mode": mode, "error": f"exit {p.returncode}: {tail[:200]}"}
     return json.loads(lines[-1])
+
+
+def _read_share(one: dict[str, Any], par: dict[str, Any]) -> str:
+    """How the part the processes share scaled, and what ran in one process after it (the
+    best runs' numbers)."""
+    if "read_s" not in one or "read_s" not in par:
+        return ""
+    alone = total_s(par) - par["read_s"]
+    return (
+        f" (every event read in {par['read_s']:.2f} s against {one['read_s']:.2f} s, "
+        f"{one['read_s'] / par['read_s']:.2f}x; then {alone:.2f} s in this process alone, "
+        f"of it the tables' last step {par['finish_s']:.2f} s and the analysis "
+        f"{par.get('analyze_s', 0.0):.2f} s)"
+    )
 
 
 def total_s(r: dict[str, Any]) -> float:
@@ -557,10 +592,12 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         "the cache): gunzip = decompressing the file; decode = reading its events (the C",
         "scanner, else msgspec's skim and decoding); tables = everything else in the load",
         "(columns, links, frames; from the cache: reading it); analysis =",
-        "`nbprof.analysis.analyze`.",
+        "`nbprof.analysis.analyze`. Read = the seconds until every event was read (the",
+        "part two processes share), last step = the tables' last step after it (joining,",
+        "linking, sorting, in this process alone).",
         "",
-        "| trace | run | gunzip | decode | tables | analysis | total |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| trace | run | gunzip | decode | tables | analysis | total | read | last step |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         for m, label in (
@@ -573,7 +610,8 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
                 continue
             lines.append(
                 f"| {r['name']} | {label} | {x['gunzip']:.2f} | {x['decode']:.2f} | "
-                f"{x['tables']:.2f} | {fmt(x.get('analyze_s'))} | {total_s(x):.2f} |"
+                f"{x['tables']:.2f} | {fmt(x.get('analyze_s'))} | {total_s(x):.2f} | "
+                f"{fmt(x.get('read_s'))} | {fmt(x.get('finish_s'))} |"
             )
 
     def mem(m: dict[str, Any]) -> str:
@@ -617,7 +655,7 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
             if r["json_bytes"] >= PARALLEL_MIN_MIB * 2**20:
                 parts.append(
                     f"{PARALLEL} processes {x:.2f}x the speed of one ({xm:.2f}x) "
-                    f"({_verdict(x >= 1.7)}: 1.7x), peak memory "
+                    f"({_verdict(x >= 1.7)}: 1.7x)" + _read_share(nb, par) + ", peak memory "
                     f"{par['peak_mb'] * MB / r['json_bytes']:.2f}x the JSON size"
                     + "".join(
                         f", {g[m]['times'][0] / par['times'][0]:.1f}x faster than {who}"
