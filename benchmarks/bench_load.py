@@ -190,11 +190,11 @@ class _Stages:
         import nbprof.trace.reader as reader
 
         self.s = {"gunzip": 0.0, "decode": 0.0}
-        #: When the tables' last step began (every piece read by then), and its seconds.
-        self.finish_at: float | None = None
-        self.finish_s = 0.0
+        #: When each stage was first entered (perf_counter).
+        self.first: dict[str, float] = {}
         if hasattr(reader, "_finish_rank"):
-            reader._finish_rank = self._finish(reader._finish_rank)
+            # The tables' last step: it begins once every event is read.
+            reader._finish_rank = self._timed("finish", reader._finish_rank)
         try:
             import nbprof.trace.io as io
         except ImportError:
@@ -216,18 +216,6 @@ class _Stages:
         # The C scanner reads most pieces: it is the decoding stage too.
         scan.scan_piece = self._timed("decode", scan.scan_piece)  # type: ignore[assignment]
 
-    def _finish(self, f: Any) -> Any:
-        def run(*a: Any, **k: Any) -> Any:
-            t = time.perf_counter()
-            if self.finish_at is None:
-                self.finish_at = t
-            try:
-                return f(*a, **k)
-            finally:
-                self.finish_s += time.perf_counter() - t
-
-        return run
-
     def _timed_pieces(self, stage: str, f: Any) -> Any:
         def run(*a: Any, **k: Any) -> Any:
             pieces = f(*a, **k)
@@ -246,10 +234,11 @@ class _Stages:
     def _timed(self, stage: str, f: Any) -> Any:
         def run(*a: Any, **k: Any) -> Any:
             t = time.perf_counter()
+            self.first.setdefault(stage, t)
             try:
                 return f(*a, **k)
             finally:
-                self.s[stage] += time.perf_counter() - t
+                self.s[stage] = self.s.get(stage, 0.0) + time.perf_counter() - t
 
         return run
 
@@ -300,10 +289,9 @@ def child(mode: str, path: str) -> dict[str, Any]:
         out["load_mb"] = _rss_mb()
         out.update(stages.s)
         out["tables"] = out["load_s"] - stages.s["gunzip"] - stages.s["decode"]
-        if stages.finish_at is not None:
+        if "finish" in stages.first:
             # Reading the events (in one process or shared out) against what follows it.
-            out["read_s"] = stages.finish_at - t0
-            out["finish_s"] = stages.finish_s
+            out["read_s"] = stages.first["finish"] - t0
         if analyze is not None:
             analyze(prof.trace, None)
             out["analyze_s"] = time.perf_counter() - t1
@@ -362,7 +350,7 @@ def _read_share(one: dict[str, Any], par: dict[str, Any]) -> str:
     return (
         f" (every event read in {par['read_s']:.2f} s against {one['read_s']:.2f} s, "
         f"{one['read_s'] / par['read_s']:.2f}x; then {alone:.2f} s in this process alone, "
-        f"of it the tables' last step {par['finish_s']:.2f} s and the analysis "
+        f"of it the tables' last step {par['finish']:.2f} s and the analysis "
         f"{par.get('analyze_s', 0.0):.2f} s)"
     )
 
@@ -611,7 +599,7 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
             lines.append(
                 f"| {r['name']} | {label} | {x['gunzip']:.2f} | {x['decode']:.2f} | "
                 f"{x['tables']:.2f} | {fmt(x.get('analyze_s'))} | {total_s(x):.2f} | "
-                f"{fmt(x.get('read_s'))} | {fmt(x.get('finish_s'))} |"
+                f"{fmt(x.get('read_s'))} | {fmt(x.get('finish'))} |"
             )
 
     def mem(m: dict[str, Any]) -> str:
