@@ -625,7 +625,8 @@ def test_amd_gets_no_nvidia_claims(tmp_path: Path) -> None:
     d = diagnose(b, tmp_path)
     m = d.devices[0]
     assert m.vendor == "amd"
-    assert m.peak_tflops is None and m.peak_gbps is None
+    # AMD's own datasheet: an MI250X's 3.2 TB/s over its two GCDs (110 CUs each).
+    assert m.peak_tflops is None and m.peak_gbps == 1600.0
     assert m.tensor_core_pct == pytest.approx(50.0)  # MFMA matrix cores, by name
     assert "MFMA" in m.basis["tensor_core_pct"].how
     assert "low_tensor_core_share" not in {f.id for f in d.findings}

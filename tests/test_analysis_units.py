@@ -164,6 +164,10 @@ def test_classify_measured_counters() -> None:
         ("Tesla T4", None, "T4"),
         ("NVIDIA A10", None, "A10"),
         ("NVIDIA GeForce RTX 4090", None, "RTX 4090"),
+        ("Tesla V100-DGXS-32GB", None, "V100 DGXS"),
+        ("NVIDIA GeForce RTX 2080 Ti", None, "RTX 2080 Ti"),
+        ("NVIDIA H800", None, "H800 SXM"),
+        ("NVIDIA H800 PCIe", None, "H800 PCIe"),
     ],
 )
 def test_peak_lookup(name: str, mem: int | None, model: str) -> None:
@@ -174,7 +178,14 @@ def test_peak_lookup(name: str, mem: int | None, model: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["NVIDIA A10G", "NVIDIA A100-SXM4", "Tesla V100-DGXS-32GB", "NVIDIA H100 NVL", "Quadro X"],
+    [
+        "NVIDIA A10G",
+        "NVIDIA A100-SXM4",
+        "Tesla V100S-PCIE-32GB",
+        "NVIDIA H100 NVL",
+        "Quadro X",
+        "NVIDIA GeForce RTX 2080 Ti Laptop GPU",
+    ],
 )
 def test_peak_lookup_unknown_is_none(name: str) -> None:
     assert peaks.lookup(name) is None
@@ -193,6 +204,25 @@ def test_peak_values_from_datasheets() -> None:
     assert (a100.tflops["tf32"], a100.tflops["bf16"], a100.mem_gbps) == (156.0, 312.0, 2039.0)
     v100 = peaks.lookup("Tesla V100-SXM2-16GB")
     assert v100 is not None and "tf32" not in v100.tflops  # Volta has no TF32
+    # DGX Station: 500 mixed-precision TFLOPS over four V100s.
+    dgxs = peaks.lookup("Tesla V100-DGXS-32GB")
+    assert dgxs is not None and (dgxs.tflops["fp16"] * 4, dgxs.tflops["fp32"]) == (500.0, 15.7)
+    ti = peaks.lookup("NVIDIA GeForce RTX 2080 Ti")
+    assert ti is not None and (ti.tflops["fp32"], ti.tflops["fp16"], ti.mem_gbps) == (
+        13.4,
+        53.8,
+        616.0,
+    )
+    assert "bf16" not in ti.tflops  # Turing has no BF16
+    h800 = peaks.lookup("NVIDIA H800")
+    assert h800 is not None and (h800.tflops["bf16"], h800.tflops["fp64"]) == (989.5, 1.0)
+    mi300x = peaks.lookup("AMD Instinct MI300X", vendor="amd")
+    assert mi300x is not None
+    assert (mi300x.tflops["bf16"], mi300x.tflops["fp8"], mi300x.mem_gbps) == (
+        1307.4,
+        2614.9,
+        5300.0,
+    )
 
 
 def test_matmul_flops_and_bytes() -> None:

@@ -45,6 +45,7 @@ from nbprof.analysis.model import (
     compute_units,
     utilization_tool,
 )
+from nbprof.analysis.properties import properties_of
 from nbprof.analysis.samples import Measured, measured_for, nvml_gpu
 from nbprof.analysis.utilization import (
     SHORT_KERNEL_US,
@@ -114,20 +115,22 @@ class Device:
 
     @cached_property
     def props(self) -> dict[str, Any]:  # one row of the devices table
-        d = self.trace.devices
-        if d.empty:
-            return {}
-        dev = _frames.column(d, "device")
-        if dev.dtype == object and _group.all_text(dev):  # as text already: no astype copy
-            dev = dev == self.device
-        else:
-            dev = d["device"].astype(str).to_numpy() == self.device
-        at = np.flatnonzero((_frames.column(d, "rank") == self.rank) & dev)
-        if not len(at):
-            at = np.flatnonzero(dev)
-        if not len(at):
-            return {}
-        return _frames.row_dict(d, int(at[0]))
+        return self.paired_props[0]
+
+    @cached_property
+    def paired_props(self) -> tuple[dict[str, Any], str]:
+        """The device's properties row and, when another id's entry was paired with it,
+        how (see :mod:`nbprof.analysis.properties`)."""
+        return properties_of(self.trace.devices, self.rank, self.device, self._event_devices)
+
+    def _event_devices(self) -> list[str]:
+        t = self.trace
+        out: set[str] = set()
+        for f in (t.kernels, t.memcpy, t.memset):
+            if not f.empty:
+                dev = _frames.column(f, "device")[_frames.column(f, "rank") == self.rank]
+                out.update(str(d) for d in pd.unique(dev))
+        return sorted(out)
 
     @cached_property
     def vendor(self) -> tuple[str, Basis]:
@@ -321,12 +324,17 @@ class Device:
             )
         return tc, how
 
-    @cached_property
+    @property
     def peak(self) -> peaks.Peak | None:
-        if self.vendor_name != "nvidia":
-            return None
+        return self.identified[0]
+
+    @cached_property
+    def identified(self) -> tuple[peaks.Peak | None, str]:
+        """The GPU's peaks and how the model was recognised (see :func:`peaks.identify`)."""
         total = int(self.props.get("total_memory", -1) or -1) if self.props else -1
-        return peaks.lookup(self.name, total if total > 0 else None, self.vendor_name)
+        return peaks.identify(
+            self.name, total if total > 0 else None, self.vendor_name, self.sm_count
+        )
 
     @cached_property
     def flop_ops(self) -> tuple[pd.DataFrame, bool]:
@@ -378,16 +386,34 @@ def _vendor(d: Device) -> Measure:
     return d.vendor
 
 
+def _props_how(d: Device, what: str) -> str:
+    paired = d.paired_props[1]
+    return (
+        f"the trace's device properties ({what}); {paired}"
+        if paired
+        else (f"the trace's device properties ({what})")
+    )
+
+
 def _sm_count(d: Device) -> Measure:
     if d.sm_count is None:
         return None, Basis("unknown", _NO_PROPS)
-    return d.sm_count, Basis("trace", "the trace's device properties (numSms)")
+    return d.sm_count, Basis("trace", _props_how(d, "numSms"))
 
 
 def _compute_capability(d: Device) -> Measure:
     if d.cc is None:
         return None, Basis("unknown", _NO_PROPS)
-    return d.cc, Basis("trace", "the trace's device properties")
+    return d.cc, Basis("trace", _props_how(d, "computeMajor.computeMinor"))
+
+
+def _model(d: Device) -> Measure:
+    p, how = d.identified
+    if p is None:
+        return None, Basis("unknown", _no_peak(d))
+    kind: BasisKind = "trace" if how.startswith("device name") else "estimated"
+    paired = d.paired_props[1]
+    return p.model, Basis(kind, f"{how}; {paired}" if paired else how)
 
 
 def _counts(what: str, frame: str) -> Callable[[Device], Measure]:
@@ -702,7 +728,26 @@ def _achieved_gbps(d: Device) -> Measure:
 def _no_peak(d: Device) -> str:
     if d.vendor_name == "nvidia":
         return f"device {d.name!r} is not in the peak table"
+    if d.vendor_name == "amd":
+        total = int(d.props.get("total_memory", -1) or -1) if d.props else -1
+        shape = ", ".join(
+            x
+            for x in (
+                f"{d.sm_count} CUs" if d.sm_count else "",
+                f"{total / 1024**3:.0f} GiB" if total > 0 else "",
+            )
+            if x
+        )
+        said = f"device {d.name!r}" if d.name else "an unnamed device"
+        return (
+            f"{said}{' (' + shape + ')' if shape else ''} matches no AMD model of the peak "
+            "table by name, or by its compute units and memory"
+        )
     return f"no peak table for vendor {d.vendor_name!r}"
+
+
+def _matched(d: Device, p: peaks.Peak) -> str:
+    return f"{d.identified[1]}, matched to the {p.source}"
 
 
 def _peak_tflops(d: Device) -> Measure:
@@ -715,11 +760,9 @@ def _peak_tflops(d: Device) -> Measure:
     key = _busiest_dtype(roof)
     value = peaks.peak_tflops(p, key) if key else None
     if value is not None:
-        return value, Basis(
-            "trace", f"device name {d.name!r} matched to the {p.source}: {key} dense peak"
-        )
+        return value, Basis("trace", f"{_matched(d, p)}: {key} dense peak")
     why = (
-        f"the {p.source} has no {key} peak for {d.name!r}"
+        f"the {p.source} has no {key} peak for the {p.model}"
         if key
         else "the dtype of the FLOP-counted ops is unknown"
     )
@@ -741,8 +784,7 @@ def _peak_gbps(d: Device) -> Measure:
     p = d.peak
     if p is None:
         return None, Basis("unknown", _no_peak(d))
-    how = f"device name {d.name!r} matched to the {p.source}: memory bandwidth"
-    return p.mem_gbps, Basis("trace", how)
+    return p.mem_gbps, Basis("trace", f"{_matched(d, p)}: memory bandwidth")
 
 
 def _unsampled_why(d: Device) -> str:
@@ -775,6 +817,7 @@ METRICS: tuple[tuple[str, Callable[[Device], Measure]], ...] = (
     ("vendor", _vendor),
     ("sm_count", _sm_count),
     ("compute_capability", _compute_capability),
+    ("model", _model),
     ("gpu_span_us", _gpu_span),
     ("kernel_count", _counts("kernel", "k")),
     ("memcpy_count", _counts("memcpy", "mc")),

@@ -113,6 +113,9 @@ class DeviceMetrics:
     pageable_memcpy_count: int
     short_kernel_pct: float | None
     idle: IdleBreakdown = field(default_factory=IdleBreakdown)
+    #: The GPU model the peak table recognised (by name, or for AMD by compute units and
+    #: memory); None when it knows none. ``basis["model"]`` says how.
+    model: str | None = None
     #: Share of kernel time in collectives; share of the span where a collective runs and
     #: no compute kernel does; share of collective time with a compute kernel beside it.
     comm_pct: float | None = None
@@ -155,6 +158,22 @@ class DeviceMetrics:
         d = asdict(self)
         d["basis"] = {k: {"kind": b.kind, "how": b.how} for k, b in self.basis.items()}
         return d
+
+    @property
+    def label(self) -> str:
+        """The GPU as a reader names it: the trace's name, with the model the peak table
+        recognised from the properties where the name does not say it."""
+        b = self.basis.get("model")
+        if self.model and b is not None and b.kind != "trace":
+            return f"{self.name} ({self.model})" if self.name else self.model
+        return self.name or "unknown GPU"
+
+    @property
+    def model_inferred(self) -> bool:
+        """The model, or the properties it rests on, came from more than the device's own
+        entry and name (a paired entry, compute units and memory): worth a line of its own."""
+        b = self.basis.get("model")
+        return b is not None and (b.kind != "trace" or "deviceProperties" in b.how)
 
 
 @dataclass

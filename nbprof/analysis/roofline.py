@@ -325,8 +325,9 @@ def roofline(
         )
     ]
     dtypes = np.array([d for _, d in est], dtype=object)
-    tf32 = (dtypes == "fp32") & (tc_us > 0.5 * gpu_us)
-    dtypes[tf32] = "tf32"
+    # FP32 products that ran on the matrix units: TF32 on Tensor Cores, FP32 on AMD's MFMA.
+    on_matrix = (dtypes == "fp32") & (tc_us > 0.5 * gpu_us)
+    dtypes[on_matrix] = peak.fp32_matrix_key if peak is not None else "tf32"
     op_flops = _frames.column(ops, "flops", "float64")[keep]
     if _group.all_text(names):
         # Grouped in plain Python: the same sums pandas' groupby gives, without its fixed

@@ -272,6 +272,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         cards.append(_card("Achieved TFLOP/s", "n/a", "", basis_label(dm, "achieved_tflops"), None))
 
     kv: list[tuple[str, str, str]] = [
+        *([("GPU model", dm.model or "unknown", "model")] if dm.model_inferred else []),
         ("GPU span", fmt_us(dm.gpu_span_us), "gpu_span_us"),
         ("profiled window (any event)", fmt_us(dm.window_us), "window_us"),
         ("where the GPU span went", fmt_breakdown(dm.span_breakdown), "span_breakdown"),
@@ -320,8 +321,8 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     )
     head = (
         f"{'rank ' + esc(dm.rank) + ' · ' if multi else ''}GPU {esc(dm.device)}"
-        f" — {esc(dm.name or 'unknown GPU')}"
-        f' <span class="nbp-muted">({esc(dm.sm_count) if dm.sm_count else "?"} {units}'
+        f" — {esc(dm.label)}"
+        f' <span class="nbp-muted">({esc(dm.sm_count) if dm.sm_count else "unknown"} {units}'
         f"{', compute capability ' + esc(dm.compute_capability) if dm.compute_capability else ''}"
         f"{', ' + esc(dm.vendor) if dm.vendor and dm.vendor != 'nvidia' else ''})</span>"
     )

@@ -87,10 +87,7 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
     cc = f", cc {dm.compute_capability}" if dm.compute_capability else ""
     out = [
         clip(
-            plain(
-                f"{where}GPU {dm.device}: {dm.name or 'unknown GPU'} ({sms}{cc}),"
-                f" span {fmt_us(dm.gpu_span_us)}"
-            ),
+            plain(f"{where}GPU {dm.device}: {dm.label} ({sms}{cc}), span {fmt_us(dm.gpu_span_us)}"),
             width,
         )
     ]
@@ -103,6 +100,11 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
             f" of {fmt_tflops(dm.peak_tflops)} TFLOP/s peak" if dm.peak_tflops else ""
         )
     rows = [
+        *(
+            [("GPU model", dm.model or "unknown", basis_label(dm, "model"))]
+            if dm.model_inferred
+            else []
+        ),
         (
             f"{utilization_tool(dm.vendor)} would report",
             fmt_pct(dm.kernel_busy_pct),
