@@ -687,15 +687,14 @@ def _roof_rates(d: Device) -> tuple[Measure, Measure]:
     why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
     if roof.empty or d.span_us <= 0:
         return (None, Basis("unknown", why)), (None, Basis("unknown", why))
-    shapes = "2mkn" in str(_frames.column(roof, "basis")[0])
+    shapes = roofline.SHAPES_SOURCE in str(_frames.column(roof, "basis")[0])
     n_ops = int(_sum(roof, "count"))
+    source = "matmul and convolution FLOPs from input shapes" if shapes else "with_flops FLOPs"
+    cover = _coverage(d)
+    known = f"; FLOPs known for {_pct(cover)} of kernel time" if cover is not None else ""
     tf = (
         _sum(roof, "flops") / d.span_us / 1e6,
-        Basis(
-            "estimated" if shapes else "trace",
-            f"{'matmul FLOPs from input shapes' if shapes else 'with_flops FLOPs'} of "
-            f"{n_ops} ops ÷ GPU span",
-        ),
+        Basis("estimated" if shapes else "trace", f"{source} of {n_ops} ops ÷ GPU span{known}"),
     )
     gb = (
         _sum(roof, "bytes") / d.span_us / 1e3,
@@ -706,6 +705,28 @@ def _roof_rates(d: Device) -> tuple[Measure, Measure]:
         ),
     )
     return tf, gb
+
+
+def _coverage(d: Device) -> float | None:
+    """Share of kernel time (%) in kernels the FLOP-counted ops launched: how much of the
+    GPU's work an achieved FLOP rate speaks for."""
+    roof, ktime = d.roof, d.ktime
+    if roof.empty or ktime <= 0:
+        return None
+    return min(100.0, _sum(roof, "total_us") / ktime * 100.0)
+
+
+def _pct(v: float) -> str:
+    return f"{v:.1f}%" if v < 10 else f"{v:.0f}%"
+
+
+def _flops_coverage(d: Device) -> Measure:
+    v = _coverage(d)
+    if v is None:
+        why = "no ops with FLOP counts (profile with with_flops=True, record_shapes=True)"
+        return None, Basis("unknown", why if d.ktime > 0 else "no kernels")
+    how = "GPU time of the kernels the FLOP-counted ops launched ÷ kernel time"
+    return v, Basis("trace", how)
 
 
 def _sum(df: pd.DataFrame, name: str) -> float:
@@ -845,6 +866,7 @@ METRICS: tuple[tuple[str, Callable[[Device], Measure]], ...] = (
     ("copies", _copies),
     ("span_breakdown", _span_breakdown),
     ("achieved_tflops", _achieved_tflops),
+    ("flops_coverage_pct", _flops_coverage),
     ("peak_tflops", _peak_tflops),
     ("achieved_gbps", _achieved_gbps),
     ("peak_gbps", _peak_gbps),

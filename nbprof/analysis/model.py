@@ -141,6 +141,9 @@ class DeviceMetrics:
     span_breakdown: dict[str, float] = field(default_factory=dict)
     # Extras (welcome by the schema): roofline, input pipeline, syncs.
     achieved_tflops: float | None = None
+    #: Share of kernel time (%) in kernels launched by the FLOP-counted ops: the part of
+    #: the GPU's work ``achieved_tflops`` speaks for (None: no FLOP-counted ops).
+    flops_coverage_pct: float | None = None
     peak_tflops: float | None = None
     achieved_gbps: float | None = None
     peak_gbps: float | None = None

@@ -1,10 +1,11 @@
 """A per-op roofline from the trace's own FLOP counts and tensor shapes.
 
-FLOPs come from ``with_flops`` (op arg ``Flops``); bytes are *estimated* from
-``record_shapes`` (inputs, plus the output of matrix products, or an output the size of
-the largest input otherwise), so achieved GB/s and arithmetic intensity are estimates and
-say so. GPU time is the summed duration of the kernels launched while the op ran on its
-thread. An op is compute-bound when its intensity is at or above the device's ridge point
+FLOPs come from ``with_flops`` (op arg ``Flops``), else are estimated from ``record_shapes``
+for matrix products (2·m·k·n) and convolutions (:mod:`nbprof.analysis.conv`); bytes are
+*estimated* from the shapes (inputs, plus the output of matrix products, or an output the
+size of the largest input otherwise), so achieved GB/s and arithmetic intensity are
+estimates and say so. GPU time is the summed duration of the kernels launched while the op
+ran on its thread. An op is compute-bound when its intensity is at or above the device's ridge point
 (peak FLOP/s ÷ peak bytes/s), memory-bound below it, unknown without peaks.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames, _group
+from nbprof.analysis import _frames, _group, conv
 from nbprof.analysis._text import matches, name_pattern, text_column
 from nbprof.analysis.model import ROOFLINE_TABLE
 from nbprof.analysis.peaks import Peak, peak_tflops
@@ -41,6 +42,10 @@ _DTYPE = {
     "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
 }  # fmt: skip
 _MATMUL = name_pattern(r"aten::(?:mm|addmm|bmm|baddbmm|matmul|_addmm_activation|linear)$")
+_CONV = name_pattern(conv.NAMES.pattern)
+_INPUT_GRAD = name_pattern(r"aten::(?:cudnn|miopen)_convolution_backward_input$")
+#: Where FLOPs estimated from shapes say they came from (the bases quote it).
+SHAPES_SOURCE = "FLOPs from input shapes (2mkn for matrix products, convolutions by their shapes)"
 
 
 def _load(text: str) -> list[Any]:
@@ -138,15 +143,54 @@ def with_flops(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     fl = _frames.column(cpu_ops, "flops", "float64")
     if (fl > 0).any():
         return cpu_ops, False
-    # Shapes are read (as text) for the matrix products only.
-    rows = np.flatnonzero(matches(text_column(cpu_ops, "name"), _MATMUL))
-    dims = _frames.column(cpu_ops, "input_dims")[rows].tolist()
-    rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
+    rows, est = shape_flops(cpu_ops)
     cand = cpu_ops.iloc[rows]
     if cand.empty:
         return cand, True
-    est = [matmul_flops(n, d) for n, d in zip(cand["name"], cand["input_dims"], strict=True)]
-    return cand.assign(flops=np.asarray(est, dtype="float64")), True
+    return cand.assign(flops=est), True
+
+
+def shape_flops(cpu_ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the matrix products and convolutions that have shapes, and their FLOPs
+    estimated from those shapes (NaN where the shapes cannot tell)."""
+    # Shapes are read (as text) for these ops only.
+    names = text_column(cpu_ops, "name")
+    is_mm = matches(names, _MATMUL)
+    is_conv = matches(names, _CONV) & ~is_mm
+    rows = np.flatnonzero(is_mm | is_conv)
+    dims = _frames.column(cpu_ops, "input_dims")[rows].tolist()
+    has = np.array([str(d) != "" for d in dims], dtype=bool)
+    rows = rows[has] if len(rows) else rows
+    dims = [d for d, h in zip(dims, has.tolist(), strict=True) if h]
+    name_of = _frames.column(cpu_ops, "name")
+    flops = np.full(len(rows), np.nan)
+    mm = is_mm[rows]
+    if mm.any():
+        flops[mm] = [
+            matmul_flops(str(n), str(d))
+            for n, d, m in zip(name_of[rows].tolist(), dims, mm.tolist(), strict=True)
+            if m
+        ]
+    if (~mm).any():
+        at = rows[~mm]
+        leaves = np.flatnonzero(matches(names, _INPUT_GRAD))
+        both = np.concatenate((at, leaves))
+        thread = conv.thread_codes(
+            *(_frames.column(cpu_ops, c)[both] for c in ("rank", "pid", "tid"))
+        )
+        ts = _frames.column(cpu_ops, "ts", "float64")
+        dur = _frames.column(cpu_ops, "dur", "float64")
+        flops[~mm] = conv.conv_flops(
+            [str(n) for n in name_of[at].tolist()],
+            [d for d, m in zip(dims, mm.tolist(), strict=True) if not m],
+            ts[at],
+            ts[at] + dur[at],
+            thread[: len(at)],
+            [str(n) for n in name_of[leaves].tolist()],
+            ts[leaves],
+            thread[len(at) :],
+        )
+    return rows, flops
 
 
 def outermost_flops_ops(cpu_ops: pd.DataFrame) -> pd.DataFrame:
@@ -265,17 +309,7 @@ def _flop_ops_by_arrays(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool] | No
         rows = np.flatnonzero(fl > 0)
         flops = fl[rows]
     else:
-        # Shapes are read (as text) for the matrix products only.
-        rows = np.flatnonzero(matches(text_column(cpu_ops, "name"), _MATMUL))
-        dims = arrays["input_dims"][rows].tolist()
-        rows = rows[np.array([str(d) != "" for d in dims], dtype=bool)] if len(rows) else rows
-        est = [
-            matmul_flops(n, d)
-            for n, d in zip(
-                arrays["name"][rows].tolist(), arrays["input_dims"][rows].tolist(), strict=True
-            )
-        ]
-        flops = np.asarray(est, dtype="float64")
+        rows, flops = shape_flops(cpu_ops)
         counted = flops > 0
         rows, flops = rows[counted], flops[counted]
     if len(rows):
@@ -305,7 +339,7 @@ def roofline(
     is :func:`flop_ops` of ``cpu_ops`` when the caller has it already.
     """
     ops, estimated = flops if flops is not None else flop_ops(cpu_ops)
-    flops_src = "FLOPs 2mkn from input shapes" if estimated else "FLOPs from the trace"
+    flops_src = SHAPES_SOURCE if estimated else "FLOPs from the trace"
     if ops.empty:
         return _frames.empty(ROOFLINE_COLUMNS)
     gpu_us = gpu_time_per_op(ops, kernels, all_cpu_ops)

@@ -258,6 +258,10 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         # Bar length only (a drawing proportion); the numbers are analysis'.
         bar_f = 100.0 * dm.achieved_tflops / dm.peak_tflops if dm.peak_tflops else None
         also = f"peak: {basis_label(dm, 'peak_tflops')}" if dm.peak_tflops else ""
+        if dm.flops_coverage_pct is not None:
+            # The rate speaks only for the kernels of the FLOP-counted ops: say how many.
+            known = f"FLOPs known for {fmt_pct(dm.flops_coverage_pct)} of kernel time"
+            also = f"{known}; {also}" if also else known
         cards.append(
             _card(
                 "Achieved TFLOP/s",
