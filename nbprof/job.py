@@ -142,6 +142,7 @@ class Job:
                 "basis": v.basis,
                 "cause": v.cause,
                 "fixes": list(v.fixes),
+                "facts": list(v.facts),
             },
             "findings": [f.to_json() for f in d.findings],
             "explanation": "",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,3 +227,24 @@ def read_trace(path: Path) -> Trace:
     from nbprof.trace import read
 
     return read(path, progress=False)
+
+
+# -- what a verdict may say ----------------------------------------------------------------
+
+#: The most words a verdict's headline may have.
+HEADLINE_WORDS = 25
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+_SHARE = re.compile(r"\d%(?!\))")
+
+
+def assert_plain_verdict(verdict: Any) -> None:
+    """A verdict's headline is one sentence of at most HEADLINE_WORDS words; each share
+    its facts quote says what it is a share of ("63% of kernel time"); nothing unknown is
+    shown as "?"."""
+    head = verdict.summary
+    assert len(head.split()) <= HEADLINE_WORDS, head
+    assert len(_SENTENCE_END.findall(head)) == 1 and head.endswith("."), head
+    for fact in getattr(verdict, "facts", []):
+        for m in _SHARE.finditer(fact):
+            assert fact[m.end() :].startswith(" of "), fact
+    assert "?" not in " ".join([head, *getattr(verdict, "facts", [])])

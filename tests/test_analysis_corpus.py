@@ -81,7 +81,8 @@ def reference(path: str) -> dict[tuple[int, str], dict[str, Any]]:
             per[key]["kernels"].append((ts, ts + dur))
             per[key]["kdur"].append(dur)
             occ = a.get("est. achieved occupancy %")
-            if occ is not None:
+            # Kineto writes 0 where it did not compute the occupancy: not a reading.
+            if occ is not None and float(occ) > 0:
                 per[key]["occ"].append((float(occ), dur))
             grid = a.get("grid")
             if isinstance(grid, list):
@@ -219,7 +220,7 @@ def test_negative_queue_is_sync_bound_on_a_tiny_blocking_copy(corpus: Path) -> N
     # under 10 µs, but kernels start 164 ms after their launch: nothing is launch-bound.
     assert (v.bottleneck, v.basis, v.confidence) == ("sync_bound", "sync_gaps", "high")
     assert "cudaMemcpyAsync (DtoH)" in v.summary
-    assert "704 B device-to-host copy" in v.summary
+    assert "704 B device-to-host copy" in v.text
     assert 40 < m.span_breakdown["sync"] < 50
     assert m.launch_to_start_us is not None and m.launch_to_start_us > 100_000
     assert m.short_kernel_pct is not None and m.short_kernel_pct > 80
@@ -348,8 +349,8 @@ def test_h100_qwen_is_memory_bound_and_says_why_both_bases_agree(corpus: Path) -
     # time) are compute-bound on the roofline; 63% of kernel time is unfused elementwise,
     # copy and cat kernels (RMSNorm, RoPE, casts). Different kernels, one answer.
     assert (v.bottleneck, v.confidence) == ("memory_bound", "high")
-    assert "memory-bound kernels take 63% of kernel time" in v.summary
-    assert "FLOP-counted ops above the roofline ridge point take 19%" in v.summary
+    assert "Memory-bound kernels take 63% of kernel time" in v.summary
+    assert "FLOP-counted ops above the roofline ridge point: 19% of kernel time" in v.text
     # The achieved bandwidth counts the FLOP-counted ops only: it says so.
     assert "other kernels' traffic is not counted" in m.basis["achieved_gbps"].how
     assert "memory_bound_kernels" in _ids(d)
@@ -409,7 +410,7 @@ def test_dlrm_ranks_report_exposed_communication(corpus: Path) -> None:
         assert d.verdict.bottleneck == expected, f.name
         close = min(comm, host) >= 0.75 * max(comm, host)
         assert (d.verdict.confidence == "low") == close, f.name
-        assert ("A close call" in d.verdict.summary) == close, f.name
+        assert ("A close call" in d.verdict.text) == close, f.name
         assert m.short_kernel_pct > 80
 
 
@@ -426,7 +427,7 @@ def test_dlrm_folder_of_ranks(corpus: Path) -> None:
         assert same.exposed_comm_pct == pytest.approx(one.exposed_comm_pct)
     # The busiest rank (1) has collectives alone on the GPU 59% of its span.
     assert d.verdict.bottleneck == "communication_bound"
-    assert "(rank 1)" in d.verdict.summary
+    assert d.verdict.summary.startswith("On rank 1 (Tesla V100-SXM2-32GB), ")
 
 
 def test_corpus_kernels_are_classified_and_verdicts_firm(corpus: Path) -> None:
@@ -443,12 +444,12 @@ def test_corpus_kernels_are_classified_and_verdicts_firm(corpus: Path) -> None:
         dur = k["dur"].to_numpy(dtype="float64")
         other = dur[cls == "other"].sum() / dur.sum() * 100.0
         assert other < 5.0, (f.name, other)
-        assert d.verdict.confidence == "high" or "A close call" in d.verdict.summary, (
+        assert d.verdict.confidence == "high" or "A close call" in d.verdict.text, (
             f.name,
             d.verdict.summary,
         )
         assert d.verdict.basis, f.name
-        assert "cannot classify" not in d.verdict.summary, f.name
+        assert "cannot classify" not in d.verdict.text, f.name
 
 
 def test_span_breakdown_adds_up_and_idle_never_exceeds_the_span(corpus: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from golden import KinetoBuilder, read_trace
+from golden import KinetoBuilder, assert_plain_verdict, read_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +30,7 @@ def diagnose(b: KinetoBuilder, tmp_path: Path, samples: Samples | None = None) -
     assert j["schema"] == "nbprof.analysis/1"
     assert j["verdict"]["bottleneck"] in BOTTLENECKS
     assert list(d.kernel_class.index) == list(trace.kernels.index)
+    assert_plain_verdict(d.verdict)
     return d
 
 
@@ -204,7 +205,7 @@ def test_dataloader_share_and_input_bound_verdict(tmp_path: Path, recorded_as: s
     assert m.span_breakdown["input"] == pytest.approx(idle_share)
     assert d.verdict.bottleneck == "input_bound"
     assert d.verdict.basis == "dataloader_gaps"
-    assert f"{idle_share:.0f}% of the span" in d.verdict.summary
+    assert f"{idle_share:.0f}% of its span" in d.verdict.summary
     assert d.idle_gaps["cpu_work"].iloc[0] == "DataLoader __next__"
     stalls = d.stalls
     assert (stalls["cause"].iloc[0], stalls["cpu_work"].iloc[0]) == (
@@ -328,7 +329,7 @@ def test_a_blocking_device_to_host_copy_is_a_sync(tmp_path: Path) -> None:
     assert m.span_breakdown["sync"] == pytest.approx((CYCLES - 1) * 1008 / span * 100)
     assert d.verdict.bottleneck == "sync_bound"
     assert "cudaMemcpyAsync (DtoH)" in d.verdict.summary
-    assert "704 B device-to-host copy" in d.verdict.summary
+    assert "704 B device-to-host copy" in d.verdict.text
     syncs = d.syncs.set_index("name")
     assert syncs.loc["cudaMemcpyAsync (DtoH)", "count"] == CYCLES
     assert syncs.loc["cudaMemcpyAsync (DtoH)", "total_us"] == pytest.approx(CYCLES * 1005)
@@ -367,7 +368,7 @@ def test_host_bound_when_the_host_spends_far_more_than_the_launch_per_kernel(
     assert m.idle.host_wait_pct == pytest.approx(100.0)
     assert m.idle_queued_pct == pytest.approx(0.0)
     assert (d.verdict.bottleneck, d.verdict.basis) == ("host_bound", "host_gaps")
-    assert "50.0 µs per kernel, 5.0 µs of it in the launch call" in d.verdict.summary
+    assert "50.0 µs (median), 5.0 µs of it in the launch call" in d.verdict.text
     f = {x.id: x for x in d.findings}["host_overhead"]
     assert f.evidence["host_us_per_kernel"] == 50.0
     assert "launch_overhead" not in {x.id for x in d.findings}
@@ -437,7 +438,7 @@ def test_exposed_collectives_are_communication_bound(tmp_path: Path) -> None:
         "communication_bound",
         "exposed_communication",
     )
-    assert "for 50% of the span collectives ran with no compute kernel" in d.verdict.summary
+    assert "no compute kernel beside them for 50% of the GPU span" in d.verdict.summary
     f = {x.id: x for x in d.findings}["communication"]
     assert f.evidence["exposed_comm_pct"] == pytest.approx(50.0)
     assert d.kernel_class["cls"].tolist()[:2] == ["compute", "communication"]
@@ -498,7 +499,7 @@ def test_idle_verdict_when_no_cause_dominates(tmp_path: Path) -> None:
     assert sb["setup"] == pytest.approx(19 * 230 / span * 100)
     assert sb["host"] == pytest.approx(19 * 240 / span * 100)
     assert (d.verdict.bottleneck, d.verdict.confidence) == ("idle", "low")
-    assert "no one cause covers 25%" in d.verdict.summary
+    assert "no single cause covers 25%" in d.verdict.summary
     assert "gpu_idle" in {f.id for f in d.findings}
 
 
@@ -714,7 +715,7 @@ def test_measured_dram_bandwidth_decides_memory_bound(tmp_path: Path) -> None:
     # Names alone say compute-bound; the counters say the DRAM was the limit.
     assert analyze(trace).verdict.bottleneck == "compute_bound"
     assert d.verdict.bottleneck == "memory_bound"
-    assert "measured DRAM bandwidth utilization 80%" in d.verdict.summary
+    assert "measured DRAM bandwidth at 80%" in d.verdict.summary
 
 
 def test_source_carries_reader_notes(tmp_path: Path) -> None:
@@ -829,7 +830,7 @@ def test_one_tiny_kernel_is_too_little_gpu_work(tmp_path: Path) -> None:
     b.kernel("triton_poi_fused_add_cos_sin_0", 0, 1.76)
     d = diagnose(b, tmp_path)
     assert (d.verdict.bottleneck, d.verdict.basis) == ("insufficient_gpu_work", "little_gpu_work")
-    assert "only 1 GPU event ran (1.8 µs of GPU time)" in d.verdict.summary
+    assert "only 1 GPU event (1.8 µs of GPU time)" in d.verdict.summary
     assert "memory_bound_kernels" not in {f.id for f in d.findings}
 
 
@@ -974,8 +975,8 @@ def test_roofline_and_classes_reconcile_per_kernel(tmp_path: Path) -> None:
     d = diagnose(b, tmp_path)
     v = d.verdict
     assert (v.bottleneck, v.confidence) == ("memory_bound", "high")
-    assert "memory-bound kernels take 80% of kernel time against 20%" in v.summary
-    assert "FLOP-counted ops above the roofline ridge point take 20% of kernel time" in v.summary
+    assert "Memory-bound kernels take 80% of kernel time and compute-bound ones 20%" in v.summary
+    assert "FLOP-counted ops above the roofline ridge point: 20% of kernel time" in v.facts[2]
     f = {x.id: x for x in d.findings}["memory_bound_kernels"]
     assert f.evidence["memory_kernel_pct"] == pytest.approx(80.0)
 
@@ -990,7 +991,7 @@ def test_a_gemm_kernel_of_a_memory_bound_op_counts_as_memory(tmp_path: Path) -> 
         b.kernel(SGEMM, t + 710, 300, launch_ts=t + 40)  # ...this one outside any op
     d = diagnose(b, tmp_path)
     assert d.verdict.bottleneck == "memory_bound"
-    assert "FLOP-counted ops below the roofline ridge point take 70%" in d.verdict.summary
+    assert "FLOP-counted ops below the roofline ridge point: 70%" in d.verdict.text
 
 
 def test_measured_counters_that_disagree_lower_the_confidence(tmp_path: Path) -> None:
@@ -1004,7 +1005,7 @@ def test_measured_counters_that_disagree_lower_the_confidence(tmp_path: Path) ->
     v = analyze(trace, Samples(frame=frame)).verdict
     assert analyze(trace).verdict.confidence == "high"
     assert (v.bottleneck, v.confidence) == ("memory_bound", "low")
-    assert "measured DRAM bandwidth is only 20%" in v.summary
+    assert "measured DRAM bandwidth is only 20%" in v.text
 
 
 def test_memory_bound_ops_far_below_the_bandwidth_peak_lower_the_confidence(
@@ -1021,7 +1022,7 @@ def test_memory_bound_ops_far_below_the_bandwidth_peak_lower_the_confidence(
     nbytes = (64 * 8 + 8 * 64 + 64 * 64) * 4
     rate = nbytes / 700 / 1e3  # GB/s while the op's kernels ran
     assert (v.bottleneck, v.confidence) == ("memory_bound", "low")
-    assert f"move only {rate:.0f} GB/s" in v.summary
+    assert f"move only {rate:.0f} GB/s" in v.text
 
 
 def test_collectives_do_not_drive_the_low_sm_efficiency_finding(tmp_path: Path) -> None:
@@ -1052,6 +1053,7 @@ def test_allocation_that_recurs_every_step_is_not_called_one_time(tmp_path: Path
     # The last step's allocation comes after the last kernel, outside the GPU span: 4 of
     # them fall in gaps, 3 after the first step.
     assert d.devices[0].span_breakdown["setup"] == pytest.approx(4 * 3000 / (4 * 5000 + 1000) * 100)
-    assert "75% of it after the first ProfilerStep: they recur" in d.verdict.summary
+    assert "recur after the first step" in d.verdict.summary
+    assert "after the first ProfilerStep: 75% of that set-up time" in d.verdict.facts[1]
     ids = {f.id for f in d.findings}
     assert "allocation_churn" in ids and "one_time_setup" not in ids

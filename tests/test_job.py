@@ -123,7 +123,8 @@ def test_four_rank_straggler_and_verdict(four: Job) -> None:
     v = d.verdict
     assert (v.bottleneck, v.cause) == ("communication_bound", "skew")
     assert v.summary.startswith("Communication-bound because of skew")
-    assert "Rank 2 arrives last" in v.summary and "host-bound" in v.summary
+    assert "waiting for rank 2" in v.summary
+    assert "rank 2 arrives last" in v.facts[2] and "host-bound" in v.facts[2]
     assert v.fixes and v.fixes[0].startswith("Balance the slow rank's work. Rank 2 is host-bound")
 
 
@@ -338,7 +339,8 @@ def test_dlrm_straggler_and_verdict(dlrm: Job) -> None:
     bd = d.breakdown
     assert 35 < bd["exposed_comm"] < 45 and bd["transfer"] < 5
     assert (d.verdict.bottleneck, d.verdict.cause) == ("communication_bound", "skew")
-    assert "Rank 7 arrives last" in d.verdict.summary
+    assert "waiting for rank 7" in d.verdict.summary
+    assert "rank 7 arrives last" in d.verdict.facts[2]
 
 
 def test_dlrm_rank_rows_reuse_the_rank_metrics(dlrm: Job, corpus: Path) -> None:

@@ -50,7 +50,7 @@ from nbprof.analysis.samples import Measured, measured_for, nvml_gpu
 from nbprof.analysis.utilization import (
     SHORT_KERNEL_US,
     busy_pct,
-    occupancy_pct,
+    occupancy,
     short_kernel_pct,
     sm_efficiency_pct,
     weighted_coverage,
@@ -64,6 +64,12 @@ logger = logging.getLogger(__name__)
 Measure = tuple[Any, Basis]
 _NO_PROPS = "the trace's device properties do not give it"
 _GEMM_LIKE = name_pattern(r"gemm|gemv|xmma", re.IGNORECASE)
+#: Matrix products by name (cuBLAS, CUTLASS, hipBLASLt/Tensile, Triton matmuls) ...
+_GEMM_NAME = name_pattern(r"gemm|gemv|nvjet|Cijk_|matmul|_mm_|bmm", re.IGNORECASE)
+#: ... less the convolutions and attention kernels that carry GEMM words.
+_NOT_GEMM = name_pattern(
+    r"conv|fprop|dgrad|wgrad|winograd|fmha|flash|attn|attention", re.IGNORECASE
+)
 
 
 def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
@@ -460,10 +466,22 @@ def _sm_efficiency(d: Device) -> Measure:
 
 
 def _occupancy(d: Device) -> Measure:
-    occ = occupancy_pct(d.k)
+    occ, n, zero = occupancy(d.k)
     if occ is None:
+        if zero:
+            return None, Basis(
+                "unknown",
+                f"not computed: Kineto wrote 0 as the est. achieved occupancy of all "
+                f"{zero:,} kernels, which it does where its occupancy calculation failed",
+            )
         return None, Basis("unknown", "the trace has no est. achieved occupancy")
-    return occ, Basis("trace", "kernel-time-weighted mean of Kineto's est. achieved occupancy")
+    how = "kernel-time-weighted mean of Kineto's est. achieved occupancy"
+    if zero:
+        how += (
+            f" over the {n:,} kernels it was computed for; {zero:,} more have 0, which Kineto "
+            "writes where it did not compute it: left out"
+        )
+    return occ, Basis("trace", how)
 
 
 def _tensor_core_pct(d: Device) -> Measure:
@@ -1013,6 +1031,27 @@ class Signals:
             "roof_compute": rc,
             "roof_memory": rm,
         }
+
+    @cached_property
+    def gemm_by_name_pct(self) -> float:
+        """Share of non-collective kernel time (%) in GEMM kernels (not convolutions or
+        attention) whose bound rests on their name alone: no FLOP-counted op with shapes
+        placed them on the roofline."""
+        v = self.view
+        keep = ~v.collective
+        total = float(v.kdur[keep].sum())
+        if total <= 0:
+            return 0.0
+        names = text_column(v.k, "name")
+        cls = _frames.column(v.classes, "cls")
+        gemm = (
+            keep
+            & (v.roof_bounds == "")
+            & np.isin(cls, ["tensor_core", "compute"])
+            & matches(names, _GEMM_NAME)
+            & ~matches(names, _NOT_GEMM)
+        )
+        return float(v.kdur[gemm].sum() / total * 100.0)
 
     @cached_property
     def pageable_bytes(self) -> int:

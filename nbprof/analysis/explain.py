@@ -87,24 +87,43 @@ def explain(trace: Trace, signals: list[Signals]) -> str:
         parts.append(tc_line + ".")
     eff = m.sm_efficiency_pct
     tc = m.tensor_core_pct if m.vendor == "nvidia" else None
-    if busy < 50.0:
-        parts.append(
-            f"Here even {tool}'s number is low ({busy:.0f}%): the GPU spent most of the "
-            "span waiting for work, and the verdict and findings say on what."
-        )
-    elif eff is not None and eff < 0.8 * busy:
-        parts.append(
-            f"So {tool} can read {busy:.0f}% while only {eff:.0f}% of the {units[:-1]} capacity "
-            "was in use."
-        )
-    elif tc is not None and tc < 50.0:
-        parts.append(
-            f"So {tool} can read {busy:.0f}% and the SMs can be well filled while the "
-            f"Tensor Cores work only {tc:.0f}% of kernel time: busy is not the same as fast."
-        )
-    else:
-        parts.append(
-            f"Here utilization, {units[:-1]} efficiency and Tensor Core use broadly agree: "
-            "the GPU did real work for most of the span."
-        )
+    parts.append(closing(tool, busy, eff, tc, units[:-1]))
     return " ".join(parts)
+
+
+#: SM efficiency at or above this fraction of the kernels' busy share: while kernels ran,
+#: they filled the SMs (the rest of the span is idle time, not empty SMs).
+FILLED = 0.8
+
+
+def closing(tool: str, busy: float, eff: float | None, tc: float | None, unit: str) -> str:
+    """What the numbers add up to, each claim made only where this run's numbers hold it:
+    the GPU mostly waiting, SMs left empty while kernels ran, SMs filled but Tensor Cores
+    idle, or all three agreeing."""
+    if busy < 50.0:
+        return (
+            f"Here even {tool}'s number is low ({busy:.0f}%): the GPU spent most of the span "
+            "waiting for work, and the verdict and findings say on what."
+        )
+    if eff is not None and eff < FILLED * busy:
+        return (
+            f"So {tool} can read {busy:.0f}% while only {eff:.0f}% of the {unit} capacity was "
+            "in use."
+        )
+    if tc is not None and tc < 50.0:
+        filled = (
+            f", with the {unit}s filled whenever kernels ran ({eff:.0f}% of the span, kernels "
+            f"busy {busy:.0f}%),"
+            if eff is not None
+            else ""
+        )
+        return (
+            f"So {tool} can read {busy:.0f}%{filled} while the Tensor Cores work only "
+            f"{tc:.0f}% of kernel time: busy is not the same as fast."
+        )
+    return (
+        f"Here utilization, {unit} efficiency and Tensor Core use broadly agree: kernels ran "
+        f"{busy:.0f}% of the span and filled the {unit}s while they ran."
+        if eff is not None
+        else f"Here kernels ran {busy:.0f}% of the span: the GPU did real work for most of it."
+    )

@@ -44,6 +44,7 @@ The verdict
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -261,6 +262,8 @@ class JobVerdict:
     confidence: Confidence = "high"
     #: A rank verdict's basis, or "skew_wait": ranks waiting on the slowest one decided.
     basis: VerdictBasis | Literal["skew_wait"] = ""
+    #: The numbers behind ``summary`` (one sentence), each share with its denominator.
+    facts: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -343,7 +346,7 @@ def analyze_job(
         notes.append(
             "analysed without "
             + "; ".join(
-                (f"rank {m['rank']}" if m["rank"] is not None else _name(m["path"] or "?"))
+                (f"rank {m['rank']}" if m["rank"] is not None else _name(m["path"] or "unknown"))
                 + f" ({m['reason']})"
                 for m in missing
             )
@@ -679,12 +682,16 @@ def _plural(kind: str) -> str:
     }.get(kind, "collectives")
 
 
+_WHERE = re.compile(r"^On (?:rank|GPU) \S+ (?:\([^()]*\) )?")
+
+
 def _first_clause(summary: str) -> str:
-    """A rank verdict's first reason, without its device prefix ("Tesla V100 (rank 5): ")
-    and the supporting numbers after it."""
+    """A rank verdict's headline as a clause: without its device prefix ("On rank 5
+    (Tesla V100), ") and anything after its first semicolon."""
     head = summary.split(". ", 1)[0]
-    text = head.split(": ", 1)[1] if ": " in head else head
-    return text.split("; ", 1)[0].rstrip(".") + "."
+    text = _WHERE.sub("", head, count=1).lstrip(", ")
+    text = text.split("; ", 1)[0].rstrip(".")
+    return text[:1].lower() + text[1:] + "."
 
 
 def _rank_fix(s: RankSummary) -> str:
@@ -832,8 +839,8 @@ def _verdict(
         busiest = summaries[0]
         return JobVerdict(
             busiest.verdict.bottleneck, busiest.verdict.basis or "none",
-            "No rank ran GPU work: " + busiest.verdict.summary, [], busiest.verdict.confidence,
-            busiest.verdict.basis,
+            "No rank ran GPU work: " + _first_clause(busiest.verdict.summary), [],
+            busiest.verdict.confidence, busiest.verdict.basis, list(busiest.verdict.facts),
         )  # fmt: skip
     stalls = {k: bd.get(k, 0.0) for k in STALLS}
     key, share = max(stalls.items(), key=lambda kv: kv[1])
@@ -860,31 +867,44 @@ def _verdict(
         "(forward_prefetch, backward_prefetch), all-to-alls can run on a side stream; where "
         "bus bandwidth is far below the link's peak, the calls are too small to fill it."
     )
-    where = f"of the job's GPU time ({n} ranks' spans together)"
+    where = "of the job's GPU time"
+    spans = f"job's GPU time: the {n} ranks' spans together"
     if share >= STALL_PCT and key == "exposed_comm":
         if wait >= transfer and stragglers:
             s = stragglers[0]
             summary = (
-                f"Communication-bound because of skew: collectives ran with nothing beside "
-                f"them for {_pct(exposed)} {where}, {_pct(wait)} of it spent waiting for a "
-                f"later rank. {s.sentence[0].upper()}{s.sentence[1:]}"
+                f"Communication-bound because of skew: collectives ran alone for "
+                f"{_pct(exposed)} {where}, {_much(wait, exposed)} waiting for rank {s.rank}."
             )
+            facts = [
+                f"collectives alone: {_pct(exposed)} {where}",
+                f"waiting for a later rank: {_pct(wait)} {where}",
+                s.sentence,
+                spans,
+            ]
             fixes.append(skew_fix)
             if transfer >= FINDING_STALL_PCT:
                 fixes.append(overlap_fix)
-            return JobVerdict("communication_bound", "skew", summary, fixes, "high", "skew_wait")
+            return JobVerdict(
+                "communication_bound", "skew", summary, fixes, "high", "skew_wait", facts
+            )
         summary = (
-            f"Communication-bound because of exposed communication: collectives ran with "
-            f"nothing beside them for {_pct(exposed)} {where}, {_pct(transfer)} of it moving "
-            f"data once every rank had arrived (waits for late ranks: {_pct(wait)})."
+            f"Communication-bound because of exposed communication: collectives ran alone for "
+            f"{_pct(exposed)} {where}, {_much(transfer, exposed)} moving data."
         )
+        facts = [
+            f"collectives alone: {_pct(exposed)} {where}",
+            f"moving data once every rank had arrived: {_pct(transfer)} {where}",
+            f"waiting for late ranks: {_pct(wait)} {where}",
+            spans,
+        ]
         fixes.append(overlap_fix)
         if wait >= FINDING_STALL_PCT and skew_fix:
             fixes.append(skew_fix)
         conf: Confidence = "low" if wait >= 0.75 * transfer else "high"
         return JobVerdict(
             "communication_bound", "exposed_communication", summary, fixes, conf,
-            "exposed_communication",
+            "exposed_communication", facts,
         )  # fmt: skip
     if share >= STALL_PCT:
         kind, basis, what = STALLS[key]
@@ -892,24 +912,43 @@ def _verdict(
         kind = busiest.verdict.bottleneck if key == "host" else kind
         summary = (
             f"{kind.replace('_', '-').capitalize()} across the job: for {_pct(share)} {where} "
-            f"{what}; the largest share is on rank {busiest.rank} "
-            f"({_pct(busiest.metrics.span_breakdown.get(key, 0.0))} of its span)."
+            f"{what}."
         )
-        if stragglers:
-            summary += f" {stragglers[0].sentence[0].upper()}{stragglers[0].sentence[1:]}"
+        facts = [
+            f"{key.replace('_', ' ')}: {_pct(share)} {where}",
+            f"rank {busiest.rank}: {_pct(busiest.metrics.span_breakdown.get(key, 0.0))} of its "
+            "GPU span, the largest share",
+            *([stragglers[0].sentence] if stragglers else []),
+            spans,
+        ]
         fix = _rank_fix(busiest)
-        return JobVerdict(kind, key, summary, [fix] if fix else [], "high", basis)
+        return JobVerdict(kind, key, summary, [fix] if fix else [], "high", basis, facts)
     busiest = max(usable, key=lambda s: s.metrics.gpu_span_us * (s.metrics.kernel_busy_pct or 0))
     v = busiest.verdict
     summary = (
-        f"No stall covers a quarter of the job's GPU time (largest: {key.replace('_', ' ')} "
-        f"{_pct(share)}); the busiest rank, {busiest.rank}, is "
-        f"{v.bottleneck.replace('_', '-')}: {_first_clause(v.summary)}"
+        f"No stall covers a quarter of the job's GPU time; the busiest rank, {busiest.rank}, "
+        f"is {v.bottleneck.replace('_', '-')}."
     )
+    facts = [
+        f"largest stall, {key.replace('_', ' ')}: {_pct(share)} {where}",
+        f"rank {busiest.rank}: {_first_clause(v.summary)}",
+        *v.facts,
+        spans,
+    ]
     fix = _rank_fix(busiest)
     return JobVerdict(
-        v.bottleneck, v.bottleneck, summary, [fix] if fix else [], v.confidence, v.basis
+        v.bottleneck, v.bottleneck, summary, [fix] if fix else [], v.confidence, v.basis, facts
     )
+
+
+def _much(part: float, whole: float) -> str:
+    """How much of ``whole`` its ``part`` is, in words with the part's own share: "nearly
+    all of it (39%)"."""
+    from nbprof.analysis.verdict import _pct
+
+    r = part / whole if whole > 0 else 0.0
+    words = "nearly all" if r >= 0.9 else "most" if r > 0.5 else "half" if r == 0.5 else "part"
+    return f"{words} of it ({_pct(part)})"
 
 
 def _findings(

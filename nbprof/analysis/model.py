@@ -206,13 +206,22 @@ class Verdict:
     ``graph_capture``, ``exposed_communication``, ``dataloader_gaps``, ``sync_gaps``,
     ``copy_time``, ``host_gaps``, ``launch_gaps``, ``kernel_gaps``, ``one_time_setup``,
     ``queued_idle``, ``kernel_busy``, ``hardware_counters``, ``roofline``,
-    ``kernel_classes`` or ``none`` (no evidence either way; a default).
+    ``kernel_classes`` or ``none`` (no evidence either way; a default). ``summary`` is one
+    sentence of at most about 25 words; ``facts`` hold the numbers behind it.
     """
 
     bottleneck: Bottleneck
     summary: str
     confidence: Confidence = "high"
     basis: VerdictBasis = ""
+    #: The numbers that decided it, one short clause each, every share with its
+    #: denominator ("63% of kernel time", "29% of the GPU span").
+    facts: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The headline with its facts, as one paragraph."""
+        return " ".join([self.summary, *(f"{f[:1].upper()}{f[1:]}." for f in self.facts)])
 
 
 # -- the diagnosis tables, each declared once ------------------------------------------
@@ -363,6 +372,7 @@ class Diagnosis(PackedWhenSent):
                 "summary": self.verdict.summary,
                 "confidence": self.verdict.confidence,
                 "basis": self.verdict.basis,
+                "facts": list(self.verdict.facts),
             },
             "findings": [f.to_json() for f in self.findings],
             "explanation": self.explanation,

@@ -93,8 +93,12 @@ def _op_bytes_dtype(name: str, dims_text: str, types_text: str) -> tuple[float, 
         if not dtype:
             dtype, elem = _DTYPE.get(str(t), ""), size
     if _MATMUL.search(name) and len(shapes) >= 2:
-        # Output of (.., m, k) x (.., k, n) is (.., m, n); addmm's first input is the bias.
-        a, b = (shapes[-2], shapes[-1]) if len(shapes) >= 3 else (shapes[0], shapes[1])
+        # Output of (.., m, k) x (.., k, n) is (.., m, n); addmm's first input is the bias,
+        # linear's (input, weight, bias) last.
+        if name.endswith("linear"):
+            a, b = shapes[0], shapes[1]
+        else:
+            a, b = (shapes[-2], shapes[-1]) if len(shapes) >= 3 else (shapes[0], shapes[1])
         if len(a) >= 2 and len(b) >= 2:
             rows = float(math.prod(a[:-1]))
             cols = b[0] if name.endswith("linear") else b[-1]  # linear's weight is (n, k)

@@ -97,16 +97,25 @@ def sm_efficiency_pct(
 
 
 def occupancy_pct(kernels: pd.DataFrame) -> float | None:
-    """Kernel-duration-weighted mean of Kineto's ``est. achieved occupancy %``."""
+    """Kernel-duration-weighted mean of Kineto's ``est. achieved occupancy %``, over the
+    kernels it was computed for: Kineto writes 0 where its occupancy calculation failed,
+    and a kernel that ran had warps resident, so 0 means "not computed", not "empty"."""
+    return occupancy(kernels)[0]
+
+
+def occupancy(kernels: pd.DataFrame) -> tuple[float | None, int, int]:
+    """(:func:`occupancy_pct`, kernels with a computed occupancy, kernels Kineto wrote 0
+    for)."""
     if kernels.empty:
-        return None
+        return None, 0, 0
     occ = _frames.column(kernels, "occupancy", "float64")
     dur = _frames.column(kernels, "dur", "float64")
-    ok = ~np.isnan(occ)
+    ok = occ > 0  # NaN (absent) and 0 (not computed) both fall out
+    zero = int((occ == 0).sum())
     total = dur[ok].sum()
     if not ok.any() or total <= 0:
-        return None
-    return float((occ[ok] * dur[ok]).sum() / total)
+        return None, int(ok.sum()), zero
+    return float((occ[ok] * dur[ok]).sum() / total), int(ok.sum()), zero
 
 
 def short_kernel_pct(kernels: pd.DataFrame, threshold_us: float = SHORT_KERNEL_US) -> float | None:

@@ -147,12 +147,24 @@ STALLS: dict[str, tuple[Bottleneck, VerdictBasis, str]] = {
 
 
 class Decision(NamedTuple):
-    """What ``compute_vs_memory`` concluded, before the device and busy share are added."""
+    """What ``compute_vs_memory`` concluded: the call, its headline (one sentence, no
+    device), the numbers behind it, the confidence and the basis."""
 
     kind: Bottleneck
     why: str
     confidence: Confidence
     basis: VerdictBasis
+    facts: tuple[str, ...] = ()
+
+
+class Said(NamedTuple):
+    """A stall's verdict in words: the call, its basis, a headline sentence (no final
+    period) and the facts behind it."""
+
+    kind: Bottleneck
+    basis: VerdictBasis
+    headline: str
+    facts: tuple[str, ...]
 
 
 def kernel_busy_us(s: Signals) -> float:
@@ -276,7 +288,30 @@ def blocker_summary(s: Signals) -> str:
     if not a.blockers:
         return "no blocking call is recorded"
     name, idle_us = max(a.blockers.items(), key=lambda kv: kv[1])
-    return f"{a.pct(idle_us):.0f}% of the span in {name}: {blocker_clause(s, name)}"
+    return f"{name}: {_pct(a.pct(idle_us))} of the GPU span idle; {blocker_clause(s, name)}"
+
+
+def _top_blocker(s: Signals) -> str | None:
+    a = s.accounting
+    if not a.blockers:
+        return None
+    return max(a.blockers.items(), key=lambda kv: kv[1])[0]
+
+
+def span_fact(what: str, pct: float) -> str:
+    """ "{what}: 28% of the GPU span": a share of the span, said with its denominator."""
+    return f"{what}: {_pct(pct)} of the GPU span"
+
+
+def kernel_fact(what: str, pct: float) -> str:
+    """ "{what}: 63% of kernel time": a share of the kernels' time, with its denominator."""
+    return f"{what}: {_pct(pct)} of kernel time"
+
+
+def busy_fact(s: Signals) -> str:
+    """Kernels' share of the span, with the span's length: the last fact of every verdict."""
+    m = s.metrics
+    return f"kernels busy: {_pct(m.kernel_busy_pct or 0.0)} of the {_us(m.gpu_span_us)} GPU span"
 
 
 def setup_after_first_step(s: Signals) -> float | None:
@@ -292,97 +327,125 @@ def setup_after_first_step(s: Signals) -> float | None:
     return float(after.sum()) / total
 
 
-def _host_why(s: Signals, share: float) -> tuple[Bottleneck, VerdictBasis, str]:
+def _pace_facts(s: Signals) -> list[str]:
+    """The host's pace per kernel and the queue it leaves, from the launch numbers."""
     m = s.metrics
-    pace = ""
+    out = []
     if m.host_us_per_kernel is not None and m.launch_us_per_kernel is not None:
-        pace = (
-            f"; the host spends {m.host_us_per_kernel:.1f} µs per kernel, "
+        out.append(
+            f"host time per kernel: {m.host_us_per_kernel:.1f} µs (median), "
             f"{m.launch_us_per_kernel:.1f} µs of it in the launch call"
         )
-        if s.median_kernel_us is not None:
-            pace += f", while the median kernel runs {s.median_kernel_us:.1f} µs"
+    if s.median_kernel_us is not None:
+        out.append(f"median kernel: {s.median_kernel_us:.1f} µs")
     q = queue_depth(s)
     if q is not None:
-        pace += (
-            f" (kernels start {m.launch_to_start_us:.1f} µs after their launch: "
-            + ("the queue is empty, the GPU waits for every launch)" if q < 1 else
-               f"about {q:.0f} kernels queued typically, the host falls behind in phases)")
+        out.append(
+            f"kernels start {m.launch_to_start_us:.1f} µs after their launch: "
+            + ("the queue is empty, the GPU waits for every launch" if q < 1 else
+               f"about {q:.0f} kernels queued typically, the host falls behind in phases")
         )  # fmt: skip
+    return out
+
+
+def _host_why(s: Signals, share: float) -> Said:
     if is_launch_bound(s):
-        return (
+        return Said(
             "launch_bound",
             "launch_gaps",
-            f"{share:.0f}% of the span the GPU waited with nothing queued while the host "
-            f"issued launches{pace}",
+            f"Nothing was queued for {_pct(share)} of the GPU span while the host issued "
+            "launches, and the launch calls take most of its time per kernel",
+            (span_fact("idle, nothing queued, host launching", share), *_pace_facts(s)),
         )
-    return (
+    return Said(
         "host_bound",
         "host_gaps",
-        f"{share:.0f}% of the span nothing was queued while the host ran Python/framework "
-        f"code between kernels{pace}",
+        f"Nothing was queued for {_pct(share)} of the GPU span while the host ran Python "
+        "and framework code between kernels",
+        (span_fact("idle, nothing queued, host between kernels", share), *_pace_facts(s)),
     )
 
 
-def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, VerdictBasis, str]:
+def _stall_why(s: Signals, key: str, share: float) -> Said:
     m = s.metrics
     if key == "host":
         return _host_why(s, share)
     kind, basis, what = STALLS[key]
     if key == "exposed_comm":
-        return (
+        return Said(
             kind,
             basis,
-            f"for {share:.0f}% of the span collectives ran with no compute kernel beside "
-            f"them (collectives take {m.comm_pct or 0:.0f}% of kernel time, "
-            f"{m.comm_overlap_pct or 0:.0f}% of it overlapped with compute)",
+            f"Collectives ran with no compute kernel beside them for {_pct(share)} of the GPU span",
+            (
+                span_fact("collectives alone", share),
+                kernel_fact("collectives", m.comm_pct or 0.0)
+                + f", {_pct(m.comm_overlap_pct or 0.0)} of their time overlapped with compute",
+            ),
         )
     if key == "sync":
-        return (
+        top = _top_blocker(s)
+        return Said(
             kind,
             basis,
-            f"for {share:.0f}% of the span the GPU was idle while the host was blocked waiting "
-            f"on it, or had just returned; {blocker_summary(s)}",
-        )
+            f"The GPU sat idle for {_pct(share)} of its span while the host was blocked on it"
+            + (f", mostly in {top}" if top else ""),
+            (span_fact("idle while the host was blocked or had just returned", share),
+             blocker_summary(s)),
+        )  # fmt: skip
     if key == "input":
         dl = m.dataloader_pct
-        return (
+        return Said(
             kind,
             basis,
-            f"for {share:.0f}% of the span the GPU sat idle while the DataLoader fetched "
-            f"batches" + (f" (the DataLoader took {dl:.0f}% of step time)" if dl else ""),
+            f"The GPU sat idle for {_pct(share)} of its span while the DataLoader fetched batches",
+            (
+                span_fact("idle while the DataLoader fetched", share),
+                *([f"DataLoader: {_pct(dl)} of step time"] if dl else []),
+            ),
         )
     if key == "copy_only":
-        return kind, basis, f"for {share:.0f}% of the span only copies ran, no kernel"
-    if key == "kernel_wait":
-        med = s.median_kernel_us
-        return (
+        return Said(
             kind,
             basis,
-            f"for {share:.0f}% of the span the GPU sat in the gaps between back-to-back "
-            f"queued kernels (each under {KERNEL_WAIT_US:g} µs)"
-            + (f" while the median kernel runs {med:.1f} µs" if med is not None else "")
-            + ": the kernels are too small to cover the GPU's own launch delay",
+            f"Only copies ran, no kernel, for {_pct(share)} of the GPU span",
+            (span_fact("copies alone", share),),
         )
+    if key == "kernel_wait":
+        med = s.median_kernel_us
+        return Said(
+            kind,
+            basis,
+            f"Queued kernels are too short to cover the GPU's own launch delay: the gaps "
+            f"between them take {_pct(share)} of the span",
+            (
+                span_fact(f"gaps between back-to-back queued kernels (each under "
+                          f"{KERNEL_WAIT_US:g} µs)", share),
+                *([f"median kernel: {med:.1f} µs"] if med is not None else []),
+            ),
+        )  # fmt: skip
     if key == "setup":
         later = setup_after_first_step(s)
         if later is not None and later > 0.5:
-            return (
+            return Said(
                 kind,
                 basis,
-                f"{share:.0f}% of the span the GPU waited while the host was in allocation "
-                f"and set-up calls, {later * 100:.0f}% of it after the first ProfilerStep: "
-                f"they recur (the caching allocator releasing and growing memory: "
-                f"empty_cache() calls, changing shapes)",
+                f"The GPU waited {_pct(share)} of its span on allocation and set-up calls "
+                "that recur after the first step",
+                (
+                    span_fact("idle during set-up calls", share),
+                    f"after the first ProfilerStep: {_pct(later * 100)} of that set-up time "
+                    "(the caching allocator releasing and growing memory: empty_cache() "
+                    "calls, changing shapes)",
+                ),
             )
-        return (
+        return Said(
             kind,
             basis,
-            f"{share:.0f}% of the span the GPU waited while the host was in set-up calls "
-            f"(allocation, context creation, first launches loading kernel code): one-time "
-            f"costs, not the steady state",
+            f"The GPU waited {_pct(share)} of its span on one-time set-up: allocation, "
+            "context creation, loading kernel code",
+            (span_fact("idle during set-up calls", share), "one-time costs, not the steady state"),
         )
-    return kind, basis, f"for {share:.0f}% of the span {what}"
+    return Said(kind, basis, f"For {_pct(share)} of the GPU span {what}", (span_fact(what, share),))
 
 
 def compute_vs_memory(s: Signals) -> Decision:
@@ -392,26 +455,34 @@ def compute_vs_memory(s: Signals) -> Decision:
     SM or tensor activity >= 50% with less DRAM traffic is compute-bound). Otherwise each
     kernel's time goes to the side its own best evidence names: the roofline bound of the
     FLOP-counted op that launched it, else its kernel class; the call is firm only when
-    that evidence covers at least ``CLASS_COVER_PCT`` of kernel time.
+    that evidence covers at least ``CLASS_COVER_PCT`` of kernel time. A compute-bound
+    call that rests on GEMM kernels known by name alone is never firm: a GEMM with few
+    rows (decode, mixture-of-experts) is bound by reading its weights, and without shapes
+    the trace cannot tell which kind these were.
     """
     meas = s.measured
     if meas is not None and meas.dram_bw_util is not None:
         compute_act = max(meas.tensor_util or 0.0, meas.sm_util or 0.0)
+        dram = (
+            f"DRAM bandwidth (NVML GPM, {meas.count} samples): {meas.dram_bw_util:.0f}% of the peak"
+        )
         if meas.dram_bw_util >= MEASURED_BOUND_PCT:
             return Decision(
                 "memory_bound",
-                f"measured DRAM bandwidth utilization {meas.dram_bw_util:.0f}% "
-                f"(NVML GPM, {meas.count} samples)",
+                f"The hardware counters measured DRAM bandwidth at {meas.dram_bw_util:.0f}% "
+                "of its peak",
                 "high",
                 "hardware_counters",
+                (dram,),
             )
         if compute_act >= MEASURED_BOUND_PCT:
             return Decision(
                 "compute_bound",
-                f"measured SM/tensor activity {compute_act:.0f}% with DRAM bandwidth "
-                f"{meas.dram_bw_util:.0f}% (NVML GPM, {meas.count} samples)",
+                f"The hardware counters measured SM/tensor activity at {compute_act:.0f}% "
+                f"with DRAM bandwidth at {meas.dram_bw_util:.0f}%",
                 "high",
                 "hardware_counters",
+                (f"SM/tensor activity (NVML GPM): {compute_act:.0f}% of the time", dram),
             )
     e = s.bound_evidence
     comp, mem, roof_comp, roof_mem = e["compute"], e["memory"], e["roof_compute"], e["roof_memory"]
@@ -420,53 +491,70 @@ def compute_vs_memory(s: Signals) -> Decision:
     if comp + mem <= 0:
         return Decision(
             "compute_bound",
-            f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
-            f"unfamiliar names), and no hardware counter or FLOP count says whether they wait "
-            f"on arithmetic or on memory; it is called compute-bound only because the GPU's own "
-            f"kernels, not the host, kept it busy",
+            "Nothing says whether the kernels wait on arithmetic or on memory; called "
+            "compute-bound only because the GPU's own kernels kept it busy",
             "low",
             "none",
+            (
+                kernel_fact("kernels nbprof cannot classify (custom or unfamiliar names)", other),
+                "no hardware counter or FLOP count for them",
+            ),
         )
     firm = round(cover, 9) >= CLASS_COVER_PCT
-    lead = (
-        ""
-        if firm
-        else f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
-        f"unfamiliar names), so this call rests on the rest: "
-    )
     basis: VerdictBasis = "roofline" if roof_comp + roof_mem >= max(comp, mem) else "kernel_classes"
     tc = s.class_pct.get("tensor_core", 0.0)
-    parts = []
+    kind: Bottleneck = "compute_bound" if comp >= mem else "memory_bound"
+    word = kind.replace("_", "-")
+    facts = [
+        kernel_fact(f"{word} kernels", max(comp, mem)),
+        kernel_fact(f"{'memory' if kind == 'compute_bound' else 'compute'}-bound kernels",
+                    min(comp, mem)),
+    ]  # fmt: skip
     if roof_comp + roof_mem > 0:
         side = "above" if roof_comp >= roof_mem else "below"
-        parts.append(
-            f"FLOP-counted ops {side} the roofline ridge point take "
-            f"{max(roof_comp, roof_mem):.0f}% of kernel time{_roof_rate(s, side)}"
+        facts.append(
+            kernel_fact(
+                f"FLOP-counted ops {side} the roofline ridge point", max(roof_comp, roof_mem)
+            )
+            + _roof_rate(s, side)
         )
     class_comp, class_mem = comp - roof_comp, mem - roof_mem
-    if class_comp + class_mem > 0:
-        parts.append(
-            f"GEMM/convolution kernels take {class_comp:.0f}% and elementwise, reduction "
-            f"and copy kernels {class_mem:.0f}% by name"
-        )
+    if class_comp > 0:
+        facts.append(kernel_fact("GEMM/convolution/attention kernels by name", class_comp))
+    if class_mem > 0:
+        facts.append(kernel_fact("elementwise, reduction and copy kernels by name", class_mem))
     if tc > 0:
-        parts.append(f"Tensor Core kernels {tc:.0f}% of kernel time")
-    kind: Bottleneck = "compute_bound" if comp >= mem else "memory_bound"
-    why = (
-        f"{lead}{kind.replace('_', '-')} kernels take "
-        f"{max(comp, mem):.0f}% of kernel time against {min(comp, mem):.0f}% ("
-        + "; ".join(parts)
-        + ")"
+        facts.append(kernel_fact("Tensor Core kernels", tc))
+    if not firm:
+        facts.append(
+            kernel_fact("kernels nbprof cannot classify (custom or unfamiliar names)", other)
+        )
+    gemm = s.gemm_by_name_pct
+    by_gemm_names = kind == "compute_bound" and gemm >= 0.5 * comp
+    if by_gemm_names:
+        facts.append(
+            kernel_fact("GEMM kernels known by name only, without shapes", gemm)
+            + ": whether they are compute-bound or bound by reading their weights (few rows, "
+            "as in decode or mixture-of-experts layers) cannot be told"
+        )
+    busy = s.metrics.kernel_busy_pct or 0.0
+    other_word = "memory" if kind == "compute_bound" else "compute"
+    headline = (
+        f"{word[:1].upper()}{word[1:]} kernels take {_pct(max(comp, mem))} of kernel time and "
+        f"{other_word}-bound ones {_pct(min(comp, mem))}, with kernels busy {_pct(busy)} of "
+        "the span"
     )
     doubt = _contradiction(s, kind)
     if doubt:
-        return Decision(kind, f"{why}; but {doubt}", "low", basis)
-    return Decision(kind, why, "high" if firm else "low", basis)
+        facts.append(f"but {doubt}")
+        return Decision(kind, headline, "low", basis, tuple(facts))
+    confidence: Confidence = "high" if firm and not by_gemm_names else "low"
+    return Decision(kind, headline, confidence, basis, tuple(facts))
 
 
 def _roof_rate(s: Signals, side: str) -> str:
-    """ ", at 623 TFLOP/s (63% of the 989.5 TFLOP/s peak)" for the roofline's side, when
-    its peak is known: how close those ops came to the limit that names them."""
+    """ ", at 623 TFLOP/s, 63% of the bf16 peak" for the roofline's side, when its peak is
+    known: how close those ops came to the limit that names them."""
     roof, m = s.roofline, s.metrics
     rows = roof[roof["bound"] == ("compute" if side == "above" else "memory")]
     us = float(rows["total_us"].sum()) if not rows.empty else 0.0
@@ -474,10 +562,16 @@ def _roof_rate(s: Signals, side: str) -> str:
         return ""
     if side == "above" and m.peak_tflops:
         rate = float(rows["flops"].sum()) / us / 1e6
-        return f", at {rate:.0f} TFLOP/s ({rate / m.peak_tflops * 100:.0f}% of the peak)"
+        return (
+            f", at {rate:.0f} TFLOP/s, {_pct(rate / m.peak_tflops * 100)} of the "
+            f"{m.peak_tflops:g} TFLOP/s peak"
+        )
     if side == "below" and m.peak_gbps:
         rate = float(rows["bytes"].sum()) / us / 1e3
-        return f", at {rate:.0f} GB/s ({rate / m.peak_gbps * 100:.0f}% of the peak)"
+        return (
+            f", at {rate:.0f} GB/s, {_pct(rate / m.peak_gbps * 100)} of the "
+            f"{m.peak_gbps:g} GB/s peak"
+        )
     return ""
 
 
@@ -488,12 +582,12 @@ def _contradiction(s: Signals, kind: Bottleneck) -> str:
     if meas is not None:
         if kind == "memory_bound" and meas.dram_bw_util is not None:
             return (
-                f"measured DRAM bandwidth is only {meas.dram_bw_util:.0f}% (NVML GPM): the "
-                f"memory-bound kernels do not saturate memory"
+                f"measured DRAM bandwidth is only {meas.dram_bw_util:.0f}% of its peak (NVML "
+                "GPM): the memory-bound kernels do not saturate memory"
             )
         act = max(meas.tensor_util or 0.0, meas.sm_util or 0.0)
         if kind == "compute_bound" and (meas.sm_util is not None or meas.tensor_util is not None):
-            return f"measured SM/tensor activity is only {act:.0f}% (NVML GPM)"
+            return f"measured SM/tensor activity is only {act:.0f}% of the time (NVML GPM)"
     roof, m = s.roofline, s.metrics
     if roof.empty:
         return ""
@@ -509,7 +603,7 @@ def _contradiction(s: Signals, kind: Bottleneck) -> str:
         if rate < LOW_RATE_PCT / 100 * m.peak_gbps:
             return (
                 f"the memory-bound FLOP-counted ops move only {rate:.0f} GB/s, "
-                f"{rate / m.peak_gbps * 100:.0f}% of the {m.peak_gbps:.0f} GB/s peak: "
+                f"{_pct(rate / m.peak_gbps * 100)} of the {m.peak_gbps:.0f} GB/s peak: "
                 f"latency or launches, not bandwidth, hold them back"
             )
     if side == "compute" and m.peak_tflops:
@@ -517,48 +611,89 @@ def _contradiction(s: Signals, kind: Bottleneck) -> str:
         if rate < LOW_RATE_PCT / 100 * m.peak_tflops:
             return (
                 f"the compute-bound FLOP-counted ops reach only {rate:.1f} TFLOP/s, "
-                f"{rate / m.peak_tflops * 100:.0f}% of the {m.peak_tflops:g} TFLOP/s peak"
+                f"{_pct(rate / m.peak_tflops * 100)} of the {m.peak_tflops:g} TFLOP/s peak"
             )
     return ""
+
+
+def _where(s: Signals, signals: list[Signals]) -> str:
+    """ "On rank 1, " where the trace has several devices; "" for one (the device card
+    names it)."""
+    if len(signals) < 2:
+        return ""
+    m = s.metrics
+    if len({x.metrics.rank for x in signals}) > 1:
+        return f"On rank {m.rank} ({m.label}), "
+    return f"On GPU {m.device} ({m.label}), "
+
+
+def _sentence(where: str, headline: str) -> str:
+    text = f"{where}{headline[:1].lower()}{headline[1:]}" if where else headline
+    return text.rstrip(".") + "."
 
 
 def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     if not signals:
         why = trace.notes[0] if trace.notes else "no kernel, memcpy or memset events"
-        return Verdict("cpu_only", f"No GPU activity was recorded: {why}.", basis="no_gpu_events")
+        return Verdict(
+            "cpu_only", "No GPU activity was recorded in this trace.", basis="no_gpu_events",
+            facts=[why],
+        )  # fmt: skip
     s = primary(signals)
     m = s.metrics
-    busy = m.kernel_busy_pct or 0.0
-    # Summaries open with the device, not the label: views print the label beside them.
-    where = (m.name or f"device {m.device}") + (f" (rank {m.rank})" if len(signals) > 1 else "")
-    span = f"{_us(m.gpu_span_us)} GPU span"
+    where = _where(s, signals)
     little = too_little_work(s)
     if little is not None:
-        basis: VerdictBasis = "graph_capture" if "stream capture" in little else "little_gpu_work"
+        cap = s.capture
+        if "stream capture" in little:
+            return Verdict(
+                "insufficient_gpu_work",
+                _sentence(
+                    where,
+                    f"The host recorded {cap.recorded} launches into a CUDA/HIP graph, which "
+                    f"records work without running it; only {m.kernel_count} kernels ran",
+                ),
+                basis="graph_capture",
+                facts=[
+                    f"stream capture: {_us(cap.us)}, "
+                    f"{_pct(cap.us / m.gpu_span_us * 100 if m.gpu_span_us > 0 else 0.0)} of "
+                    "the GPU span",
+                    f"GPU time: {_us(s.gpu_busy_us)}",
+                    busy_fact(s),
+                ],
+            )
+        events = m.kernel_count + m.memcpy_count + m.memset_count
         return Verdict(
             "insufficient_gpu_work",
-            f"{where}: {little} (kernels busy {busy:.1f}% of the {span}).",
-            basis=basis,
+            _sentence(
+                where,
+                f"With only {events} GPU event{'s' if events != 1 else ''} "
+                f"({_us(s.gpu_busy_us)} of GPU time), too little ran to tell what limits the "
+                "work",
+            ),
+            basis="little_gpu_work",
+            facts=[
+                f"GPU time: {_us(s.gpu_busy_us)} in {events} event{'s' if events != 1 else ''}",
+                busy_fact(s),
+            ],
         )
     stalls = stall_shares(s)
     (key, share), (key2, share2) = list(stalls.items())[:2]
     if share >= STALL_PCT:
-        kind, basis, why = _stall_why(s, key, share)
+        said = _stall_why(s, key, share)
         confidence: Confidence = "high"
-        close = ""
+        facts = [*said.facts]
         if share2 >= CLOSE_CALL * share:
-            kind2, _, why2 = _stall_why(s, key2, share2)
+            other = _stall_why(s, key2, share2)
             confidence = "low"
-            close = (
-                f" A close call: {why2} — nearly as much; "
-                f"{kind2.replace('_', '-')} fits almost as well."
+            facts.append(
+                f"a close call: {other.headline[:1].lower()}{other.headline[1:]}, nearly as "
+                f"much; {other.kind.replace('_', '-')} fits almost as well"
             )
         return Verdict(
-            kind,
-            f"{where}: {why}; kernels busy {_pct(busy)} of the {span}.{close}",
-            confidence,
-            basis,
-        )
+            said.kind, _sentence(where, said.headline), confidence, said.basis,
+            [*facts, busy_fact(s)],
+        )  # fmt: skip
     idle = 100.0 - sum(
         m.span_breakdown.get(k, 0.0) for k in ("compute", "exposed_comm", "copy_only")
     )
@@ -567,25 +702,30 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
         if unknown >= STALL_PCT:
             return Verdict(
                 "idle",
-                f"{where}: the GPU was idle {idle:.0f}% of the {span}; for {unknown:.0f}% of "
-                f"it the work that ended the gap has no launch record (the trace links no "
-                f"kernel to its launch call), so whether the host was late cannot be told; "
-                f"kernels busy {_pct(busy)}.",
+                _sentence(
+                    where,
+                    f"The GPU was idle {_pct(idle)} of its span, and the trace cannot say "
+                    "why: it links no kernel to its launch call",
+                ),
                 "low",
                 "kernel_busy",
+                [
+                    span_fact("idle", idle),
+                    span_fact("idle before work with no launch record", unknown),
+                    busy_fact(s),
+                ],
             )
-        top = ", ".join(f"{k.replace('_', ' ')} {v:.0f}%" for k, v in list(stalls.items())[:3])
+        top = [span_fact(f"idle: {k.replace('_', ' ')}", v) for k, v in list(stalls.items())[:3]]
         return Verdict(
             "idle",
-            f"{where}: the GPU was idle {idle:.0f}% of the {span} and no one cause covers "
-            f"{STALL_PCT:.0f}% of it ({top}); kernels busy {_pct(busy)}.",
+            _sentence(
+                where,
+                f"The GPU was idle {_pct(idle)} of its span, and no single cause covers "
+                f"{STALL_PCT:.0f}% of it",
+            ),
             "low",
             "kernel_busy",
+            [span_fact("idle", idle), *top, busy_fact(s)],
         )
     d = compute_vs_memory(s)
-    return Verdict(
-        d.kind,
-        f"{where}: {d.why}, with kernels busy {busy:.0f}% of the span.",
-        d.confidence,
-        d.basis,
-    )
+    return Verdict(d.kind, _sentence(where, d.why), d.confidence, d.basis, list(d.facts))

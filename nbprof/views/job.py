@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from nbprof.views import panel
 from nbprof.views._style import BOTTLENECK_LABELS, esc, fmt_us
 
 if TYPE_CHECKING:
@@ -115,7 +116,8 @@ def _verdict(job: Job) -> str:
     )
     label = BOTTLENECK_LABELS.get(v.bottleneck, v.bottleneck)
     return (
-        f'<div class="nbp-verdict"><h3>{esc(label)}</h3><p>{esc(v.summary)}</p>{fixes}'
+        f'<div class="nbp-verdict"><h3>{esc(label)}</h3><p>{esc(v.summary)}</p>'
+        f"{panel.facts_html(v.facts)}{fixes}"
         f'<div class="nbp-basis">{esc(v.confidence)} confidence · decided by '
         f"{esc(v.cause.replace('_', ' '))}</div></div>"
     )
@@ -151,7 +153,7 @@ def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
         parts.append(f"<p>The heatmap could not be drawn: {esc(type(e).__name__)}: {esc(e)}</p>")
     if d.missing:
         items = "".join(
-            f"<li>rank {esc(m['rank'] if m['rank'] is not None else '?')}"
+            f"<li>rank {esc(m['rank'] if m['rank'] is not None else 'unknown')}"
             f"{(' (' + esc(m['path']) + ')') if m.get('path') else ''}: {esc(m['reason'])}</li>"
             for m in d.missing
         )

@@ -91,7 +91,12 @@ def render(profile: Profile, *, extra_notes: list[str] | None = None, top_kernel
         out.append(_notes_html(profile, [f"Analysis failed: {type(e).__name__}: {e}", *extra]))
         return "\n".join(out)
     out.append(
-        _verdict_html(diag.verdict.bottleneck, diag.verdict.summary, confidence_text(diag.verdict))
+        _verdict_html(
+            diag.verdict.bottleneck,
+            diag.verdict.summary,
+            confidence_text(diag.verdict),
+            getattr(diag.verdict, "facts", []),
+        )
     )
     if profile.error is not None:
         out.append(
@@ -166,7 +171,19 @@ def confidence_text(verdict: object) -> tuple[str, str]:
     return (str(conf) if conf else "", VERDICT_BASIS_WORDS.get(basis, basis.replace("_", " ")))
 
 
-def _verdict_html(bottleneck: str, summary: str, confidence: tuple[str, str] = ("", "")) -> str:
+def facts_html(facts: list[str]) -> str:
+    """The numbers behind a verdict, as a list under its headline."""
+    if not facts:
+        return ""
+    return '<ul class="nbp-facts">' + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>"
+
+
+def _verdict_html(
+    bottleneck: str,
+    summary: str,
+    confidence: tuple[str, str] = ("", ""),
+    facts: list[str] | None = None,
+) -> str:
     colour = _VERDICT_COLOURS.get(bottleneck, "#8c8c8c")
     label = BOTTLENECK_LABELS.get(bottleneck, bottleneck)
     conf, basis = confidence
@@ -177,7 +194,7 @@ def _verdict_html(bottleneck: str, summary: str, confidence: tuple[str, str] = (
     return (
         f'<div class="nbp-verdict" style="--nbp-vc:{colour}">'
         f'<span class="nbp-tag">{esc(label)}</span> <h2>{esc(summary or label)}</h2>'
-        f"{conf_html}</div>"
+        f"{facts_html(facts or [])}{conf_html}</div>"
     )
 
 
@@ -281,7 +298,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         ("profiled window (any event)", fmt_us(dm.window_us), "window_us"),
         ("where the GPU span went", fmt_breakdown(dm.span_breakdown), "span_breakdown"),
         ("GPU busy (kernels + copies + memsets)", fmt_pct(dm.gpu_busy_pct), "gpu_busy_pct"),
-        ("achieved occupancy", fmt_pct(dm.occupancy_pct), "occupancy_pct"),
+        ("achieved occupancy", _occupancy_text(dm), "occupancy_pct"),
         ("kernels shorter than 10 µs", fmt_pct(dm.short_kernel_pct), "short_kernel_pct"),
         (
             "kernels / memcpys / memsets",
@@ -334,6 +351,14 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         f'<details class="nbp-device"{" open" if open_ else ""}><summary>{head}</summary>'
         f'<div class="nbp-cards">{"".join(cards)}</div><div class="nbp-kv">{rows}</div></details>'
     )
+
+
+def _occupancy_text(dm: DeviceMetrics) -> str:
+    """The occupancy, or why there is none: Kineto's 0 means it was not computed."""
+    if dm.occupancy_pct is not None:
+        return fmt_pct(dm.occupancy_pct)
+    b = dm.basis.get("occupancy_pct")
+    return "not computed" if b is not None and b.how.startswith("not computed") else "unknown"
 
 
 def _short_basis(dm: DeviceMetrics, metric: str) -> str:

@@ -53,6 +53,7 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
         return "\n".join(lines) + "\n"
     label = BOTTLENECK_LABELS.get(diag.verdict.bottleneck, diag.verdict.bottleneck)
     lines += wrap(f"Verdict: {label}. {diag.verdict.summary}", width, indent="         ")
+    lines += _facts(getattr(diag.verdict, "facts", []), width)
     from nbprof.views.panel import confidence_text
 
     conf, basis = confidence_text(diag.verdict)
@@ -76,6 +77,14 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
     lines += _top_kernels(diag, width)
     lines += _notes(profile, width)
     return "\n".join(lines) + "\n"
+
+
+def _facts(facts: list[str], width: int, pad: str = "         ") -> list[str]:
+    """The numbers behind a verdict, one per line under it."""
+    out: list[str] = []
+    for f in facts:
+        out += wrap(f"- {f}", width, first=pad, indent=pad + "  ")
+    return out
 
 
 def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
@@ -270,6 +279,7 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
         head, rest = v.summary.split(": ", 1)
         rest = rest[:1].upper() + rest[1:]
     lines += wrap(f"Verdict: {head}. {rest}", width, indent="         ")
+    lines += _facts(getattr(v, "facts", []), width)
     pad = " " * len("Verdict: ")
     lines += wrap(f"{v.confidence} confidence · decided by: {v.cause.replace('_', ' ')}", width,
                    first=pad, indent=pad)  # fmt: skip
@@ -287,7 +297,7 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
     if d.missing:
         lines += ["", "Missing ranks (the job is analysed without them):"]
         for m in d.missing:
-            who = f"rank {m['rank']}" if m["rank"] is not None else "rank ?"
+            who = f"rank {m['rank']}" if m["rank"] is not None else "rank unknown"
             where = f" ({plain(Path(m['path']).name)})" if m.get("path") else ""
             lines += wrap(f"{who}{where}: {m['reason']}", width, first="  ", indent="    ")
     others = [f for f in d.findings if f.id not in ("straggler",)]

@@ -266,7 +266,8 @@ def collect_job(job: Job) -> tuple[TimelineData, pd.DataFrame]:
                     "dur": np.nan_to_num(ev["dur"].to_numpy(dtype=np.float64)).clip(min=0.0),
                     "cls": cls,
                     "name": ev["name"].astype(str).to_numpy(),
-                    "grid": "?", "block": "?", "occ": "?", "op": "?", "extra": _NA,
+                    "grid": "unknown", "block": "unknown", "occ": "unknown", "op": "unknown",
+                    "extra": _NA,
                     "bytes": np.full(n, np.nan), "corr": np.full(n, -1, dtype=np.int64),
                 }
             )
@@ -505,23 +506,30 @@ def _bytes(t: pd.DataFrame) -> np.ndarray:
 
 
 def _unknown(v: Any) -> Any:
-    """ "" (the trace does not say) shown as "?" in the hover."""
+    """ "" (the trace does not say) shown as "unknown" in the hover."""
     if isinstance(v, str):
-        return v or "?"
-    return np.where(np.asarray(v, dtype=object) == "", "?", v)
+        return v or "unknown"
+    return np.where(np.asarray(v, dtype=object) == "", "unknown", v)
 
 
 def _ints(s: pd.Series) -> np.ndarray:
     v = s.to_numpy(dtype=np.int64)
     u, inv = np.unique(v, return_inverse=True)
-    labels = np.array([str(x) if x >= 0 else "?" for x in u.tolist()], dtype=object)
+    labels = np.array([str(x) if x >= 0 else "unknown" for x in u.tolist()], dtype=object)
     return labels[inv]
 
 
 def _occ(s: pd.Series) -> np.ndarray:
     v = np.round(s.to_numpy(dtype=np.float64), 1)
     u, inv = np.unique(v, return_inverse=True)  # NaNs sort last and compare unequal; fine
-    labels = np.array(["?" if np.isnan(x) else f"{x:g} %" for x in u.tolist()], dtype=object)
+    # Kineto writes 0 where it did not compute the occupancy (see analysis.utilization).
+    labels = np.array(
+        [
+            "unknown" if np.isnan(x) else "not computed" if x == 0 else f"{x:g} %"
+            for x in u.tolist()
+        ],
+        dtype=object,
+    )
     return labels[inv]
 
 
