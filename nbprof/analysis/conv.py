@@ -129,14 +129,13 @@ def conv_flops(
     outputs: dict[tuple[Shape, Shape], set[Shape]] = {}
     backward: list[tuple[int, Shape, Shape, Shape]] = []
     for i, (name, s) in enumerate(zip(names, parsed, strict=True)):
-        if len(s) < 3:
+        kind = _kind(name)
+        if len(s) < 3 or kind not in ("backward", "backward_old"):
             continue
-        if _BACKWARD_NEW.match(name):
+        if kind == "backward":
             grad, inp, weight = s[0], s[1], s[2]
-        elif _BACKWARD_OLD.match(name):
-            inp, grad, weight = s[0], s[1], s[2]
         else:
-            continue
+            inp, grad, weight = s[0], s[1], s[2]
         if inp is None or weight is None or grad is None:
             continue
         if not _valid(inp, weight) or len(grad) != len(weight):
@@ -154,20 +153,46 @@ def conv_flops(
         # A transposed convolution's input-side is its output: its work per grad element.
         once = _transposed_flops(inp, weight) if t else _forward_flops(inp, weight, grad)
         out[i] = k * once
+    # A model repeats its layers every step: each (kind, shapes) is worked out once.
+    done: dict[tuple[str, tuple[Shape | None, ...]], float] = {}
     for i, (name, s) in enumerate(zip(names, parsed, strict=True)):
-        if len(s) < 2:
+        kind = _kind(name)
+        if len(s) < 2 or kind not in ("forward", "transposed"):
             continue
-        inp, weight = s[0], s[1]
-        if inp is None or weight is None or not _valid(inp, weight):
-            continue
-        if _TRANSPOSED.match(name):
-            if weight[0] == inp[1]:
-                out[i] = _transposed_flops(inp, weight)
-        elif _FORWARD.match(name) and inp[1] % weight[1] == 0:
-            seen = outputs.get((inp, weight), set())
-            if len(seen) == 1:
-                out[i] = _forward_flops(inp, weight, next(iter(seen)))
+        key = (kind, s[:2])
+        if key not in done:
+            done[key] = _one_forward(kind, s[0], s[1], outputs)
+        out[i] = done[key]
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _kind(name: str) -> str:
+    """What a name is: "forward", "transposed", "backward" (PyTorch 1.11 on),
+    "backward_old" (cuDNN-era) or "" (no convolution this module counts)."""
+    for kind, rx in (
+        ("forward", _FORWARD), ("transposed", _TRANSPOSED), ("backward", _BACKWARD_NEW),
+        ("backward_old", _BACKWARD_OLD),
+    ):  # fmt: skip
+        if rx.match(name):
+            return kind
+    return ""
+
+
+def _one_forward(
+    kind: str,
+    inp: Shape | None,
+    weight: Shape | None,
+    outputs: dict[tuple[Shape, Shape], set[Shape]],
+) -> float:
+    if inp is None or weight is None or not _valid(inp, weight):
+        return math.nan
+    if kind == "transposed":
+        return _transposed_flops(inp, weight) if weight[0] == inp[1] else math.nan
+    if inp[1] % weight[1] != 0:
+        return math.nan
+    seen = outputs.get((inp, weight), set())
+    return _forward_flops(inp, weight, next(iter(seen))) if len(seen) == 1 else math.nan
 
 
 def _gradients(
@@ -188,15 +213,18 @@ def _gradients(
     keep = np.array([bool(_INPUT_GRAD.match(x)) for x in nested], dtype=bool)
     its = np.asarray(nested_ts, dtype="float64")[keep]
     ith = np.asarray(nested_thread)[keep]
-    order = np.lexsort((its, ith))
-    its, ith = its[order], ith[order]
-    for j, i in enumerate(rows):
-        if not _BACKWARD_OLD.match(names[i]):
-            continue
-        a, b = np.searchsorted(ith, thread[i], "left"), np.searchsorted(ith, thread[i], "right")
-        lo = a + np.searchsorted(its[a:b], ts[i], "left")
-        hi = a + np.searchsorted(its[a:b], end[i], "right")
-        out[j] = 2 if hi > lo else 1
+    old = np.array([_kind(names[i]) == "backward_old" for i in rows], dtype=bool)
+    at = np.asarray(rows)[old]
+    found = np.zeros(len(at), dtype=bool)
+    # Per thread, one sorted search for every op: the input-gradient ops starting inside.
+    for th in np.unique(thread[at]) if len(at) else ():
+        mine = thread[at] == th
+        starts = np.sort(its[ith == th])
+        lo = np.searchsorted(starts, ts[at[mine]], "left")
+        hi = np.searchsorted(starts, end[at[mine]], "right")
+        found[mine] = hi > lo
+    for j, f in zip(np.flatnonzero(old).tolist(), found.tolist(), strict=True):
+        out[j] = 2 if f else 1
     return out
 
 
