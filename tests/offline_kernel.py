@@ -136,3 +136,14 @@ def text_of(o: Any) -> str:
     if o.get("output_type") == "stream":
         return str(o.get("text", ""))
     return str(o.get("data", {}).get("text/plain", ""))
+
+
+def read_from(dashboard: str, folder: Path) -> bool:
+    """Whether a dashboard's title names a trace in ``folder`` (a long title is cut short
+    with "…": then as far as it goes)."""
+    title = dashboard.splitlines()[0].removeprefix("nbprof · ")
+    where = f"{folder}{os.sep}"
+    if title.endswith("…"):
+        title = title[:-1]
+        return title.startswith(where) or where.startswith(title)
+    return title.startswith(where)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from offline_kernel import Executed, execute, offline_env, text_of
+from offline_kernel import Executed, execute, offline_env, read_from, text_of
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -140,8 +140,7 @@ def test_notebook_runs_without_a_gpu(
     dashboards = [o for o in outputs if _plain(o).startswith("nbprof ·")]
     assert len(dashboards) == 1
     # ... read from inside the package (the dashboard's title is the trace's path).
-    data = REPO / "nbprof" / "data"
-    assert _plain(dashboards[0]).startswith(f"nbprof · {data}{os.sep}")
+    assert read_from(_plain(dashboards[0]), REPO / "nbprof" / "data")
     assert "CPU only (no GPU activity)" not in text
     assert "no live gauge" not in text
 
