@@ -33,7 +33,7 @@ BADGE_URL = (
 )
 #: Limits of a notebook saved after Run All, and of its run without a GPU. A lesson should
 #: save under 1.5 MB, but nbprof's BokehJS load bundle (1.29 MB, once per notebook) and
-#: its dashboards (0.14 to 0.55 MB each) weigh more than that today (docs/environments.md):
+#: its dashboards (0.16 to 0.55 MB each) weigh more than that today (docs/environments.md):
 #: the whole is held at 3 MB, and what the lesson prints besides them to MAX_LESSON_BYTES.
 MAX_SAVED_BYTES = 3_000_000
 MAX_LESSON_BYTES = 150_000
