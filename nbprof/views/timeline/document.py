@@ -33,9 +33,13 @@ from nbprof.views.timeline.rows import PlotSize, RankGroup
 SCHEMA = "nbprof.timeline/1"
 #: Types a column may have (each has a JavaScript typed array).
 DTYPES = ("uint8", "uint16", "uint32", "int8", "int16", "int32", "float32", "float64")
-#: zlib level of the columns: 6 (zlib's default) packs the training-loop deltas about as
-#: tightly as 9 does, in a fraction of the time (benchmarks/bench_timeline.py).
+#: zlib level of a column, and of one over LARGE_BYTES raw. Measured on the synthetic
+#: traces of benchmarks/bench_timeline.py: at 10k kernels, level 6 makes the document 4%
+#: smaller than level 2 in 25 ms; at 1M kernels, 8% smaller but in 2.9 s instead of 0.6 s
+#: (level 9: 10% in 15 s), which a build of that size should not wait for.
 DEFLATE_LEVEL = 6
+DEFLATE_LEVEL_LARGE = 2
+LARGE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,8 @@ class Column:
     def packed(self) -> str:
         """The values' little-endian bytes, deflated, as base64."""
         data = np.ascontiguousarray(self.values, dtype=self.values.dtype.newbyteorder("<"))
-        return base64.b64encode(zlib.compress(data.tobytes(), DEFLATE_LEVEL)).decode("ascii")
+        level = DEFLATE_LEVEL if data.nbytes <= LARGE_BYTES else DEFLATE_LEVEL_LARGE
+        return base64.b64encode(zlib.compress(data.tobytes(), level)).decode("ascii")
 
     def json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
