@@ -368,7 +368,7 @@ def test_html_page_and_bundle(tmp_path: Path) -> None:
     assert page.count('nbp-cmp-timeline nbp-cmp-before"') == 1
     assert page.count('nbp-cmp-timeline nbp-cmp-after"') == 1
     assert page.count('"name":"nbprof-timeline"') == 2
-    assert "CustomJSTicker" in page and "nbprof.compare = api" in page  # shared scale, link
+    assert "CustomJSTicker" in page and "nbprof.compare = compare" in page  # shared scale, link
     bundle = cmp._repr_mimebundle_()
     assert set(bundle) == {"text/html", "text/plain"}
     assert bundle["text/plain"] == cmp.text()

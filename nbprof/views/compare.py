@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbprof import units, vocab
 from nbprof.views._style import clip, esc, plain, short_name, wrap
-from nbprof.views.assets import asset, scripts
+from nbprof.views.assets import SCRIPTS, asset, bundle
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -265,7 +265,7 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
     js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
     return (
         f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
-        f"<script>{scripts()}\n{asset('compare.js')}</script>"
+        f"<script>{bundle(*SCRIPTS, 'compare_page.mjs')}</script>"
     )
 
 
@@ -379,7 +379,7 @@ def _names_html(t: pd.DataFrame, what: str, d: Diff, *, open_: bool) -> str:
 
 def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
     """(the two timelines' HTML, notes). Each timeline is its own Bokeh document in its own
-    ``.nbprof`` section (js/embed.js draws each); js/compare.js links their x ranges."""
+    ``.nbprof`` section (js/embed.mjs draws each); js/compare.mjs links their x ranges."""
     from nbprof.views import panel, timeline
     from nbprof.views.dashboard import timeline_html
 
@@ -431,7 +431,7 @@ def share_scale(built: list[tuple[str, Side, Timeline | None]]) -> dict[str, flo
     Each keeps its own coordinates (µs since its first event); its shift is its origin (the
     first step or first GPU event) in them. Ticks are placed at round times since the
     origin and labelled so (compare_ticker.js, compare_tick_labels.js), and both ranges
-    start on, and may pan over, the same window: the union of both runs. js/compare.js
+    start on, and may pan over, the same window: the union of both runs. js/compare.mjs
     then moves each range with the other.
     """
     from bokeh.models import CustomJSTicker, CustomJSTickFormatter

@@ -345,7 +345,7 @@ def _top_kernels_html(diag: Diagnosis, n: int, ranks: int = 1) -> str:
     t = diag.top_kernels
     if not len(t):
         return ""
-    # Numbers sort by data-v (js/embed.js); a row zooms the timeline to that kernel.
+    # Numbers sort by data-v (js/tables.mjs); a row zooms the timeline to that kernel.
     rows = "".join(
         f'<tr data-nbp-kernel="{esc(r.name)}" title="{esc(r.name)}">'
         f'<td data-v="{float(r.pct):.6g}">{units.pct(r.pct)}</td>'
