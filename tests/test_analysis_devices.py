@@ -52,7 +52,7 @@ def test_the_one_properties_entry_describes_the_one_gpu_of_the_events(tmp_path: 
     # 304 CUs and 192 GiB: only the MI300X of the table has both.
     assert m.model == "AMD Instinct MI300X"
     assert m.basis["model"].kind == "estimated"
-    assert "304 CUs and 192 GiB" in m.basis["model"].how
+    assert "304 CUs and 192.0 GiB" in m.basis["model"].how
     assert m.peak_gbps == 5300.0  # MI300X datasheet
     # The addmm's GEMM ran on matrix cores in FP32: the MI300X's FP32 matrix peak, 163.4.
     assert m.peak_tflops == 163.4

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nbprof import units
 from nbprof.analysis import (
     _frames,
     _group,
@@ -709,7 +710,7 @@ def _roof_rates(d: Device) -> tuple[Measure, Measure]:
     n_ops = int(_sum(roof, "count"))
     source = "matmul and convolution FLOPs from input shapes" if shapes else "with_flops FLOPs"
     cover = _coverage(d)
-    known = f"; FLOPs known for {_pct(cover)} of kernel time" if cover is not None else ""
+    known = f"; FLOPs known for {units.share(cover)} of kernel time" if cover is not None else ""
     tf = (
         _sum(roof, "flops") / d.span_us / 1e6,
         Basis("estimated" if shapes else "trace", f"{source} of {n_ops} ops ÷ GPU span{known}"),
@@ -732,10 +733,6 @@ def _coverage(d: Device) -> float | None:
     if roof.empty or ktime <= 0:
         return None
     return min(100.0, _sum(roof, "total_us") / ktime * 100.0)
-
-
-def _pct(v: float) -> str:
-    return f"{v:.1f}%" if v < 10 else f"{v:.0f}%"
 
 
 def _flops_coverage(d: Device) -> Measure:
@@ -773,7 +770,7 @@ def _no_peak(d: Device) -> str:
             x
             for x in (
                 f"{d.sm_count} CUs" if d.sm_count else "",
-                f"{total / 1024**3:.0f} GiB" if total > 0 else "",
+                units.gib(total) if total > 0 else "",
             )
             if x
         )

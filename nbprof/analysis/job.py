@@ -66,6 +66,8 @@ from nbprof.analysis.model import (
 from nbprof.analysis.rank import RankFailure, RankSummary
 from nbprof.analysis.verdict import FINDING_STALL_PCT, STALL_PCT, STALLS
 from nbprof.errors import TraceError
+from nbprof.units import duration as _us
+from nbprof.units import share as _pct
 
 logger = logging.getLogger(__name__)
 
@@ -641,8 +643,6 @@ def _stragglers(
             f"{kinds[k]} of {of_kind[k]} {_plural(k)}"
             for k in sorted(kinds, key=lambda k: -kinds[k])
         )
-        from nbprof.analysis.verdict import _pct
-
         label = s.verdict.bottleneck.replace("_", "-")
         sentence = (
             f"rank {r} arrives last at {words}; the others wait {_us(per_peer)} each for it "
@@ -701,12 +701,6 @@ def _rank_fix(s: RankSummary) -> str:
         if f.id != "communication" and f.fix:
             return f.fix
     return ""
-
-
-def _us(us: float) -> str:
-    from nbprof.analysis.verdict import _us as fmt
-
-    return fmt(us)
 
 
 def _row(s: RankSummary, rank: int, shift: float | None, st: _RankStats) -> RankRow:
@@ -832,8 +826,6 @@ def _verdict(
     stragglers: list[Straggler],
     colls: list[CollectiveRow],
 ) -> JobVerdict:
-    from nbprof.analysis.verdict import _pct
-
     usable = [s for s in summaries if s.device]
     if not usable or not bd:
         busiest = summaries[0]
@@ -944,11 +936,11 @@ def _verdict(
 def _much(part: float, whole: float) -> str:
     """How much of ``whole`` its ``part`` is, in words with the part's own share: "nearly
     all of it (39%)"."""
-    from nbprof.analysis.verdict import _pct
+    from nbprof.units import share
 
     r = part / whole if whole > 0 else 0.0
     words = "nearly all" if r >= 0.9 else "most" if r > 0.5 else "half" if r == 0.5 else "part"
-    return f"{words} of it ({_pct(part)})"
+    return f"{words} of it ({share(part)})"
 
 
 def _findings(

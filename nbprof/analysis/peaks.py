@@ -15,6 +15,8 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+from nbprof import units
+
 logger = logging.getLogger(__name__)
 
 
@@ -265,7 +267,8 @@ def _amd(name: str, mem_gb: float | None, cus: int | None) -> tuple[Peak | None,
         return None, ""
     said = f"the trace names it {name!r}" if name else "the trace gives no device name"
     return fits[0], (
-        f"recognised from its {cus} CUs and {mem_gb:.0f} GiB of memory, which of the peak "
+        f"recognised from its {cus} CUs and {units.gib(mem_gb * _GIB)} of memory, which of the "
+        f"peak "
         f"table's GPUs only the {fits[0].model} has ({said})"
     )
 
