@@ -14,15 +14,15 @@ The policy, everywhere nbprof prints a number (analysis' sentences and every vie
   all-reduce at ``0.0224`` GB/s beside a 1.6 MB one at ``18.3``), where one decimal
   alone would print the small ones as 0.
 
-An unknown value (``None`` or NaN) reads :data:`NA`. Only formatting lives here: the
-numbers are analysis'.
+An unknown value (``None`` or NaN) reads :data:`NA`, "unknown" (never "?" or "n/a").
+Only formatting lives here: the numbers are analysis'.
 """
 
 from __future__ import annotations
 
 import math
 
-NA = "n/a"
+NA = "unknown"
 
 
 def missing(v: object) -> bool:

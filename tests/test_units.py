@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
     [
         (0.0, "0.0 µs"), (6.54, "6.5 µs"), (999.94, "999.9 µs"), (1000.0, "1.0 ms"),
         (49_652.8, "49.7 ms"), (999_949.0, "999.9 ms"), (1e6, "1.0 s"), (12_920_170.0, "12.9 s"),
-        (-5000.0, "-5.0 ms"), (None, "n/a"), (math.nan, "n/a"),
+        (-5000.0, "-5.0 ms"), (None, units.NA), (math.nan, units.NA),
     ],
 )  # fmt: skip
 def test_durations_read_with_one_decimal_in_the_unit_that_keeps_them_above_one(
@@ -35,8 +35,8 @@ def test_the_comparisons_step_times_keep_their_second_decimal_in_seconds() -> No
     ("n", "shown"),
     [
         (0, "0 B"), (192, "192 B"), (999, "999 B"), (1000, "1.0 kB"), (24_600, "24.6 kB"),
-        (115_600_000, "115.6 MB"), (2.5e9, "2.5 GB"), (3e12, "3000.0 GB"), (-1, "n/a"),
-        (None, "n/a"),
+        (115_600_000, "115.6 MB"), (2.5e9, "2.5 GB"), (3e12, "3000.0 GB"), (-1, units.NA),
+        (None, units.NA),
     ],
 )  # fmt: skip
 def test_sizes_are_decimal_and_spell_kb_one_way(n: float | None, shown: str) -> None:
@@ -45,7 +45,7 @@ def test_sizes_are_decimal_and_spell_kb_one_way(n: float | None, shown: str) -> 
 
 def test_shares_points_and_headline_shares() -> None:
     assert units.pct(12.345) == "12.3%" and units.pct(12.5, 0) == "12%"
-    assert units.pct(None) == "n/a" and units.pct(math.nan) == "n/a"
+    assert units.pct(None) == units.NA and units.pct(math.nan) == units.NA
     # Headline: whole from 10%, tenths below (a whole 0% would mislead).
     assert [units.share(v) for v in (0.04, 6.14, 9.96, 40.4)] == ["0.0%", "6.1%", "10.0%", "40%"]
     assert [units.points(d) for d in (1.25, -0.2, 0.0)] == ["+1.2 pts", "-0.2 pts", "±0.0 pts"]
@@ -64,7 +64,7 @@ def test_rates_keep_three_significant_digits_and_one_decimal(v: float, shown: st
 
 
 def test_rates_with_their_units() -> None:
-    assert units.bandwidth(10.06) == "10.1 GB/s" and units.bandwidth(None) == "n/a"
+    assert units.bandwidth(10.06) == "10.1 GB/s" and units.bandwidth(None) == units.NA
     assert units.flops(111.06) == ("111.1", "TFLOP/s")
     assert units.flops(3.7e-05) == ("0.0370", "GFLOP/s")  # not 3.7e-05 TFLOP/s
     assert units.gib(85_899_345_920) == "80.0 GiB"
@@ -78,7 +78,7 @@ def test_an_amount_in_the_unit_a_metric_is_declared_in() -> None:
     }  # fmt: skip
     for (unit, v), shown in cases.items():
         assert units.amount(v, unit) == shown, (unit, v)
-    assert units.amount(None, "µs") == "n/a" and units.signed("2.5 ms", -1.0) == "-2.5 ms"
+    assert units.amount(None, "µs") == units.NA and units.signed("2.5 ms", -1.0) == "-2.5 ms"
 
 
 #: Formatting helpers that existed before nbprof.units, under their old names: none of them

@@ -118,7 +118,7 @@ def _step_line(d: Diff) -> str:
         st.statistic
     ]
     if st.before_ms is None or st.after_ms is None:
-        return f"{what}: n/a (a run has nothing to measure it by)"
+        return f"{what}: unknown (a run has nothing to measure it by)"
     line = f"{what}: {units.duration(st.before_ms * 1e3)} -> {units.duration(st.after_ms * 1e3)}"
     r = st.ratio
     if st.change == "same":
