@@ -69,6 +69,21 @@ TC_NAMES = [
     "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits>",
     "fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)",
     "ampere_fp16_i8816gemm_int8_128x128_ldg16_relu_nn",
+    # PyTorch's grouped mm on Blackwell (a CUTLASS 3 UMMA mainloop: tcgen05.mma), cut short.
+    "void cutlass::device_kernel<at::cuda::detail::enable_3x_kernel_for_sm10<cutlass::gemm::"
+    "kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<cute::tuple<int, int, int>>, "
+    "cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm100ArrayTmaUmmaWarp"
+    "Specialized<(int)3, (int)8, (int)2, cute::tuple<cute::C<(int)2>>>>>>>",
+    # ... and on Hopper, in FP8 (a warpgroup-MMA "Gmma" mainloop).
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::"
+    "GroupProblemShape<cute::tuple<int, int, int>>, cutlass::gemm::collective::CollectiveMma<"
+    "cutlass::gemm::MainloopSm90ArrayTmaGmmaWarpSpecialized<4>, cutlass::float_e4m3_t>>>",
+    # FlashAttention-3 (Hopper), FP8.
+    "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::"
+    "CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<128>>, 128, cutlass::float_e4m3_t>>>>",
+    # vLLM's Triton block-scaled FP8 matmul: tl.dot on FP8 runs on Tensor Cores only.
+    "_w8a8_block_fp8_matmul",
+    "matmul_kernel_fp8_persistent",
 ]
 NOT_TC_NAMES = [
     "volta_sgemm_128x64_nn",
@@ -79,11 +94,23 @@ NOT_TC_NAMES = [
     "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3",
     "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_cgasize1x1x1_simt",
     "nvjet_sss_128x64_64x4_1x2_h_bz_NNN",  # cuBLAS all-FP32 (TF32 off)
+    # FP16 storage, FP32 SIMT arithmetic (Volta cuBLAS): the dtype word does not make it TC.
+    "volta_fp16_sgemm_fp16_128x64_nn",
 ]
 SILENT_NAMES = [
     "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>",
     "triton_poi_fused_add_cos_sin_0",
     "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>",
+    # A matrix product whose name gives no data type: its op decides (op evidence), or
+    # nothing does; a bf16 elementwise kernel is no product; "summary" holds no "umma".
+    "triton_tem_fused_mm_0",
+    "fused_moe_kernel",
+    "matmul_kernel_persistent",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BFloat16AddFunctor>",
+    "summary_bf16_kernel",
+    # A SIMT FP32 GEMM wrapped in cutlass::Kernel: "(int)8" in its template is no INT8.
+    "void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::threadblock::"
+    "MmaPipelined<cutlass::gemm::GemmShape<(int)128, (int)8>, float>>>",
 ]
 
 
@@ -103,10 +130,14 @@ def test_silent_names(name: str) -> None:
 
 
 def test_amd_names_never_use_nvidia_rules() -> None:
+    # NVIDIA's name patterns (884, nvjet) and negatives (sgemm) say nothing on AMD; a
+    # matrix product named in a matrix-core type (a Triton FP8 matmul) does.
     names = pd.Series(
-        ["sm90_xmma_gemm_bf16bf16_bf16f32_f32", "Cijk_Ailk_Bljk_SB_MT64x16x32_MI16x16x4x1"]
-    )
-    assert tensorcores.name_evidence(names, "amd").tolist() == [0, 1]
+        ["volta_h884gemm_256x128_ldg8_nn", "nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN",
+         "volta_sgemm_128x64_nn", "Cijk_Ailk_Bljk_SB_MT64x16x32_MI16x16x4x1",
+         "_w8a8_block_fp8_matmul"]
+    )  # fmt: skip
+    assert tensorcores.name_evidence(names, "amd").tolist() == [0, 0, 0, 1, 1]
 
 
 def _kernels(names: list[str], durs: list[float]) -> pd.DataFrame:

@@ -983,6 +983,21 @@ class Signals:
         return float(v.kdur[simt & matches(names, _GEMM_LIKE)].sum() / v.ktime * 100.0)
 
     @cached_property
+    def fp32_gemm_pct(self) -> float:
+        """Share of kernel time (%) in GEMM/convolution kernels off the Tensor Cores that
+        the trace shows computing in FP32 (:func:`tensorcores.fp32_evidence`). The rest of
+        the GEMM time off the Tensor Cores says neither."""
+        v = self.view
+        if v.ktime <= 0:
+            return 0.0
+        cls = _frames.column(v.classes, "cls")
+        compute = cls == "compute"
+        if not compute.any():
+            return 0.0
+        fp32 = tensorcores.fp32_evidence(v.k, v.trace.cpu_ops)
+        return float(v.kdur[compute & fp32].sum() / v.ktime * 100.0)
+
+    @cached_property
     def compute_sm_efficiency(self) -> tuple[float, float] | None:
         """(SM-weighted coverage, busy) of non-collective kernels, % of the span: collectives
         never fill the SMs by design, so they say nothing about the model's kernels."""

@@ -47,7 +47,7 @@ from nbprof.analysis.verdict import (
 )
 from nbprof.trace.model import Trace
 from nbprof.units import duration as _ms
-from nbprof.units import size
+from nbprof.units import pct, size
 
 logger = logging.getLogger(__name__)
 
@@ -207,6 +207,10 @@ def host_overhead(s: Signals) -> Finding | None:
 
 
 def tensor_cores(s: Signals) -> Finding | None:
+    """GEMMs and convolutions off the Tensor Cores. The advice to move them on (TF32, bf16
+    autocast) is given only for the time the trace shows running in FP32; GEMM time whose
+    Tensor Core use nothing in the trace shows (names no rule knows, no launching op's
+    dtype) is said to be unknown, never taken for FP32."""
     m = s.metrics
     if not s.tc_capable or m.tensor_core_pct is None:
         return None
@@ -214,6 +218,40 @@ def tensor_cores(s: Signals) -> Finding | None:
     tc = m.tensor_core_pct
     if gemm < TC_GEMM_PCT or tc >= TC_SHARE_OF_GEMM * gemm:
         return None
+    fp32 = s.fp32_gemm_pct
+    off = max(gemm - tc, 0.0)
+    unknown = max(off - fp32, 0.0)
+    evidence = {
+        "tensor_core_pct": _r(tc),
+        "gemm_conv_pct": _r(gemm),
+        "fp32_gemm_pct": _r(fp32),
+        "simt_gemm_pct": _r(s.simt_gemm_pct),
+        "tensor_core_basis": m.tensor_core_basis,
+    }
+    shares = (
+        f"GEMM/convolution kernels take {pct(gemm)} of kernel time; {pct(tc)} of kernel "
+        f"time ran on Tensor Cores ({m.tensor_core_basis}: {s.tc_how})"
+    )
+    if fp32 < TC_SHARE_OF_GEMM * off:
+        # Most of the GEMM time off the Tensor Cores has no dtype evidence: it may be FP8 or
+        # bf16 on Tensor Cores under names no rule knows. No advice to switch precision.
+        return Finding(
+            id="tensor_core_use_unknown",
+            severity="info",
+            title="Whether the GEMMs run on Tensor Cores is unknown",
+            detail=(
+                f"{shares}. For {pct(unknown)} of kernel time, GEMM/convolution kernels "
+                "neither carry a name that says Tensor Core or FP32 nor were launched by an "
+                f"op whose input types say it (FP32 by name or op: {pct(fp32)}): they may "
+                "already run in bf16 or FP8 on Tensor Cores."
+            ),
+            evidence={**evidence, "unknown_gemm_pct": _r(unknown)},
+            fix=(
+                "Record the ops' input types (record_shapes=True) so each GEMM's dtype shows, "
+                "or sample the Tensor Core activity (nbprof's NVML GPM sampler, Nsight "
+                "Compute) before changing precision."
+            ),
+        )
     ampere = (cc_value(m.compute_capability) or 0.0) >= TF32_CC
     fix = (
         "Run matrix math on Tensor Cores: allow TF32 for FP32 matmuls and convolutions, and "
@@ -235,18 +273,14 @@ def tensor_cores(s: Signals) -> Finding | None:
     return Finding(
         id="low_tensor_core_share",
         severity="high" if tc < TC_LOW_PCT and gemm >= TC_GEMM_HIGH_PCT else "medium",
-        title="GEMMs and convolutions run without Tensor Cores",
+        title="GEMMs and convolutions run in FP32, without Tensor Cores",
         detail=(
-            f"GEMM/convolution kernels take {gemm:.0f}% of kernel time but only {tc:.1f}% of "
-            f"kernel time ran on Tensor Cores ({m.tensor_core_basis}: {s.tc_how}); "
-            f"{s.simt_gemm_pct:.0f}% is in FP32/SIMT GEMM kernels."
+            f"{shares}; {pct(fp32)} of kernel time is in GEMM/convolution kernels that "
+            "compute in FP32 (SIMT/FP32 kernel names, or launching ops with FP32 inputs)"
+            + (f", and for {pct(unknown)} the trace does not say" if unknown >= 0.05 else "")
+            + "."
         ),
-        evidence={
-            "tensor_core_pct": _r(tc),
-            "gemm_conv_pct": _r(gemm),
-            "simt_gemm_pct": _r(s.simt_gemm_pct),
-            "tensor_core_basis": m.tensor_core_basis,
-        },
+        evidence=evidence,
         fix=fix,
         code=code,
     )

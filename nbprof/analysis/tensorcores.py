@@ -7,12 +7,21 @@ first:
 1. ``measured``: hardware counters in the trace (CUPTI metrics on Tensor Core pipes).
 2. ``kernel_names``: names that say Tensor Core (positive) or say plain FP32 / SIMT
    (negative); the patterns span Volta through Blackwell, flash attention and CUTLASS.
+   Beside the patterns, the words of a name (:func:`~nbprof.analysis._text.name_tokens`):
+   a matrix-unit instruction (``umma``: Blackwell's tcgen05 MMA, ``wgmma``, ``gmma``),
+   or a matrix product (``gemm``, ``matmul``, ``mm``, an Inductor template) named with a
+   data type only the matrix units multiply in (FP8, FP6/FP4, INT8, FP16/BF16): grouped
+   CUTLASS GEMMs, Triton FP8 matmuls and the like, whatever their library calls them.
 3. ``ops``: the kernel was launched by a Tensor-Core-eligible op (mm, addmm, bmm, linear,
-   conv, attention) whose inputs are half, bfloat16, fp8 or int8: catches names no list
-   knows yet.
+   conv, attention, or an Inductor Triton template ``triton_tem_*``, recorded under the
+   kernel's own name) whose inputs are half, bfloat16, fp8 or int8: catches names no
+   list knows yet, Triton matmuls (``tl.dot`` runs on MMA / MFMA in those types) among
+   them.
 
-A GPU with compute capability below 7.0 has no Tensor Cores at all; an AMD GPU gets only
-matrix-core (MFMA) name evidence and never an NVIDIA claim.
+An eligible op whose inputs are all FP32 is evidence the other way
+(:func:`fp32_evidence`): what decides whether "allow TF32 / use bf16 autocast" is advice
+or noise. A GPU with compute capability below 7.0 has no Tensor Cores at all; an AMD GPU
+gets matrix-core (MFMA) names, the words and op evidence above, and never an NVIDIA claim.
 """
 
 from __future__ import annotations
@@ -25,7 +34,16 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames
-from nbprof.analysis._text import Names, matches, name_column, name_pattern, text_column
+from nbprof.analysis._text import (
+    Names,
+    has_bigram,
+    matches,
+    name_column,
+    name_pattern,
+    text_column,
+    token_matches,
+)
+from nbprof.analysis.classes import kernel_identity
 from nbprof.analysis.model import TensorCoreBasis
 
 logger = logging.getLogger(__name__)
@@ -76,9 +94,38 @@ _ELIGIBLE_OP = re.compile(
     r"aten::(?:mm|addmm|bmm|baddbmm|matmul|linear|_addmm_activation|addbmm|"
     r"conv\w*|cudnn_convolution\w*|_convolution|scaled_dot_product\w*|"
     r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_scaled_mm|"
-    r"_int_mm)\b",
+    r"_int_mm|_grouped_mm|_scaled_grouped_mm)\b|"
+    # Inductor records each Triton kernel as an op of its own name; its templates
+    # (mm, addmm, bmm, convolution, flex attention) are all tl.dot matrix products.
+    r"^triton_tem_",
 )
 _TC_DTYPE = re.compile(r"Half|BFloat16|Float8|float8|e4m3|e5m2|signed char|int8", re.I)
+#: An input type list of FP32 tensors (``["float", "float", "Scalar"]``), the ops' FP32.
+_FP32_TYPE = re.compile(r'"float"')
+#: FP32 by name beside the SIMT/sgemm negatives: a kernel templated on float first
+#: (cuDNN's ``dgrad_engine<float, ...>``, ``wgrad_alg0_engine<float, ...>``,
+#: ``winogradForwardData4x4<float, float>``; anchored at the name's start: one pass), and
+#: cuDNN's single-precision ``scudnn`` kernels (``volta_scudnn_128x64_relu_medium_nn_v1``).
+#: Their Tensor Core variants carry tf32/884/1688/xmma names instead.
+_FP32_NAME = name_pattern(r"^(?:void )?[\w:]+<float(?![A-Za-z_])|(?<![A-Za-z0-9])scudnn")
+
+#: Words (:func:`~nbprof.analysis._text.name_tokens`) of MMA instructions only Tensor
+#: Cores run: Blackwell's UMMA (tcgen05.mma, in CUTLASS's ``MainloopSm100TmaUmma...``),
+#: Hopper's warpgroup MMA (``wgmma``, CUTLASS's ``Gmma`` mainloops), HMMA/IMMA.
+_TC_WORDS = frozenset({"umma", "tcgen", "wgmma", "gmma", "hmma", "imma"})
+#: Words of a matrix product's name.
+_PRODUCT_WORDS = frozenset({"gemm", "matmul", "mm", "bmm", "addmm", "baddbmm"})
+_PRODUCT_PAIRS = frozenset({("triton", "tem"), ("mat", "mul")})
+#: Data types, as word runs, that only the matrix units multiply in (FP8, FP6/FP4, 8-bit
+#: weights and activations), or that every GEMM library runs on them (FP16, BF16); a SIMT
+#: GEMM in one says so (``simt``: negative evidence, which wins). Not INT8 as words: a
+#: template's ``(int)8`` reads the same (the patterns above know int8 GEMMs by name).
+_TC_TYPES: tuple[tuple[str, ...], ...] = (
+    ("fp", "8"), ("float", "8"), ("f", "8"), ("e", "4", "m", "3"), ("e", "5", "m", "2"),
+    ("fp", "4"), ("nvfp", "4"), ("mxfp", "4"), ("mxfp", "6"), ("mxfp", "8"),
+    ("w", "8", "a", "8"),
+    ("bf", "16"), ("bfloat", "16"), ("fp", "16"), ("f", "16"), ("half",),
+)  # fmt: skip
 # CUPTI metric names that count Tensor Core pipe activity.
 _TC_METRIC = name_pattern(r"tensor|hmma|imma|mma", re.IGNORECASE)
 
@@ -92,14 +139,40 @@ class TensorCoreResult:
     how: str
 
 
+def _is_product(tokens: tuple[str, ...]) -> bool:
+    return any(
+        t in _PRODUCT_WORDS or t.endswith("gemm") or t.startswith("gemm") for t in tokens
+    ) or has_bigram(tokens, _PRODUCT_PAIRS)
+
+
+def _has_run(tokens: tuple[str, ...], runs: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether one of ``runs`` occurs as consecutive words of ``tokens`` (each run is a
+    few words: linear in the name)."""
+    for i, t in enumerate(tokens):
+        for run in runs:
+            if run[0] == t and tokens[i : i + len(run)] == run:
+                return True
+    return False
+
+
+def _tc_by_words(tokens: tuple[str, ...]) -> bool:
+    """A matrix-unit instruction, or a matrix product in a matrix-unit data type."""
+    if any(t in _TC_WORDS for t in tokens):
+        return True
+    return _is_product(tokens) and _has_run(tokens, _TC_TYPES)
+
+
 def name_evidence(names: Names, vendor: str = "nvidia") -> np.ndarray:
     """+1 names say Tensor/matrix cores, -1 they say not, 0 they say nothing. Per name."""
+    words = token_matches(names, _tc_by_words, kernel_identity) if len(names) else None
     if vendor == "amd":
         pos = matches(names, _MFMA)
         neg = np.zeros(len(names), dtype=bool)
     else:
         pos = matches(names, _TC_NVIDIA)
         neg = matches(names, _NOT_TC)
+    if words is not None:
+        pos = pos | words
     # Negative markers (simt, sgemm, pure f32 xmma) override generic positives such as a
     # bare sm90_ prefix: cutlass_simt_* kernels carry both.
     return np.where(neg, -1, np.where(pos, 1, 0)).astype("int64")
@@ -107,6 +180,24 @@ def name_evidence(names: Names, vendor: str = "nvidia") -> np.ndarray:
 
 def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
     """True where the launching op is Tensor-Core-eligible and its inputs are a TC dtype."""
+    return _op_types(kernels, cpu_ops, _TC_DTYPE)
+
+
+def fp32_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
+    """True where a kernel shows it computes in FP32: a SIMT/FP32 name, a kernel templated
+    on float, or a Tensor-Core-eligible launching op whose inputs are FP32 with no Tensor
+    Core type beside them (matrix math that runs in FP32 unless TF32 is allowed; where it
+    is, the kernel's name says tf32 and is flagged a Tensor Core kernel instead)."""
+    names = text_column(kernels, "name")
+    by_name = (name_evidence(names) < 0) | matches(names, _FP32_NAME)
+    by_op = _op_types(kernels, cpu_ops, _FP32_TYPE) & ~_op_types(kernels, cpu_ops, _TC_DTYPE)
+    return by_name | by_op
+
+
+def _op_types(kernels: pd.DataFrame, cpu_ops: pd.DataFrame, dtype: re.Pattern[str]) -> np.ndarray:
+    """True where the launching op is Tensor-Core-eligible and its input types match
+    ``dtype``; a helper kernel (layout transform, epilogue, fill) it launches is not the
+    product, unless it is the op itself (Inductor names the op after its Triton kernel)."""
     n = len(kernels)
     out = np.zeros(n, dtype=bool)
     if n == 0 or cpu_ops.empty:
@@ -118,13 +209,16 @@ def op_evidence(kernels: pd.DataFrame, cpu_ops: pd.DataFrame) -> np.ndarray:
     # Op names matched on the whole column (factorized once per analysis, for every
     # pattern asked of them), read at the rows.
     at = idx[valid]
-    eligible = matches(name_column(cpu_ops, "name"), _ELIGIBLE_OP)[at]
+    op_names = name_column(cpu_ops, "name")
+    eligible = matches(op_names, _ELIGIBLE_OP)[at]
     # Input types only here: matched on the launching ops' alone (a few of the ops).
     ops, back = np.unique(at, return_inverse=True)
     types = _frames.column(cpu_ops, "input_types", object)[ops]  # matched as its Series
-    tc_type = matches(types, _TC_DTYPE)[back]
-    helper = matches(name_column(kernels, "name"), _HELPER)[valid]
-    out[np.flatnonzero(valid)] = eligible & tc_type & ~helper
+    typed = matches(types, dtype)[back]
+    k_names = name_column(kernels, "name")
+    helper = matches(k_names, _HELPER)[valid]
+    itself = np.asarray(k_names)[valid] == np.asarray(op_names)[at]
+    out[np.flatnonzero(valid)] = eligible & typed & (~helper | itself)
     return out
 
 
@@ -167,28 +261,40 @@ def classify(
             return TensorCoreResult(flags, "measured", "CUPTI Tensor Core pipe counters")
     ev = name_evidence(text_column(kernels, "name"), vendor)
     flags = ev > 0
+    by_op = op_evidence(kernels, cpu_ops) & (ev == 0)
     if vendor == "amd":
-        # Matrix-core evidence on AMD is the name only; silence is not a "no".
+        # AMD names say matrix cores or nothing; silence is not a "no".
+        flags = flags | by_op
+        kt = _frames.column(kernels, "dur", "float64")
+        if float(kt[by_op].sum()) > float(kt[ev > 0].sum()):
+            return TensorCoreResult(
+                flags, "ops", "launched by mm/conv/attention ops with half/bf16/fp8/int8 inputs"
+            )
         if flags.any():
             return TensorCoreResult(flags, "kernel_names", "AMD MFMA (matrix core) kernel names")
         return TensorCoreResult(flags, "unknown", "AMD GPU: no MFMA kernel names seen")
-    by_op = op_evidence(kernels, cpu_ops) & (ev == 0)
     flags = flags | by_op
     kt = _frames.column(kernels, "dur", "float64")
     name_time = float(kt[ev > 0].sum())
     op_time = float(kt[by_op].sum())
-    decided = ev != 0
-    if name_time == 0 and op_time == 0 and not decided.any():
+    # An eligible op with FP32 inputs says "not on Tensor Cores" as a SIMT name does.
+    fp32_ops = (ev == 0) & ~by_op & _op_types(kernels, cpu_ops, _FP32_TYPE)
+    if name_time == 0 and op_time == 0 and not (ev != 0).any() and not fp32_ops.any():
         return TensorCoreResult(flags, "unknown", "no kernel name or op says either way")
     if op_time > name_time:
         return TensorCoreResult(
             flags, "ops", "launched by mm/conv/attention ops with half/bf16/fp8/int8 inputs"
         )
+    if name_time == 0:
+        seen = [
+            *(["SIMT/FP32 GEMM names seen"] if (ev < 0).any() else []),
+            *(["mm/conv/attention ops with FP32 inputs launched them"] if fp32_ops.any() else []),
+        ]
+        how = "no kernel name shows Tensor Core use; " + " and ".join(seen)
+        return TensorCoreResult(flags, "kernel_names" if (ev < 0).any() else "ops", how)
     how = "Tensor Core kernel names (xmma/wgmma/nvjet/884/1688/16816/flash...)"
     if op_time > 0:
         how += " plus launching ops in Tensor Core dtypes"
-    if name_time == 0:
-        how = "no kernel name shows Tensor Core use; SIMT/FP32 GEMM names seen"
     return TensorCoreResult(flags, "kernel_names", how)
 
 
