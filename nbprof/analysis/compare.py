@@ -10,9 +10,13 @@ step (total step time ÷ steps: what a training run's throughput follows; the me
 given beside it), or the GPU span when a run has no steps. Percentages compare as they are.
 
 A change counts only when it shows at the precision nbprof prints the number with: a
-0.01-point move of a percentage is no change. Step times are also tested against the
-variation between steps: a difference of the means below two standard errors of that
-difference (about 95% confidence) is reported as within the step-to-step variation.
+0.01-point move of a percentage is no change. Step times, and every metric
+:mod:`nbprof.analysis.variation` measures per step, are also tested against the variation
+between steps: a difference below two standard errors of the difference of the means
+(about 95% confidence) is within the step-to-step variation, no change, neither better nor
+worse. A FLOP rate is judged only where the FLOP-counted ops launched most of each run's
+kernel time (:data:`FLOP_COVER_PCT`): below that it says which ops were counted more than
+how fast the GPU ran.
 
 Two runs on different GPUs, with different step counts or different batch sizes are said
 so in :attr:`Diff.warnings`, and the summary never credits a hardware change to the code.
@@ -31,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof import units, vocab
+from nbprof.analysis import variation
 from nbprof.analysis.model import Basis, DeviceMetrics, Diagnosis, Verdict
 from nbprof.analysis.names import groups, kernel_group, op_group
 from nbprof.trace.model import Trace
@@ -38,6 +43,9 @@ from nbprof.trace.model import Trace
 logger = logging.getLogger(__name__)
 
 SCHEMA = "nbprof.compare/1"
+#: Share of kernel time (%) the FLOP-counted ops must have launched, in both runs, for
+#: their FLOP rates to be judged better or worse: most of the GPU's work.
+FLOP_COVER_PCT = 50.0
 
 Better = Literal["higher", "lower"]
 Per = Literal["step", "run"]
@@ -51,7 +59,8 @@ class Metric:
     ``read`` defaults to the ``DeviceMetrics`` attribute called ``name``. ``per_iteration``:
     an amount (µs, bytes, a count) divided by the iterations compared; percentages and
     rates are not. ``basis``: the key of ``DeviceMetrics.basis`` that says where the number
-    came from (default: ``name``).
+    came from (default: ``name``). ``judged``: why a run's value may not be judged better
+    or worse ("" where it may), for a metric that speaks for part of a run only.
     """
 
     name: str
@@ -61,6 +70,7 @@ class Metric:
     per_iteration: bool = False
     read: Callable[[DeviceMetrics], float | None] | None = None
     basis: str = ""
+    judged: Callable[[DeviceMetrics], str] | None = None
 
     def value(self, dev: DeviceMetrics) -> float | None:
         return self.read(dev) if self.read is not None else getattr(dev, self.name, None)
@@ -75,22 +85,22 @@ def _span(part: str, label: str, better: Better | None = "lower") -> Metric:
     return Metric(f"span_{part}_pct", label, "%", better, False, read, "span_breakdown")
 
 
+def _flops_cover(m: DeviceMetrics) -> str:
+    """Why a run's FLOP rate is not judged: its FLOP-counted ops launched too little of
+    its kernel time ("" where they launched most of it)."""
+    c = m.flops_coverage_pct
+    if c is not None and c >= FLOP_COVER_PCT:
+        return ""
+    known = "unknown" if c is None else units.share(c)
+    return f"FLOPs known for {known} of kernel time"
+
+
 def _copy(direction: str, what: str) -> Metric:
     """Copies of one direction (every host-memory kind of it together): their time per
     iteration (``us``), or the rate of those whose bytes are known (``gbps``)."""
 
     def read(m: DeviceMetrics) -> float | None:
-        got = [c for c in m.copies if str(c.get("kind", "")).split(" ")[0] == direction]
-        if not got:
-            return None
-        if what == "us":
-            return float(sum(float(c.get("us") or 0.0) for c in got))
-        # Each kind's rate is its known bytes over their own time: add bytes and times.
-        known = [c for c in got if c.get("bytes") and c.get("gbps")]
-        if not known:
-            return None
-        nbytes = sum(float(c["bytes"]) for c in known)
-        return nbytes / sum(float(c["bytes"]) / (float(c["gbps"]) * 1e3) for c in known) / 1e3
+        return variation.copy_value(m.copies, direction, what)
 
     if what == "us":
         return Metric(f"copy_{direction}_us", f"copies {direction}: time", "µs", "lower",
@@ -106,7 +116,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("sm_efficiency_pct", "SM efficiency", "%", "higher"),
     Metric("tensor_core_pct", "Tensor Cores (% kernel time)", "%", "higher"),
     Metric("occupancy_pct", "achieved occupancy", "%", None),
-    Metric("achieved_tflops", "achieved TFLOP/s", "TFLOP/s", "higher"),
+    Metric("achieved_tflops", "achieved TFLOP/s", "TFLOP/s", "higher", judged=_flops_cover),
+    Metric("flops_coverage_pct", "FLOPs known (% kernel time)", "%", None),
     Metric("comm_pct", "collectives (% kernel time)", "%", None),
     Metric("exposed_comm_pct", "exposed communication", "%", "lower"),
     Metric("comm_overlap_pct", "collectives overlapped", "%", "higher"),
@@ -177,6 +188,8 @@ class Side:
     origin_basis: str
     batch_size: int | None
     batch_basis: Basis
+    #: Per-step values of the metrics :mod:`~nbprof.analysis.variation` measures per step.
+    per_step: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def gpu(self) -> str:
@@ -220,6 +233,12 @@ class MetricDelta:
     basis_after: Basis | None = None
     #: Which way is better for this metric (None: neither, e.g. the number of kernels).
     direction: Better | None = None
+    #: True when the change is within the step-to-step variation (no change); None when
+    #: not tested (a run with fewer than two steps, or a metric not measured per step).
+    within_noise: bool | None = None
+    #: Why the change is not judged better or worse, when a run's value speaks for part of
+    #: it only ("FLOPs known for 0.5% of kernel time"); "" otherwise.
+    note: str = ""
 
 
 @dataclass
@@ -273,6 +292,8 @@ class Diff:
                     "after": _num(m.after),
                     "delta": _num(m.delta),
                     "better": m.better,
+                    "within_noise": m.within_noise,
+                    "note": m.note,
                     "basis": {
                         "before": _basis_json(m.basis_before),
                         "after": _basis_json(m.basis_after),
@@ -297,7 +318,7 @@ def compare(before: Trace, before_diag: Diagnosis, after: Trace, after_diag: Dia
     per: Per = "step" if b.steps and a.steps else "run"
     n_b, n_a = (b.steps, a.steps) if per == "step" else (1, 1)
     step = _step_time(before, b, after, a)
-    metrics = [_metric(m, b.device, a.device, n_b, n_a) for m in METRICS]
+    metrics = [_metric(m, b, a, n_b, n_a) for m in METRICS]
     kernels = _kernel_table(before, b, n_b, after, a, n_a)
     ops = _op_table(before, b, n_b, after, a, n_a)
     warnings = _warnings(b, a, step)
@@ -358,6 +379,7 @@ def _side(trace: Trace, diag: Diagnosis) -> Side:
         origin_basis=how,
         batch_size=batch,
         batch_basis=batch_basis,
+        per_step=variation.per_step(trace, diag, dev) if dev is not None else {},
     )
 
 
@@ -487,16 +509,22 @@ def _same(unit: str, b: float, a: float) -> bool:
     return abs(a - b) <= tol
 
 
-def _metric(
-    m: Metric, b: DeviceMetrics | None, a: DeviceMetrics | None, n_b: int, n_a: int
-) -> MetricDelta:
+def _metric(m: Metric, bs: Side, as_: Side, n_b: int, n_a: int) -> MetricDelta:
+    b, a = bs.device, as_.device
     vb = _value(m, b, n_b)
     va = _value(m, a, n_a)
     key = m.basis or m.name
-    delta = better = None
+    delta = better = noise = None
+    note = ""
     if vb is not None and va is not None:
         delta = va - vb
-        if m.better is not None and not _same(m.unit, vb, va):
+        noise = variation.within_noise(bs.per_step.get(m.name), as_.per_step.get(m.name))
+        if m.judged is not None and b is not None and a is not None:
+            note = "; ".join(
+                f"{side}: {why}" for side, why in (("before", m.judged(b)), ("after", m.judged(a)))
+                if why
+            )  # fmt: skip
+        if m.better is not None and not _same(m.unit, vb, va) and not noise and not note:
             better = (va > vb) == (m.better == "higher")
     return MetricDelta(
         m.name,
@@ -509,6 +537,8 @@ def _metric(
         b.basis.get(key) if b is not None else None,
         a.basis.get(key) if a is not None else None,
         m.better,
+        noise,
+        note,
     )
 
 
@@ -681,20 +711,31 @@ def state(bottleneck: str) -> str:
 
 
 def _driver_clause(d: Diff) -> str:
-    """How the measure of the before run's bottleneck moved; when it did not move, how the
-    kernels' share of the span did (the measure of any bottleneck)."""
+    """How the measure of the before run's bottleneck moved; when it did not move (at the
+    precision shown, or beyond the step-to-step variation), how the kernels' share of the
+    span did (the measure of any bottleneck)."""
     known = []
+    noisy: list[tuple[str, float, float, str]] = []
     # The before run's verdict picks the measure: did what limited that run go away?
     for measure in (vocab.term(d.before.verdict.bottleneck).measure, vocab.KERNEL_BUSY):
         key, template = measure.metric, measure.moved
         m = d.metric(key)
         if m.before is None or m.after is None:
             continue
-        if not _same(m.unit, m.before, m.after):
+        same = _same(m.unit, m.before, m.after)
+        if not same and not m.within_noise:
             return template.format(
                 b=_fmt(m.unit, m.before), how=f"before and {_fmt(m.unit, m.after)} after"
             )
+        if not same:
+            noisy.append((m.unit, m.before, m.after, template))
         known.append((m.unit, m.after, template))
+    if noisy:
+        unit, before, after, template = noisy[0]
+        return template.format(
+            b=_fmt(unit, before),
+            how=f"before and {_fmt(unit, after)} after, within the step-to-step variation",
+        )
     if not known:
         return ""
     unit, after, template = known[0]

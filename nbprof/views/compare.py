@@ -38,6 +38,41 @@ _KIND_LEGEND = (
     "measured = hardware counters; nbprof analyze TRACE says how each was found; metrics "
     "unknown or zero in both runs are left out"
 )
+#: What "same" means, with how it was tested when the runs have steps to test it by.
+_SAME_PRECISION = "same = no change at the precision shown"
+_SAME_NOISE = (
+    _SAME_PRECISION + ", or within the step-to-step variation (under two standard errors of "
+    "the difference)"
+)
+
+
+_UNTESTED = (
+    " (the runs have too few whole steps to measure the step-to-step variation: a "
+    "difference may still be noise)"
+)
+
+
+def _legend(d: Diff) -> str:
+    tested = any(m.within_noise is not None for m in d.metrics)
+    if not tested:
+        return f"{_SAME_PRECISION}{_UNTESTED}; {_KIND_LEGEND}"
+    untested = [
+        m.label
+        for m in d.metrics
+        if _shown(m) and judgement(m) and m.within_noise is None and m.delta is not None
+    ]
+    if untested:
+        return (
+            f"{_SAME_NOISE}; judged at the precision shown only, with too few whole steps to "
+            f"measure their variation: {', '.join(untested)}; {_KIND_LEGEND}"
+        )
+    return f"{_SAME_NOISE}; {_KIND_LEGEND}"
+
+
+def notes(d: Diff) -> list[str]:
+    """Why a shown metric's change is not judged ("achieved TFLOP/s not judged: before:
+    FLOPs known for 3.0% of kernel time")."""
+    return [f"{m.label} not judged: {m.note}" for m in d.metrics if m.note and _shown(m)]
 
 
 # -- formatting (no numbers computed here: only printed) ---------------------------------
@@ -57,7 +92,11 @@ def fmt_delta(unit: str, d: float | None) -> str:
 
 
 def judgement(m: MetricDelta) -> str:
-    """better / worse / same, or "" for a metric with no better direction."""
+    """better / worse / same (no change at the precision shown, or within the step-to-step
+    variation), or "" for a metric with no better direction or one not judged (its note
+    says why)."""
+    if m.note:
+        return ""
     if m.better is True:
         return "better"
     if m.better is False:
@@ -132,6 +171,13 @@ def _step_line(d: Diff) -> str:
     return line
 
 
+def _speed(ratio: float) -> str:
+    """A before ÷ after time ratio in the words the step line uses: "1.39x faster"."""
+    if round(ratio, 2) == 1.0 or round(1 / ratio, 2) == 1.0:
+        return f"{ratio:.2f}x"
+    return f"{ratio:.2f}x faster" if ratio > 1 else f"{1 / ratio:.2f}x slower"
+
+
 def _step_basis(d: Diff) -> str:
     st = d.step_time
     text = st.basis
@@ -139,7 +185,7 @@ def _step_basis(d: Diff) -> str:
         text += (
             f"; medians {units.duration(st.median_before_ms * 1e3)} and "
             f"{units.duration(st.median_after_ms * 1e3)}"
-            + (f" ({st.median_ratio:.2f}x)" if st.median_ratio else "")
+            + (f" ({_speed(st.median_ratio)})" if st.median_ratio else "")
         )
     return text
 
@@ -193,7 +239,9 @@ def _metrics_text(d: Diff, width: int) -> list[str]:
             f" {fmt_delta(m.unit, m.delta):>13}  {judgement(m):<6} {_kind(m)}"
         )
         out.append(clip(row, width))
-    out += wrap(_KIND_LEGEND + ".", width, first="  ", indent="  ")
+    for n in notes(d):
+        out += wrap(n + ".", width, first="  ", indent="    ")
+    out += wrap(_legend(d) + ".", width, first="  ", indent="  ")
     return out
 
 
@@ -326,8 +374,9 @@ def _metrics_html(d: Diff) -> str:
         f'<div class="nbp-cmp-metrics"><h3>Metrics <span class="nbp-muted">'
         f"({esc(_devices_words(d))}; amounts "
         f"{esc(_per_words(d))}; hover a row for its basis)</span></h3>"
-        f'<div class="nbp-basis">{esc(_KIND_LEGEND)}.</div>'
-        '<table class="nbp-topk nbp-cmp-table"><colgroup><col class="nbp-cmp-label">'
+        f'<div class="nbp-basis">{esc(_legend(d))}.</div>'
+        + "".join(f'<div class="nbp-basis">{esc(n)}.</div>' for n in notes(d))
+        + '<table class="nbp-topk nbp-cmp-table"><colgroup><col class="nbp-cmp-label">'
         '<col class="nbp-num"><col class="nbp-num"><col class="nbp-num">'
         '<col class="nbp-cmp-word"><col class="nbp-cmp-kind"></colgroup>'
         "<thead><tr><th>metric</th><th>before</th><th>after</th><th>change</th><th></th>"
