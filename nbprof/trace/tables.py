@@ -446,7 +446,9 @@ _FIELDS: dict[type[msgspec.Struct], dict[str, Any]] = {
         dec.CopyArgs,
         {"device": _I, "stream": _I, "correlation": _I, "bytes": _N, "kind": argfields.KIND_FIELD},
     ),
-    dec.RuntimeArgs: argfields.spec_of(dec.RuntimeArgs, {"correlation": _I}),
+    dec.RuntimeArgs: argfields.spec_of(
+        dec.RuntimeArgs, {"correlation": _I, "wait_on_stream": _I}
+    ),
     dec.OpArgs: argfields.spec_of(
         dec.OpArgs,
         {
@@ -547,6 +549,7 @@ def runtime(c: Common, idx: np.ndarray, cats: np.ndarray, path: str) -> Columns:
         "dur": c.dur,
         "correlation": args.num("correlation", np.int64, -1),
         "cat": cats,
+        "wait_on_stream": args.num("wait_on_stream", np.int64, -1),
     }
 
 
