@@ -125,9 +125,10 @@ _REGISTRY: tuple[Dataset, ...] = (
         description=(
             "Recommendation-model training (DLRM style), rank 0 of a 16-rank job, from "
             "HolisticTraceAnalysis's test data. Every step the host blocks for about 150 ms "
-            "in a device-to-host copy of a few hundred bytes while the GPU idles "
-            "(sync-bound), although most kernels run under 10 µs; pageable copies, NCCL "
-            "send/receive, TF32 tensor-op GEMMs."
+            "in a device-to-host copy of a few hundred bytes while the GPU idles with work "
+            "queued 164 ms ahead: the copy waits on a queue that waits on work outside the "
+            "trace (CUDA graph replays that pause with nothing running); most kernels run "
+            "under 10 µs; pageable copies, NCCL send/receive, TF32 tensor-op GEMMs."
         ),
         gpu="NVIDIA A100-SXM4-80GB",
         repository="facebookresearch/HolisticTraceAnalysis",

@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 #: The demo's trace when it has no GPU: the finding a first look should see. The host blocks
 #: ~150 ms per step in a device-to-host copy of a few hundred bytes while nvidia-smi would
-#: read 32%: a stall no utilization number reveals, found and fixed from the trace alone.
+#: read 32%, and the trace shows why: the GPU's queued work waits on work outside it.
 DEFAULT_DATASET = "dlrm-a100-sync-bound"
 DEFAULT_OUTPUT = "nbprof-demo.html"
 #: The width of the text report, which the demo's own lines match.

@@ -201,10 +201,17 @@ class Device:
                 found = uniq[at] == corr
                 call_dur = np.where(found, c_dur[first][at], 0.0)
                 call_dur[np.isnan(call_dur)] = 0.0
+        names = (
+            np.concatenate([_frames.column(f, c, object) for f in parts])
+            if parts
+            else np.zeros(0, dtype=object)
+            for c in ("name", "launch_name")
+        )
+        name, launch_name = names
         return idle.gpu_events(
             self.k, self.mc, self.ms,
             {"table": tables, "correlation": corr,
-             "launch_end": launch + call_dur},
+             "launch_end": launch + call_dur, "name": name, "launch_name": launch_name},
         )  # fmt: skip
 
     @cached_property
@@ -257,6 +264,17 @@ class Device:
         return inputs.dataloader_ops(self.cpu, self.annotations)
 
     @cached_property
+    def input_work(self) -> pd.DataFrame:
+        """The input pipeline's host calls: the fetches and CPU preprocessing."""
+        return inputs.input_ops(self.cpu, self.annotations, self.fetches)
+
+    @cached_property
+    def waits(self) -> pd.DataFrame:
+        """This device's "Stream Wait Event" records: stream (the waiting one), ts,
+        wait_on_stream."""
+        return host.stream_waits(self.runtime, self.device)
+
+    @cached_property
     def setup(self) -> pd.DataFrame:
         return host.setup_calls(self.runtime, self.capture.windows)
 
@@ -279,10 +297,11 @@ class Device:
     def activity(self) -> stalls.HostActivity:
         return stalls.host_activity(
             self.blocking,
-            inputs.dataloader_set(self.fetches),
+            inputs.dataloader_set(self.input_work),
             self.setup,
             self.cpu,
             self.capture.windows,
+            self.input_work,
         )
 
     @cached_property
@@ -290,7 +309,7 @@ class Device:
         comm = np.concatenate(
             (self.collective, np.zeros(len(self.events) - len(self.k), dtype=bool))
         )
-        return stalls.account(self.events, comm, self.activity, self.rank, self.device)
+        return stalls.account(self.events, comm, self.activity, self.rank, self.device, self.waits)
 
     # -- kernels: Tensor Cores, classes, roofline -------------------------------------
 

@@ -113,8 +113,8 @@ def sync_stalls(s: Signals) -> Finding | None:
         return None
     top = sorted(a.blockers.items(), key=lambda kv: -kv[1])[:3]
     parts = [
-        f"{blocker_clause(s, name)}; the GPU idle {a.pct(us):.1f}% of the span meanwhile or "
-        f"right after"
+        f"{blocker_clause(s, name)}; the GPU idle, nothing queued, {a.pct(us):.1f}% of the "
+        f"span meanwhile"
         for name, us in top
     ]
     copies = any("(" in n for n, _ in top)
@@ -134,9 +134,8 @@ def sync_stalls(s: Signals) -> Finding | None:
         severity=_severity(share),
         title="The host blocks on the GPU, and the GPU idles meanwhile",
         detail=(
-            f"{share:.1f}% of the span is whole-GPU idle time while the host was blocked in a "
-            f"blocking call or had just returned from one (a block of B µs accounts for at "
-            f"most B µs of the idle time after it): " + "; ".join(parts) + "."
+            f"{share:.1f}% of the span is whole-GPU idle time, nothing queued, while the host "
+            f"was blocked in a blocking call: " + "; ".join(parts) + "."
         ),
         evidence={
             "idle_charged_to_sync_pct": _r(share),
@@ -573,23 +572,48 @@ def graph_capture(s: Signals) -> Finding | None:
 
 def queued_idle(s: Signals) -> Finding | None:
     m = s.metrics
+    a = s.accounting
     share = m.span_breakdown.get("dependency", 0.0)
     if share < FINDING_STALL_PCT:
         return None
+    dep = a.causes.get("dependency", 0.0)
+    graph = a.graph_wait_us / dep * 100.0 if dep > 0 else 0.0
+    detail = (
+        f"For {share:.1f}% of the span the whole GPU was idle although work had been "
+        f"launched and not started ({m.idle_queued_pct or 0:.0f}% of idle time had work "
+        f"queued), and nothing ran on any stream meanwhile: no work the trace shows on this "
+        f"GPU is what it waited for. It waited on work outside the trace: another rank or "
+        f"process, a host callback, an event recorded outside the profiled window, or GPU "
+        f"work the profiler did not record."
+    )
+    if graph >= 5.0:
+        detail += (
+            f" {graph:.0f}% of this time the waiting work belonged to CUDA/HIP graph "
+            f"replays: a graph paused before or between its nodes."
+        )
+    evidence: dict[str, object] = {
+        "queued_idle_pct": _r(share),
+        "idle_queued_pct": _r(m.idle_queued_pct),
+        "graph_share_pct": _r(graph),
+    }
+    if a.blocked_behind:
+        name, us = max(a.blocked_behind.items(), key=lambda kv: kv[1])
+        detail += (
+            f" The host was blocked in {name} for {a.pct(us):.1f}% of the span meanwhile: "
+            f"it waits on that same queue, so dropping the call would not start the work."
+        )
+        evidence["host_blocked_behind_pct"] = _r(a.pct(us))
     return Finding(
         id="queued_idle",
         severity=_severity(share),
-        title="The GPU idles with work queued",
-        detail=(
-            f"For {share:.1f}% of the span the whole GPU was idle although work had been "
-            f"launched and not started ({m.idle_queued_pct or 0:.0f}% of idle time had work "
-            f"queued): it waited on something else first: an event on another stream, a "
-            f"graph's dependency, a peer rank."
-        ),
-        evidence={"queued_idle_pct": _r(share), "idle_queued_pct": _r(m.idle_queued_pct)},
+        title="The GPU idles with work queued behind work outside the trace",
+        detail=detail,
+        evidence=evidence,
         fix=(
-            "Find what the queued work waits for (the timeline's streams around the gaps): "
-            "cross-stream waits on late events, or work on another device or rank."
+            "Find what the queued work waits for: the other ranks' traces at the same "
+            "moment, other processes on the GPU (nvidia-smi), events recorded before the "
+            "profile began, and graph nodes the profiler missed (profile a graph's replay "
+            "with graph-node tracing, or run it eagerly once)."
         ),
     )
 
@@ -617,8 +641,12 @@ def mostly_idle(s: Signals) -> Finding | None:
         ),
         evidence={"idle_pct": _r(idle, 2), "kernel_busy_pct": _r(m.kernel_busy_pct, 2), **top},
         fix=(
-            "Find the host work in the largest gaps (timeline) and move it off the critical "
-            "path: prefetch inputs, avoid per-step synchronization, batch small requests."
+            "Find what the queued work waits for (the other ranks and processes, events "
+            "recorded before the profile): the host is not what holds it back."
+            if key == "dependency"
+            else "Find the host work in the largest gaps (timeline) and move it off the "
+            "critical path: prefetch inputs, avoid per-step synchronization, batch small "
+            "requests."
         ),
     )
 

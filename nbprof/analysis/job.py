@@ -63,7 +63,7 @@ from nbprof.analysis.model import (
     VerdictBasis,
 )
 from nbprof.analysis.rank import RankFailure, RankSummary
-from nbprof.analysis.verdict import FINDING_STALL_PCT, STALL_PCT, STALLS
+from nbprof.analysis.verdict import CLOSE_CALL, FINDING_STALL_PCT, STALL_PCT, STALLS, shares_of
 from nbprof.errors import TraceError
 
 logger = logging.getLogger(__name__)
@@ -835,8 +835,10 @@ def _verdict(
             "No rank ran GPU work: " + busiest.verdict.summary, [], busiest.verdict.confidence,
             busiest.verdict.basis,
         )  # fmt: skip
-    stalls = {k: bd.get(k, 0.0) for k in STALLS}
-    key, share = max(stalls.items(), key=lambda kv: kv[1])
+    # The communication share (collectives alone, and idle time queued behind one) and
+    # every other stall, compared as they are: the largest decides.
+    stalls = shares_of(bd)
+    (key, share), (key2, share2) = list(stalls.items())[:2]
     n = len(usable)
     exposed, wait, transfer = (
         bd.get("exposed_comm", 0.0),
@@ -895,10 +897,28 @@ def _verdict(
             f"{what}; the largest share is on rank {busiest.rank} "
             f"({_pct(busiest.metrics.span_breakdown.get(key, 0.0))} of its span)."
         )
+        confidence: Confidence = "high"
+        if key2 == "exposed_comm" and share2 >= CLOSE_CALL * share:
+            late = stragglers[0] if stragglers else None
+            if late is not None and wait >= transfer and late.bottleneck == kind:
+                # The collectives' exposed time is mostly ranks waiting for a rank whose
+                # own limit is this one: it is this stall's cost, seen at the collectives.
+                summary += (
+                    f" Collectives ran alone for {_pct(exposed)} of the job's GPU time, "
+                    f"{_pct(wait)} of the job's GPU time waiting for a later rank whose own "
+                    f"limit is the same:"
+                )
+            else:
+                confidence = "low"
+                summary += (
+                    f" A close call: communication takes {_pct(share2)} of the job's GPU time "
+                    f"(collectives alone {_pct(exposed)}, waiting for a later rank {_pct(wait)})."
+                )
         if stragglers:
-            summary += f" {stragglers[0].sentence[0].upper()}{stragglers[0].sentence[1:]}"
+            first = stragglers[0].sentence
+            summary += f" {first if summary.endswith(':') else first[0].upper() + first[1:]}"
         fix = _rank_fix(busiest)
-        return JobVerdict(kind, key, summary, [fix] if fix else [], "high", basis)
+        return JobVerdict(kind, key, summary, [fix] if fix else [], confidence, basis)
     busiest = max(usable, key=lambda s: s.metrics.gpu_span_us * (s.metrics.kernel_busy_pct or 0))
     v = busiest.verdict
     summary = (

@@ -30,7 +30,7 @@ TensorCoreBasis = Literal["measured", "kernel_names", "ops", "unknown"]
 VerdictBasis = Literal[
     "no_gpu_events", "little_gpu_work", "graph_capture", "exposed_communication",
     "dataloader_gaps", "sync_gaps", "copy_time", "host_gaps", "launch_gaps", "kernel_gaps",
-    "one_time_setup", "queued_idle", "kernel_busy", "hardware_counters", "roofline",
+    "one_time_setup", "queued_idle", "comm_wait", "kernel_busy", "hardware_counters", "roofline",
     "kernel_classes", "none", "",
 ]  # fmt: skip
 BOTTLENECKS: tuple[str, ...] = get_args(Bottleneck)
@@ -253,11 +253,19 @@ STALLS_TABLE = Table(
         Column("rank", "int32", "rank"),
         Column("device", "object", "GPU"),
         *_GAP,
-        Column("queued", "bool", "work was queued (launched, not yet started)"),
+        Column("queued", "bool", "work was queued (launched, not yet started) during the gap"),
+        Column(
+            "queued_us",
+            "float64",
+            "how much of the gap work was queued: from the launch of the earliest work "
+            "still to start, to the gap's end",
+            unit="µs",
+        ),
         replace(
             _IDLE_CAUSE,
-            doc='the idle cause covering most of the gap: "sync", "dependency", '
-            '"kernel_wait", "capture", "input", "setup", "host" or "unknown"',
+            doc='the idle cause covering most of the gap: "sync", "dependency" (queued '
+            'work waiting on work outside the trace), "comm_wait" (queued behind a '
+            'collective), "kernel_wait", "capture", "input", "setup", "host" or "unknown"',
         ),
         _CPU_WORK,
     ),

@@ -14,9 +14,13 @@ idled (sync, dependency, input, set-up, host...). Rules, in order:
    ============  =========================================================
    stall          verdict
    ============  =========================================================
-   exposed_comm   ``communication_bound`` (collectives nothing overlapped)
-   input          ``input_bound`` (idle while the DataLoader fetched)
-   sync           ``sync_bound`` (idle while the host was blocked, or after)
+   exposed_comm   ``communication_bound``: collectives ran with no compute
+                  kernel beside them, plus the idle time queued work waited
+                  behind a collective (``comm_wait``): the communication share
+   input          ``input_bound`` (idle while the DataLoader fetched or the
+                  host preprocessed on the CPU)
+   sync           ``sync_bound`` (idle, nothing queued, while the host was
+                  blocked in a synchronize or a blocking copy)
    copy_only      ``transfer_bound`` (only copies ran)
    kernel_wait    ``launch_bound`` (queued kernels shorter than the GPU's own
                   delay between them: tiny kernels, even in a CUDA graph)
@@ -24,10 +28,14 @@ idled (sync, dependency, input, set-up, host...). Rules, in order:
                   :data:`LAUNCH_SHARE` of the host's time per kernel, else
                   ``host_bound`` (Python/framework work between kernels)
    setup          ``idle`` (one-time set-up: allocation, context, code loading)
-   dependency     ``idle`` (work queued behind another stream or device)
+   dependency     ``idle`` (work queued, waiting on work outside the trace:
+                  nothing ran on any stream meanwhile)
    ============  =========================================================
 
-   A runner-up stall explaining at least :data:`CLOSE_CALL` of the winner's time makes
+   The shares compete as they are: the communication share against the host's, the
+   sync share only with what the host was blocked in while nothing was queued (a host
+   blocked on queued work that waits is a consequence of the wait, charged to it). A
+   runner-up stall explaining at least :data:`CLOSE_CALL` of the winner's time makes
    the verdict ``low`` confidence and the summary names both;
 4. idle time is at least half the span but no one cause covers ``STALL_PCT`` -> ``idle``;
 5. otherwise the GPU's own kernels are the limit: compute vs memory, from sampled
@@ -124,7 +132,7 @@ STALLS: dict[str, tuple[Bottleneck, VerdictBasis, str]] = {
     "input": ("input_bound", "dataloader_gaps", "the GPU sat idle while the DataLoader fetched"),
     "sync": (
         "sync_bound", "sync_gaps",
-        "the GPU sat idle while the host was blocked waiting on it, or had just returned",
+        "the GPU sat idle, nothing queued, while the host was blocked waiting on it",
     ),
     "copy_only": ("transfer_bound", "copy_time", "only copies ran"),
     "kernel_wait": (
@@ -141,9 +149,14 @@ STALLS: dict[str, tuple[Bottleneck, VerdictBasis, str]] = {
         "the host was in set-up calls (allocation, context creation, loading kernel code)",
     ),
     "dependency": (
-        "idle", "queued_idle", "work was queued but waited on another stream or device",
+        "idle", "queued_idle",
+        "work was queued but waited on work outside the trace (nothing ran on any stream)",
     ),
 }  # fmt: skip
+#: span_breakdown keys a stall's share adds up (its own key alone where not listed): the
+#: communication share is the collectives' exposed time and the idle time queued work
+#: waited behind a collective.
+STALL_PARTS: dict[str, tuple[str, ...]] = {"exposed_comm": ("exposed_comm", "comm_wait")}
 
 
 class Decision(NamedTuple):
@@ -178,8 +191,12 @@ def other_pct(s: Signals) -> float:
 
 def stall_shares(s: Signals) -> dict[str, float]:
     """The stalls of :data:`STALLS`, share of the span (%), largest first."""
-    sb = s.metrics.span_breakdown
-    shares = {k: sb.get(k, 0.0) for k in STALLS}
+    return shares_of(s.metrics.span_breakdown)
+
+
+def shares_of(breakdown: dict[str, float]) -> dict[str, float]:
+    """:func:`stall_shares` of a span breakdown (a device's, or a job's)."""
+    shares = {k: sum(breakdown.get(p, 0.0) for p in STALL_PARTS.get(k, (k,))) for k in STALLS}
     return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
 
 
@@ -292,11 +309,48 @@ def setup_after_first_step(s: Signals) -> float | None:
     return float(after.sum()) / total
 
 
+def dependency_clause(s: Signals) -> str:
+    """Why the GPU idled with work queued, with the numbers that show it: the queue was
+    long (launch-to-start), nothing ran, the queued work was a graph replay's, and the
+    host's blocking calls meanwhile were waiting on that queue."""
+    m, a = s.metrics, s.accounting
+    dep = a.causes.get("dependency", 0.0)
+    parts = [
+        "the GPU idled with work queued and nothing running on any stream: waiting on "
+        "work outside the trace"
+    ]
+    if m.launch_to_start_us is not None and m.launch_to_start_us >= 1000:
+        parts.append(f"kernels start {_us(m.launch_to_start_us)} after their launch (median)")
+    if dep > 0 and a.graph_wait_us >= 0.05 * dep:
+        parts.append(
+            f"{a.graph_wait_us / dep * 100:.0f}% of it at the nodes of CUDA/HIP graph replays"
+        )
+    if a.blocked_behind:
+        name, behind = max(a.blocked_behind.items(), key=lambda kv: kv[1])
+        parts.append(
+            f"the host's blocking in {name} meanwhile ({a.pct(behind):.0f}% of the span) "
+            f"waits on that queue: a consequence, not the cause"
+        )
+    return "; ".join(parts)
+
+
+def drained_clause(s: Signals) -> str:
+    """ ", 12% of the span right after a blocking call returned (it had drained the
+    queue)" when the host-charged idle time follows blocking calls, else ""."""
+    a = s.accounting
+    if a.drained_us <= 0 or a.pct(a.drained_us) < 0.05:
+        return ""
+    return (
+        f" ({_pct(a.pct(a.drained_us))} of the span right after a blocking call returned, "
+        f"which had drained the queue)"
+    )
+
+
 def _host_why(s: Signals, share: float) -> tuple[Bottleneck, VerdictBasis, str]:
     m = s.metrics
-    pace = ""
+    pace = drained_clause(s)
     if m.host_us_per_kernel is not None and m.launch_us_per_kernel is not None:
-        pace = (
+        pace += (
             f"; the host spends {m.host_us_per_kernel:.1f} µs per kernel, "
             f"{m.launch_us_per_kernel:.1f} µs of it in the launch call"
         )
@@ -330,19 +384,29 @@ def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, VerdictB
         return _host_why(s, share)
     kind, basis, what = STALLS[key]
     if key == "exposed_comm":
+        exposed = m.span_breakdown.get("exposed_comm", 0.0)
+        queued = m.span_breakdown.get("comm_wait", 0.0)
+        behind = (
+            f", and for {_pct(queued)} the GPU idled with work queued behind a collective "
+            f"that had not started"
+            if queued >= 0.05
+            else ""
+        )
         return (
             kind,
-            basis,
-            f"for {share:.0f}% of the span collectives ran with no compute kernel beside "
+            basis if exposed >= queued else "comm_wait",
+            f"for {_pct(exposed)} of the span collectives ran with no compute kernel beside "
             f"them (collectives take {m.comm_pct or 0:.0f}% of kernel time, "
-            f"{m.comm_overlap_pct or 0:.0f}% of it overlapped with compute)",
+            f"{m.comm_overlap_pct or 0:.0f}% of it overlapped with compute){behind}",
         )
+    if key == "dependency":
+        return kind, basis, f"{share:.0f}% of the span {dependency_clause(s)}"
     if key == "sync":
         return (
             kind,
             basis,
-            f"for {share:.0f}% of the span the GPU was idle while the host was blocked waiting "
-            f"on it, or had just returned; {blocker_summary(s)}",
+            f"for {share:.0f}% of the span the GPU was idle, nothing queued, while the host "
+            f"was blocked waiting on it; {blocker_summary(s)}",
         )
     if key == "input":
         dl = m.dataloader_pct
