@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "demo",
-        help="profile a small built-in workload (see `nbprof demo --help`)",
+        help="profile live on a GPU, else diagnose a bundled real GPU trace (`nbprof demo -h`)",
         add_help=False,
     )
     return p

@@ -235,7 +235,7 @@ def tensor_cores(s: Signals) -> Finding | None:
         "with torch.autocast('cuda', dtype=torch.bfloat16):\n"
         "    loss = model(x).loss(y)"
         if ampere
-        else "scaler = torch.cuda.amp.GradScaler()\n"
+        else 'scaler = torch.amp.GradScaler("cuda")\n'
         "with torch.autocast('cuda', dtype=torch.float16):\n"
         "    loss = model(x).loss(y)\n"
         "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()"
