@@ -37,6 +37,7 @@ from nbprof.analysis.verdict import (
     TC_SHARE_OF_GEMM,
     TF32_CC,
     blocker_clause,
+    input_work,
     is_launch_bound,
     kernel_busy_us,
     other_pct,
@@ -82,16 +83,27 @@ def input_pipeline(s: Signals) -> Finding | None:
     if (dl is None or dl < INPUT_STEP_PCT) and gap < FINDING_STALL_PCT:
         return None
     sev: Severity = "high" if (dl or 0) >= INPUT_STEP_HIGH_PCT or gap >= STALL_PCT else "medium"
-    return Finding(
-        id="input_pipeline",
-        severity=sev,
-        title="The GPU waits for the DataLoader",
-        detail=(
+    work = input_work(s)
+    if work.startswith("the DataLoader"):
+        title = "The GPU waits for the DataLoader"
+        detail = (
             f"DataLoader __next__ took {(dl or 0.0):.1f}% of step time, and the whole GPU sat "
             f"idle with nothing queued while it ran for {gap:.1f}% of the "
             f"{_ms(m.gpu_span_us)} span. Batches are prepared on the training "
             f"process's own thread between steps."
-        ),
+        )
+    else:
+        title = "The GPU waits for CPU preprocessing"
+        detail = (
+            f"The whole GPU sat idle with nothing queued for {gap:.1f}% of the "
+            f"{_ms(m.gpu_span_us)} span while {work}, on the training process's own "
+            f"thread between steps."
+        )
+    return Finding(
+        id="input_pipeline",
+        severity=sev,
+        title=title,
+        detail=detail,
         evidence={"dataloader_pct": _r(dl), "idle_in_dataloader_pct": _r(gap)},
         fix=(
             "Load and transform batches in worker processes and pin them, so the next batch "

@@ -309,6 +309,21 @@ def setup_after_first_step(s: Signals) -> float | None:
     return float(after.sum()) / total
 
 
+def input_work(s: Signals) -> str:
+    """What the host did in the input-charged gaps: "the DataLoader fetched batches", or
+    the CPU preprocessing that took the most of that idle time."""
+    g = s.accounting.gaps
+    if g.empty:
+        return "the DataLoader fetched batches"
+    rows = g[(g["cause"] == "input") & g["cpu_work"].astype(str).str.startswith("input: ")]
+    by_name = rows.groupby("cpu_work")["dur"].sum() if not rows.empty else None
+    fetched = float(g.loc[g["cause"] == "input", "dur"].sum())
+    if by_name is None or float(by_name.max()) < 0.5 * fetched:
+        return "the DataLoader fetched batches"
+    top = str(by_name.idxmax()).removeprefix("input: ")
+    return f"the host preprocessed inputs on the CPU ({top})"
+
+
 def dependency_clause(s: Signals) -> str:
     """Why the GPU idled with work queued, with the numbers that show it: the queue was
     long (launch-to-start), nothing ran, the queued work was a graph replay's, and the
@@ -413,8 +428,8 @@ def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, VerdictB
         return (
             kind,
             basis,
-            f"for {share:.0f}% of the span the GPU sat idle while the DataLoader fetched "
-            f"batches" + (f" (the DataLoader took {dl:.0f}% of step time)" if dl else ""),
+            f"for {share:.0f}% of the span the GPU sat idle while {input_work(s)}"
+            + (f" (the DataLoader took {dl:.0f}% of step time)" if dl else ""),
         )
     if key == "copy_only":
         return kind, basis, f"for {share:.0f}% of the span only copies ran, no kernel"

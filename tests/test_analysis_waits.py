@@ -1,0 +1,265 @@
+"""What queued work waited on, and what the time after a sync is: hand-built traces whose
+shares are written as formulas, and the corpus traces that show each rule.
+
+Times in µs. The builder's launch calls last 2 µs unless a test says otherwise, so work
+is queued 2 µs after its ``launch_ts``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from golden import KinetoBuilder, read_trace
+
+from nbprof.analysis import analyze
+from nbprof.analysis.model import Diagnosis
+
+SGEMM = "ampere_sgemm_128x64_nn"
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def diagnose(b: KinetoBuilder, tmp_path: Path) -> Diagnosis:
+    return analyze(read_trace(b.write(tmp_path)))
+
+
+def _ids(d: Diagnosis) -> set[str]:
+    return {f.id for f in d.findings}
+
+
+# -- the queue, measured over the whole gap -------------------------------------------------
+
+EVENT_CYCLES, EVENT_PERIOD, EVENT_WAIT = 10, 470_000.0, 460_000.0
+
+
+def event_wait_run() -> KinetoBuilder:
+    """Cycles of 470 ms: a 5 ms GEMM on stream 7 (t to t+5000); 0.3 ms later the host
+    launches a GEMM on stream 9 (queued from t+5300) that waits 460 ms on an event and runs
+    t+465000 to t+469000; the host blocks in a synchronize from t+5310 to t+469000 (on that
+    queue), then runs Python until the next cycle's launch returns at t+469992."""
+    b = KinetoBuilder()
+    for i in range(EVENT_CYCLES):
+        t = EVENT_PERIOD * i
+        b.kernel(SGEMM, t, 5000, stream=7, launch_ts=t - 10)
+        b.kernel(SGEMM, t + 5000 + EVENT_WAIT, 4000, stream=9, launch_ts=t + 5298)
+        b.runtime("cudaStreamSynchronize", t + 5310, 469_000 - 5310)
+    return b
+
+
+def test_work_launched_early_in_a_gap_is_queued_for_the_rest_of_it(tmp_path: Path) -> None:
+    d = diagnose(event_wait_run(), tmp_path)
+    m = d.devices[0]
+    span = (EVENT_CYCLES - 1) * EVENT_PERIOD + 469_000
+    # Each 460 ms gap: 300 µs before the waiting GEMM was queued (the host's), 459.7 ms
+    # with it queued; between cycles 1000 µs: 992 the host's, 8 the launch delay. Read at
+    # the instant the GPU went idle the queue was empty: 0% queued.
+    dep = EVENT_CYCLES * (EVENT_WAIT - 300)
+    idle = EVENT_CYCLES * EVENT_WAIT + (EVENT_CYCLES - 1) * 1000
+    assert m.span_breakdown["dependency"] == pytest.approx(dep / span * 100)
+    assert m.span_breakdown["host"] == pytest.approx(
+        (EVENT_CYCLES * 300 + (EVENT_CYCLES - 1) * 992) / span * 100
+    )
+    assert m.idle_queued_pct == pytest.approx((dep + (EVENT_CYCLES - 1) * 8) / idle * 100)
+    top = d.stalls.iloc[0]
+    assert (top["cause"], top["queued_us"], top["dur"]) == (
+        "dependency",
+        EVENT_WAIT - 300,
+        EVENT_WAIT,
+    )
+
+
+def test_a_host_blocked_on_that_queue_is_a_consequence_not_sync_bound(tmp_path: Path) -> None:
+    d = diagnose(event_wait_run(), tmp_path)
+    m = d.devices[0]
+    span = (EVENT_CYCLES - 1) * EVENT_PERIOD + 469_000
+    # The synchronize blocks 463.69 ms a cycle, all of it while the GPU's work is queued
+    # (or running): none of the idle time is the sync's.
+    assert m.span_breakdown["sync"] == 0.0
+    v = d.verdict
+    assert (v.bottleneck, v.basis) == ("idle", "queued_idle")
+    assert "waiting on work outside the trace" in v.summary
+    assert "cudaStreamSynchronize" in v.summary and "a consequence, not the cause" in v.summary
+    assert "sync_stalls" not in _ids(d)
+    f = {x.id: x for x in d.findings}["queued_idle"]
+    blocked = EVENT_CYCLES * (EVENT_WAIT - 310)  # t+5310 to t+465000, each cycle
+    assert f.evidence["host_blocked_behind_pct"] == pytest.approx(blocked / span * 100, abs=0.05)
+    assert all("synchronize" not in (x.fix or "").lower() for x in d.findings)
+
+
+# -- queued behind a collective: the communication share ---------------------------------
+
+
+def comm_run(period: float) -> KinetoBuilder:
+    """Cycles of ``period``: a 2 ms GEMM (t to t+2000), an all-reduce launched at t+10 that
+    starts only at t+5000 (queued 3 ms, nothing running) and runs alone to t+7000, a 1 ms
+    GEMM queued behind it (t+7000 to t+8000); then the host's Python until the next
+    cycle's GEMM launch returns at t+period-8."""
+    b = KinetoBuilder()
+    for i in range(10):
+        t = period * i
+        b.kernel(SGEMM, t, 2000, stream=7, launch_ts=t - 10)
+        b.kernel(ALLREDUCE, t + 5000, 2000, stream=20, launch_ts=t + 10, grid=(8, 1, 1))
+        b.kernel(SGEMM, t + 7000, 1000, stream=7, launch_ts=t + 20)
+    return b
+
+
+def test_work_queued_behind_a_collective_is_communication(tmp_path: Path) -> None:
+    d = diagnose(comm_run(10_000.0), tmp_path)
+    m = d.devices[0]
+    span = 9 * 10_000 + 8000.0
+    sb = m.span_breakdown
+    # 3000 µs a cycle queued until the all-reduce starts, 2000 µs of it alone: 5000 of
+    # communication a cycle (51% of the span) against the host's 9 x 1992 (18%).
+    assert sb["comm_wait"] == pytest.approx(10 * 3000 / span * 100)
+    assert sb["exposed_comm"] == pytest.approx(10 * 2000 / span * 100)
+    assert sb["host"] == pytest.approx(9 * 1992 / span * 100)
+    assert sb["dependency"] == 0.0
+    v = d.verdict
+    assert (v.bottleneck, v.basis) == ("communication_bound", "comm_wait")
+    assert "queued behind a collective" in v.summary
+    top = d.stalls.iloc[0]
+    assert top["cause"] == "comm_wait"
+    assert top["cpu_work"].startswith("queued behind ncclDevKernel_AllReduce")
+
+
+def test_the_communication_share_is_weighed_against_the_hosts(tmp_path: Path) -> None:
+    d = diagnose(comm_run(14_000.0), tmp_path)
+    sb = d.devices[0].span_breakdown
+    span = 9 * 14_000 + 8000.0
+    # The host's 9 x 5992 µs (40.2%) edges out communication's 10 x 5000 (37.3%: neither
+    # part alone, 22.4% queued and 14.9% alone, comes near): host-bound, a close call.
+    comm = sb["exposed_comm"] + sb["comm_wait"]
+    assert comm == pytest.approx(10 * 5000 / span * 100)
+    assert sb["host"] == pytest.approx(9 * 5992 / span * 100)
+    v = d.verdict
+    assert (v.bottleneck, v.confidence) == ("host_bound", "low")
+    assert "communication-bound fits almost as well" in v.summary
+    assert f"for {10 * 2000 / span * 100:.0f}% of the span collectives ran" in v.summary
+
+
+# -- what a stream waited on, from the Stream Wait Event records ---------------------------
+
+
+def test_a_stream_wait_event_names_the_stream_waited_on(tmp_path: Path) -> None:
+    b = KinetoBuilder()
+    for i in range(10):
+        t = 7000.0 * i
+        b.kernel(SGEMM, t, 2000, stream=7, launch_ts=t - 10)
+        # Stream 9 waits on an event of stream 20, which runs nothing in the trace.
+        b.stream_wait(t + 5, stream=9, wait_on_stream=20)
+        b.kernel(SGEMM, t + 6000, 1000, stream=9, launch_ts=t + 10)
+    d = diagnose(b, tmp_path)
+    span = 9 * 7000 + 7000.0
+    assert d.devices[0].span_breakdown["dependency"] == pytest.approx(10 * 4000 / span * 100)
+    top = d.stalls.iloc[0]
+    assert top["cpu_work"] == (
+        "queued work on stream 9 waiting on an event of stream 20 (work outside the trace)"
+    )
+    # The GPU-side wait record blocks no host: it is no blocking call.
+    assert d.syncs.empty
+
+
+def test_the_corpus_stream_wait_event_is_read(corpus: Path) -> None:
+    from nbprof.analysis.host import stream_waits
+
+    path = corpus / "hta__critical_path_cuda_event_sync_multi_stream__event_sync_trace.json.gz"
+    if not path.is_file():
+        pytest.skip("no multi-stream event trace")
+    t = read_trace(path)
+    # Its one cudaStreamWaitEvent: Kineto's record, on device 0's row 24 (the waiting
+    # stream), says the event is stream 20's (the sgemm launched by correlation 27 ran
+    # there); the host-side Event Syncs are not stream waits.
+    w = stream_waits(t.runtime, "0")
+    assert w[["stream", "wait_on_stream"]].values.tolist() == [[24, 20]]
+    d = analyze(t)
+    assert "Stream Wait Event" not in set(d.syncs["name"])
+
+
+# -- the time after a sync: what the host does next ----------------------------------------
+
+PRE = (
+    ("tokenizers/implementations/base_tokenizer.py(20): encode_batch", "python_function"),
+    ("torchvision/transforms/transforms.py(277): __call__", "python_function"),
+    ("numpy/lib/npyio.py(400): load", "python_function"),
+    ("preprocess", "user_annotation"),
+)
+
+
+def after_sync_run(name: str, cat: str) -> KinetoBuilder:
+    """Cycles of 3000 µs: a 1000 µs GEMM the host waits for in a synchronize (t+5 to
+    t+1000), then 1400 µs of ``name`` (t+1002 to t+2402), then Python until the next
+    launch returns at t+2992."""
+    b = KinetoBuilder()
+    for i in range(10):
+        t = 3000.0 * i
+        b.kernel(SGEMM, t, 1000, launch_ts=t - 10)
+        b.runtime("cudaStreamSynchronize", t + 5, 995)
+        b.cpu_op(name, t + 1002, 1400, cat=cat)
+    return b
+
+
+@pytest.mark.parametrize(("name", "cat"), PRE)
+def test_preprocessing_after_a_sync_is_input(tmp_path: Path, name: str, cat: str) -> None:
+    d = diagnose(after_sync_run(name, cat), tmp_path)
+    sb = d.devices[0].span_breakdown
+    span = 9 * 3000 + 1000.0
+    # Each 2000 µs gap: the sync had returned as it opened (no blocked time), then 1400 µs
+    # of preprocessing (45%: input-bound), 2 + 590 µs of Python, 8 µs launch delay. Before,
+    # the 995 µs after the sync were charged to it: sync-bound.
+    assert sb["sync"] == 0.0
+    assert sb["input"] == pytest.approx(9 * 1400 / span * 100)
+    assert sb["host"] == pytest.approx(9 * 592 / span * 100)
+    v = d.verdict
+    assert (v.bottleneck, v.basis) == ("input_bound", "dataloader_gaps")
+    assert "preprocessed inputs on the CPU" in v.summary and name in v.summary
+    assert d.stalls.iloc[0]["cpu_work"] == f"input: {name}"
+    f = {x.id: x for x in d.findings}["input_pipeline"]
+    assert f.title == "The GPU waits for CPU preprocessing"
+
+
+def test_python_work_after_a_sync_is_the_hosts(tmp_path: Path) -> None:
+    # The same run, the 1400 µs in the model's own Python (a module's frame): host-bound,
+    # and the frame is none the reader keeps.
+    d = diagnose(after_sync_run("torch/nn/modules/module.py(1500): _call_impl", "python_function"),
+                 tmp_path)  # fmt: skip
+    sb = d.devices[0].span_breakdown
+    span = 9 * 3000 + 1000.0
+    assert sb["input"] == 0.0
+    assert sb["host"] == pytest.approx(9 * 1992 / span * 100)
+    assert d.verdict.bottleneck == "host_bound"
+    # The 995 µs after each 995 µs block: where the block had drained the queue.
+    drained = 9 * 995 / span * 100
+    assert f"{drained:.0f}% of the span right after a blocking call returned" in d.verdict.summary
+
+
+def test_the_reader_keeps_the_input_pipelines_python_frames(tmp_path: Path) -> None:
+    b = KinetoBuilder()
+    b.kernel(SGEMM, 0, 10)
+    for i, (name, cat) in enumerate(PRE[:3]):
+        b.cpu_op(name, 100.0 * i, 50, cat=cat)
+    b.python_frame("torch/nn/modules/module.py(1500): _call_impl", 400, 50)
+    b.python_frame("transformers/models/bert/modeling_bert.py(300): forward", 500, 50)
+    b.python_frame("transformers/tokenization_utils_base.py(2800): __call__", 600, 50)
+    names = set(read_trace(b.write(tmp_path)).annotations["name"])
+    assert names == {n for n, _ in PRE[:3]} | {
+        "transformers/tokenization_utils_base.py(2800): __call__"
+    }
+
+
+def test_dlrm_rank_time_after_the_all_to_all_sync_is_the_hosts(corpus: Path) -> None:
+    path = corpus / "param__dlrm_kineto_8ranks"
+    files = sorted(path.glob("*worker1_*.json.gz"))
+    if not files:
+        pytest.skip("no DLRM rank folder")
+    d = analyze(read_trace(files[0]))
+    m = d.devices[0]
+    # Rank 1 blocks 6.56 ms in cudaStreamSynchronize (4372 to 10933 µs) while its first
+    # all-to-all waits 7.6 ms for rank 7: the GPU runs the collective meanwhile. After it
+    # returns the host runs the step's Python: once charged to the sync (20% of the span,
+    # up to a block's length after each), now the host's (31%); the sync keeps only the
+    # idle time while it blocked with nothing queued (under 1%).
+    assert m.span_breakdown["sync"] < 1
+    assert 28 < m.span_breakdown["host"] < 34
+    assert d.verdict.bottleneck == "communication_bound"
+    g = d.stalls
+    assert not g["cpu_work"].str.startswith("after ").any()
