@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Finding, Severity, compute_units
+from nbprof.analysis.stalls import RAN
 from nbprof.analysis.tensorcores import cc_value
 from nbprof.analysis.verdict import (
     CLASS_COVER_PCT,
@@ -633,7 +634,7 @@ def queued_idle(s: Signals) -> Finding | None:
 def mostly_idle(s: Signals) -> Finding | None:
     m = s.metrics
     sb = m.span_breakdown
-    idle = 100.0 - sum(sb.get(k, 0.0) for k in ("compute", "exposed_comm", "copy_only"))
+    idle = 100.0 - sum(sb.get(k, 0.0) for k in RAN)
     if idle < IDLE_PCT:
         return None
     stalls = stall_shares(s)

@@ -63,6 +63,7 @@ from nbprof.analysis.model import (
     VerdictBasis,
 )
 from nbprof.analysis.rank import RankFailure, RankSummary
+from nbprof.analysis.stalls import RAN
 from nbprof.analysis.verdict import CLOSE_CALL, FINDING_STALL_PCT, STALL_PCT, STALLS, shares_of
 from nbprof.errors import TraceError
 
@@ -720,7 +721,7 @@ def _row(s: RankSummary, rank: int, shift: float | None, st: _RankStats) -> Rank
         compute_busy_pct=sb.get("compute") if m else None,
         exposed_comm_pct=m.exposed_comm_pct if m else None,
         wait_pct=st.exposed_wait_us / span * 100.0 if span > 0 else None,
-        idle={k: v for k, v in sb.items() if k not in ("compute", "exposed_comm", "copy_only")},
+        idle={k: v for k, v in sb.items() if k not in RAN},
         steps={int(a): float(b) for a, b in zip(step_no, dur, strict=True)},
         step_exposed_comm_us={int(a): float(b) for a, b in zip(step_no, exposed, strict=True)},
         start_us=(shift + s.window[0]) if shift is not None else None,

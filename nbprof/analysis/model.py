@@ -116,6 +116,10 @@ class DeviceMetrics:
     #: Share of kernel time in collectives; share of the span where a collective runs and
     #: no compute kernel does; share of collective time with a compute kernel beside it.
     comm_pct: float | None = None
+    #: Share of kernel time in kernels no name rule knows that behave as communication
+    #: does (a dedicated stream beside the compute, small grids running long): possibly
+    #: communication, estimated; None when the SM count is unknown.
+    possible_comm_pct: float | None = None
     exposed_comm_pct: float | None = None
     comm_overlap_pct: float | None = None
     #: First to last event of any kind on this device's rank (host and GPU), µs; the

@@ -4,6 +4,8 @@ The span is cut into disjoint time, so every share below adds up to 100% of it:
 
 - ``compute``: at least one kernel other than a collective ran;
 - ``exposed_comm``: only collectives ran (nothing hid them);
+- ``possible_comm``: only collectives and kernels that behave as communication kernels do
+  ran (:func:`~nbprof.analysis.classes.possible_comm`: no name says so; not compute);
 - ``copy_only``: only copies or memsets ran;
 - idle: nothing ran. Each idle gap of the whole device (the union over its streams) is
   cut in two at the moment the earliest work still waiting to start had been launched
@@ -83,6 +85,8 @@ CAUSES: tuple[str, ...] = (
     "unknown",
 )  # fmt: skip
 GAP_COLUMNS: tuple[str, ...] = STALLS_TABLE.names
+#: The span_breakdown keys of time when something ran (the rest is idle, by cause).
+RAN: tuple[str, ...] = ("compute", "exposed_comm", "possible_comm", "copy_only")
 
 
 @dataclass(frozen=True)
@@ -384,6 +388,8 @@ class Accounting:
     #: µs of ``dependency`` time whose queued work was a CUDA/HIP graph's (launched by a
     #: graph launch): a replay that paused between or before its nodes.
     graph_wait_us: float = 0.0
+    #: µs when only kernels that behave as communication (and collectives) ran.
+    possible_comm_us: float = 0.0
 
     def pct(self, us: float) -> float:
         return us / self.span_us * 100.0 if self.span_us > 0 else 0.0
@@ -473,6 +479,7 @@ def account(
     rank: int,
     device: str,
     waits: pd.DataFrame | None = None,
+    possible: np.ndarray | None = None,
 ) -> Accounting:
     """Cut one device's GPU span into what ran and why it idled.
 
@@ -480,7 +487,8 @@ def account(
     when the launch call returned, table ``"kernel"``/``"memcpy"``/``"memset"``, and
     optionally stream, name, launch_name); ``collective`` marks its collective kernels;
     ``waits``: its streams' "Stream Wait Event" records (stream, ts, wait_on_stream), to
-    name what queued work waited on.
+    name what queued work waited on; ``possible`` marks kernels that are possibly
+    communication (their time alone is ``possible_comm``, not compute).
     """
     ts = _frames.column(events, "ts", "float64")
     end = ts + _frames.column(events, "dur", "float64")
@@ -492,10 +500,20 @@ def account(
     # largest here, with a handful of gap-sized arrays for each step of the cut.
     every = iv.merge(ts, end)
     copy_only_us = iv.total(iv.subtract(every, iv.merge(ts[is_kernel], end[is_kernel])))
-    compute = iv.merge(ts[is_kernel & ~comm], end[is_kernel & ~comm])
+    maybe = (
+        np.asarray(possible, dtype=bool) & is_kernel & ~comm
+        if possible is not None and len(possible) == len(ts)
+        else np.zeros(len(ts), bool)
+    )
+    work = is_kernel & ~comm & ~maybe
+    compute = iv.merge(ts[work], end[work])
     comm_set = iv.merge(ts[comm], end[comm])
     compute_us, comm_us = iv.total(compute), iv.total(comm_set)
     exposed_comm_us = iv.total(iv.subtract(comm_set, compute))
+    possible_comm_us = 0.0
+    if maybe.any():
+        alone = iv.subtract(iv.merge(ts[maybe], end[maybe]), compute)
+        possible_comm_us = iv.total(iv.subtract(alone, comm_set))
     del compute, comm_set, end
     idle = iv.gaps(every, t0, t1)
     del every
@@ -576,6 +594,7 @@ def account(
         blocked_behind=blocked_behind,
         drained_us=drained_us,
         graph_wait_us=graph_wait_us,
+        possible_comm_us=possible_comm_us,
     )
 
 

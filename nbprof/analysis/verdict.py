@@ -57,7 +57,7 @@ import numpy as np
 from nbprof.analysis import _frames
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Bottleneck, Confidence, Verdict, VerdictBasis
-from nbprof.analysis.stalls import KERNEL_WAIT_US
+from nbprof.analysis.stalls import KERNEL_WAIT_US, RAN
 from nbprof.trace.model import Trace
 
 logger = logging.getLogger(__name__)
@@ -147,6 +147,10 @@ STALLS: dict[str, tuple[Bottleneck, VerdictBasis, str]] = {
     "setup": (
         "idle", "one_time_setup",
         "the host was in set-up calls (allocation, context creation, loading kernel code)",
+    ),
+    "possible_comm": (
+        "communication_bound", "exposed_communication",
+        "only kernels that behave as communication kernels do ran (possibly communication)",
     ),
     "dependency": (
         "idle", "queued_idle",
@@ -416,6 +420,18 @@ def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, VerdictB
         )
     if key == "dependency":
         return kind, basis, f"{share:.0f}% of the span {dependency_clause(s)}"
+    if key == "possible_comm":
+        how = m.basis["possible_comm_pct"].how if "possible_comm_pct" in m.basis else ""
+        at = how.find("(streams")
+        detail = f", {how[at + 1 : -1]}" if at >= 0 else ""
+        return (
+            kind,
+            basis,
+            f"for {share:.0f}% of the span the only kernels running were ones no name rule "
+            f"knows that behave as communication kernels do (a stream of their own beside "
+            f"the compute, fewer blocks than SMs, running long{detail}): possibly "
+            f"communication",
+        )
     if key == "sync":
         return (
             kind,
@@ -497,9 +513,12 @@ def compute_vs_memory(s: Signals) -> Decision:
     other = max(0.0, 100.0 - comp - mem)
     cover = comp + mem
     if comp + mem <= 0:
+        aside = _possible_aside(s)
         return Decision(
             "compute_bound",
-            f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
+            (f"{aside}; " if aside else "")
+            + f"{other:.0f}% of {'the other ' if aside else ''}kernel time is in kernels "
+            f"nbprof cannot classify (custom or "
             f"unfamiliar names), and no hardware counter or FLOP count says whether they wait "
             f"on arithmetic or on memory; it is called compute-bound only because the GPU's own "
             f"kernels, not the host, kept it busy",
@@ -507,12 +526,16 @@ def compute_vs_memory(s: Signals) -> Decision:
             "none",
         )
     firm = round(cover, 9) >= CLASS_COVER_PCT
-    lead = (
-        ""
-        if firm
-        else f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
-        f"unfamiliar names), so this call rests on the rest: "
-    )
+    aside = _possible_aside(s)
+    if firm:
+        lead = f"{aside}; " if aside else ""
+    else:
+        lead = (
+            f"{other:.0f}% of {'the other ' if aside else ''}kernel time is in kernels nbprof "
+            f"cannot classify (custom or unfamiliar names)"
+            + (f" ({aside})" if aside else "")
+            + ", so this call rests on the rest: "
+        )
     basis: VerdictBasis = "roofline" if roof_comp + roof_mem >= max(comp, mem) else "kernel_classes"
     tc = s.class_pct.get("tensor_core", 0.0)
     parts = []
@@ -541,6 +564,15 @@ def compute_vs_memory(s: Signals) -> Decision:
     if doubt:
         return Decision(kind, f"{why}; but {doubt}", "low", basis)
     return Decision(kind, why, "high" if firm else "low", basis)
+
+
+def _possible_aside(s: Signals) -> str:
+    """ "31% of kernel time is possibly communication (by its behaviour) and left out" when
+    kernels behave as communication kernels do, else ""."""
+    maybe = s.metrics.possible_comm_pct or 0.0
+    if maybe < 0.5:
+        return ""
+    return f"{maybe:.0f}% of kernel time is possibly communication (by its behaviour) and left out"
 
 
 def _roof_rate(s: Signals, side: str) -> str:
@@ -623,7 +655,8 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     (key, share), (key2, share2) = list(stalls.items())[:2]
     if share >= STALL_PCT:
         kind, basis, why = _stall_why(s, key, share)
-        confidence: Confidence = "high"
+        # Behaviour alone is weak evidence: a verdict resting on it is never firm.
+        confidence: Confidence = "low" if key == "possible_comm" else "high"
         close = ""
         if share2 >= CLOSE_CALL * share:
             kind2, _, why2 = _stall_why(s, key2, share2)
@@ -638,9 +671,7 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
             confidence,
             basis,
         )
-    idle = 100.0 - sum(
-        m.span_breakdown.get(k, 0.0) for k in ("compute", "exposed_comm", "copy_only")
-    )
+    idle = 100.0 - sum(m.span_breakdown.get(k, 0.0) for k in RAN)
     if idle >= IDLE_PCT:
         unknown = m.span_breakdown.get("unknown", 0.0)
         if unknown >= STALL_PCT:

@@ -86,6 +86,7 @@ BOTTLENECK_LABELS: dict[str, str] = {
 SPAN_PARTS: dict[str, str] = {
     "compute": "kernels",
     "exposed_comm": "exposed collectives",
+    "possible_comm": "possibly communication, alone",
     "copy_only": "copies alone",
     "sync": "idle: host blocked, nothing queued",
     "dependency": "idle: work queued behind work outside the trace",
