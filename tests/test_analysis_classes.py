@@ -317,16 +317,18 @@ def test_class_column_holds_one_object_per_class() -> None:
 OPAQUE = "void opaque_kernel<4>(int*)"
 
 
-def exchange_run(*, grid: int = 8, stream: int = 30, steps: int = 10) -> KinetoBuilder:
+def exchange_run(
+    *, grid: int = 8, stream: int = 30, dur: float = 1500, side: int = 7, steps: int = 10
+) -> KinetoBuilder:
     """Steps of 3000 µs on a 132-SM GPU: a 1000 µs GEMM on stream 7, then an unknown
-    kernel of ``grid`` blocks on ``stream`` (t+1000 to t+2500, alone), then a 400 µs
-    elementwise kernel on stream 7 and a 100 µs gap."""
+    kernel of ``grid`` blocks on ``stream`` (from t+1000, ``dur`` µs, alone), then a 400
+    µs elementwise kernel on stream ``side`` at t+2500 and a 100 µs gap."""
     b = KinetoBuilder()
     for i in range(steps):
         t = 3000.0 * i
         b.kernel(GEMM, t, 1000, stream=7, launch_ts=t - 10, grid=(264, 1, 1))
-        b.kernel(OPAQUE, t + 1000, 1500, stream=stream, launch_ts=t - 5, grid=(grid, 1, 1))
-        b.kernel(ELEMENTWISE, t + 2500, 400, stream=7, launch_ts=t, grid=(512, 1, 1))
+        b.kernel(OPAQUE, t + 1000, dur, stream=stream, launch_ts=t - 5, grid=(grid, 1, 1))
+        b.kernel(ELEMENTWISE, t + 2500, 400, stream=side, launch_ts=t, grid=(512, 1, 1))
     return b
 
 
@@ -351,16 +353,18 @@ def test_a_dedicated_stream_of_small_long_grids_is_possibly_communication(
 
 
 @pytest.mark.parametrize(
-    ("grid", "stream"),
-    [(264, 30), (8, 7)],
-    ids=["fills the GPU", "on the compute stream"],
+    ("grid", "stream", "dur", "side"),
+    [(264, 30, 1500, 7), (8, 7, 1500, 9), (8, 30, 300, 7)],
+    ids=["fills_the_gpu", "on_the_compute_stream", "shorter_than_the_compute"],
 )
-def test_without_both_behaviours_an_unknown_kernel_stays_unclassified(
-    tmp_path: Path, grid: int, stream: int
+def test_without_every_behaviour_an_unknown_kernel_stays_unclassified(
+    tmp_path: Path, grid: int, stream: int, dur: float, side: int
 ) -> None:
-    # Its grid fills the 132 SMs, or it shares the compute stream: nothing says it
-    # communicates; it is an unknown kernel, as before.
-    m = diagnose(exchange_run(grid=grid, stream=stream), tmp_path).devices[0]
+    # Its grid fills the 132 SMs, or it shares stream 7 with the GEMMs (the elementwise
+    # kernels on a side stream), or it runs 300 µs, shorter than the compute stream's
+    # median kernel (700 µs): nothing says it communicates; it stays an unknown kernel.
+    b = exchange_run(grid=grid, stream=stream, dur=dur, side=side)
+    m = diagnose(b, tmp_path).devices[0]
     assert m.possible_comm_pct == 0.0
     assert m.span_breakdown["possible_comm"] == 0.0
 
