@@ -12,20 +12,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from nbprof.views._style import (
-    BOTTLENECK_LABELS,
-    clip,
-    esc,
-    fmt_bytes,
-    fmt_flops_rate,
-    fmt_num,
-    fmt_pct,
-    fmt_us,
-    plain,
-    short_name,
-    wrap,
-)
-from nbprof.views.assets import asset, scripts
+from nbprof import units, vocab
+from nbprof.views._style import clip, esc, plain, short_name, wrap
+from nbprof.views.assets import SCRIPTS, asset, bundle
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,30 +44,16 @@ _KIND_LEGEND = (
 
 
 def fmt_value(unit: str, v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    if unit == "%":
-        return fmt_pct(v)
-    if unit == "µs":
-        return fmt_us(v)
-    if unit == "bytes":
-        return fmt_bytes(v)
-    if unit == "count":
-        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
-    if unit == "TFLOP/s":
-        n, u = fmt_flops_rate(v)
-        return f"{n} {u}"
-    return f"{fmt_num(v)} {unit}"
+    return units.amount(v, unit)
 
 
 def fmt_delta(unit: str, d: float | None) -> str:
-    if d is None:
-        return "n/a"
-    sign = "+" if d > 0 else "-" if d < 0 else "±"
-    mag = abs(d)
+    """A change: percentage points for a share, else the signed amount."""
+    if d is None or units.missing(d):
+        return units.NA
     if unit == "%":
-        return f"{sign}{mag:.1f} pts"
-    return sign + fmt_value(unit, mag)
+        return units.points(d)
+    return units.signed(units.amount(abs(d), unit), d)
 
 
 def judgement(m: MetricDelta) -> str:
@@ -117,7 +92,7 @@ def _shown(m: MetricDelta) -> bool:
 
 
 def _label(bottleneck: str) -> str:
-    return BOTTLENECK_LABELS.get(bottleneck, bottleneck.replace("_", " "))
+    return vocab.term(bottleneck).label
 
 
 def _per_words(d: Diff) -> str:
@@ -144,7 +119,7 @@ def _step_line(d: Diff) -> str:
     ]
     if st.before_ms is None or st.after_ms is None:
         return f"{what}: n/a (a run has nothing to measure it by)"
-    line = f"{what}: {fmt_us(st.before_ms * 1e3)} -> {fmt_us(st.after_ms * 1e3)}"
+    line = f"{what}: {units.duration(st.before_ms * 1e3)} -> {units.duration(st.after_ms * 1e3)}"
     r = st.ratio
     if st.change == "same":
         line += ", the same"
@@ -162,8 +137,8 @@ def _step_basis(d: Diff) -> str:
     text = st.basis
     if st.median_before_ms is not None and st.median_after_ms is not None:
         text += (
-            f"; medians {fmt_us(st.median_before_ms * 1e3)} and "
-            f"{fmt_us(st.median_after_ms * 1e3)}"
+            f"; medians {units.duration(st.median_before_ms * 1e3)} and "
+            f"{units.duration(st.median_after_ms * 1e3)}"
             + (f" ({st.median_ratio:.2f}x)" if st.median_ratio else "")
         )
     return text
@@ -253,7 +228,7 @@ def _names_text(t: pd.DataFrame, what: str, d: Diff, n: int, width: int) -> list
 
 def _time(us: float, count: float) -> str:
     """A group's time; "-" where the run has none of it (a new or a gone name)."""
-    return fmt_us(us) if count > 0 else "-"
+    return units.duration(us) if count > 0 else "-"
 
 
 def _attr(what: str) -> str:
@@ -261,7 +236,7 @@ def _attr(what: str) -> str:
 
 
 def _count(v: float) -> str:
-    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+    return units.count(v)
 
 
 # -- HTML -------------------------------------------------------------------------------
@@ -290,7 +265,7 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
     js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
     return (
         f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
-        f"<script>{scripts()}\n{asset('compare.js')}</script>"
+        f"<script>{bundle(*SCRIPTS, 'compare_page.mjs')}</script>"
     )
 
 
@@ -404,7 +379,7 @@ def _names_html(t: pd.DataFrame, what: str, d: Diff, *, open_: bool) -> str:
 
 def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
     """(the two timelines' HTML, notes). Each timeline is its own Bokeh document in its own
-    ``.nbprof`` section (js/embed.js draws each); js/compare.js links their x ranges."""
+    ``.nbprof`` section (js/embed.mjs draws each); js/compare.mjs links their x ranges."""
     from nbprof.views import panel, timeline
     from nbprof.views.dashboard import timeline_html
 
@@ -456,7 +431,7 @@ def share_scale(built: list[tuple[str, Side, Timeline | None]]) -> dict[str, flo
     Each keeps its own coordinates (µs since its first event); its shift is its origin (the
     first step or first GPU event) in them. Ticks are placed at round times since the
     origin and labelled so (compare_ticker.js, compare_tick_labels.js), and both ranges
-    start on, and may pan over, the same window: the union of both runs. js/compare.js
+    start on, and may pan over, the same window: the union of both runs. js/compare.mjs
     then moves each range with the other.
     """
     from bokeh.models import CustomJSTicker, CustomJSTickFormatter

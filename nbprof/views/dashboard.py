@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 JS_MIME = "application/javascript"
-#: Type of the <script> holding a dashboard's Bokeh document (read by js/embed.js).
+#: Type of the <script> holding a dashboard's Bokeh document (read by js/embed.mjs).
 PAYLOAD_TYPE = "application/vnd.nbprof+json"
 
 
@@ -218,7 +218,7 @@ def timeline_section(tl: Any, title: str = "Timeline") -> str:
 
 def timeline_html(tl: Any) -> str:
     """The timeline's container (search bar, Bokeh roots, details pane) and its payload;
-    js/embed.js draws it into the ``.nbp-timeline`` of the closest ``.nbprof`` element."""
+    js/embed.mjs draws it into the ``.nbp-timeline`` of the closest ``.nbprof`` element."""
     divs, payload = embed_payload(tl)
     search = (
         '<label class="nbp-search"><span>search</span><input type="search" '

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from nbprof.views._style import BOTTLENECK_LABELS, esc, fmt_us
+from nbprof import units, vocab
+from nbprof.views._style import esc
 
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
@@ -45,8 +46,8 @@ def heatmap(job: Job, value: str = "dur") -> LayoutDOM:
             "rank": st["rank"].astype(str).tolist(),
             "step": st["step"].astype(str).tolist(),
             "value": (st[value].fillna(0.0) / 1e3).tolist(),
-            "dur": [fmt_us(v) for v in st["dur"]],
-            "exposed": [fmt_us(v) for v in st["exposed_comm_us"]],
+            "dur": [units.duration(v) for v in st["dur"]],
+            "exposed": [units.duration(v) for v in st["exposed_comm_us"]],
         }
     )
     vals = src.data["value"] or [0.0]
@@ -89,13 +90,13 @@ def _rank_table(job: Job) -> str:
         steps = list(r.steps.values())
         rows.append(
             f"<tr{cls}><td>{r.rank}</td><td>{esc(r.device_name or r.device)}</td>"
-            f"<td>{esc(fmt_us(r.gpu_span_us))}</td><td>{_pct(r.kernel_busy_pct)}</td>"
+            f"<td>{esc(units.duration(r.gpu_span_us))}</td><td>{_pct(r.kernel_busy_pct)}</td>"
             f"<td>{_pct(r.compute_busy_pct)}</td><td>{_pct(r.exposed_comm_pct)}</td>"
             f"<td>{_pct(r.wait_pct)}</td><td>{_pct(r.idle.get('host'))}</td>"
             f"<td>{_pct(r.idle.get('sync'))}</td>"
-            f"<td>{esc(fmt_us(float(np.median(steps))) if steps else 'n/a')}</td>"
+            f"<td>{esc(units.duration(float(np.median(steps))) if steps else units.NA)}</td>"
             f"<td>{r.last_count} of {r.collective_count}</td>"
-            f"<td>{esc(BOTTLENECK_LABELS.get(r.bottleneck, r.bottleneck))}</td></tr>"
+            f"<td>{esc(vocab.term(r.bottleneck).label)}</td></tr>"
         )
     return (
         f'<table class="nbp-ranks">{head}{"".join(rows)}</table>'
@@ -105,7 +106,7 @@ def _rank_table(job: Job) -> str:
 
 
 def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1f}%"
+    return units.pct(v)
 
 
 def _verdict(job: Job) -> str:
@@ -113,7 +114,7 @@ def _verdict(job: Job) -> str:
     fixes = "".join(
         f'<div class="nbp-fix">Fix {i}: {esc(f)}</div>' for i, f in enumerate(v.fixes, 1)
     )
-    label = BOTTLENECK_LABELS.get(v.bottleneck, v.bottleneck)
+    label = vocab.term(v.bottleneck).label
     return (
         f'<div class="nbp-verdict"><h3>{esc(label)}</h3><p>{esc(v.summary)}</p>{fixes}'
         f'<div class="nbp-basis">{esc(v.confidence)} confidence · decided by '
