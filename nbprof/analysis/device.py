@@ -545,9 +545,10 @@ def _idle(d: Device) -> Measure:
             idle_us=a.idle_us,
         )
     how = (
-        "idle gaps of the whole device (union over streams): host_wait if nothing was "
-        "queued when the GPU went idle, kernel_wait if work was queued and the gap is "
-        f"shorter than {stalls.KERNEL_WAIT_US:g} µs, else other; shares of idle time"
+        "idle gaps of the whole device (union over streams), each cut where its earliest "
+        "waiting work was launched: host_wait before (nothing queued), kernel_wait after "
+        f"when that part is shorter than {stalls.KERNEL_WAIT_US:g} µs, else other; "
+        "shares of idle time"
     )
     return value, Basis("trace", how)
 
@@ -556,7 +557,10 @@ def _idle_queued(d: Device) -> Measure:
     a = d.accounting
     if a.idle_us <= 0:
         return None, Basis("trace", "the device was never idle inside its span")
-    how = "idle time during which launched work had not started (launch and start times)"
+    how = (
+        "idle time during which launched work had not started, over the whole of each gap "
+        "(launch call returns and start times)"
+    )
     return a.queued_idle_us / a.idle_us * 100.0, Basis("trace", how)
 
 
