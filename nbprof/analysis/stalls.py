@@ -211,16 +211,21 @@ def _take(
     pieces."""
     inside: list[tuple[float, float]] = []
     outside: list[tuple[float, float]] = []
+    # Both sorted and disjoint: one sweep, each interval passed once (a piece only meets
+    # the intervals from the first that ends after it starts).
+    j, n = 0, len(ws)
     for s, e in pieces:
+        while j < n and we[j] <= s:
+            j += 1
         cur = s
-        for x, y in zip(ws, we, strict=True):
-            if y <= s or x >= e:
-                continue
-            lo, hi = max(s, x), min(e, y)
+        k = j
+        while k < n and ws[k] < e:
+            lo, hi = max(s, ws[k]), min(e, we[k])
             inside.append((lo, hi))
             if lo > cur:
                 outside.append((cur, lo))
             cur = hi
+            k += 1
         if cur < e:
             outside.append((cur, e))
     return inside, outside
@@ -278,6 +283,22 @@ class _Calls:
         self._lists = (self.s.tolist(), self.e.tolist(), self.names.tolist()) if small else None
         self._reach: list[float] = reach.tolist() if small and reach is not None else []
         self._reach_at = None if small else reach
+        self._ok = ok
+        #: The names sorted and each interval's place among them, made on the first numpy
+        #: search (None: not yet).
+        self._coded: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _codes(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._coded is None:
+            # Hashed once (a trace's thousands of ops hold a few hundred names), then the
+            # distinct names sorted: what np.unique gives, without sorting every call.
+            first, seen = pd.factorize(self.names, use_na_sentinel=False)
+            seen = np.asarray(seen, dtype=object)
+            order = np.argsort(seen, kind="stable")
+            place = np.empty(len(order), dtype=np.intp)
+            place[order] = np.arange(len(order))
+            self._coded = (seen[order], place[first])
+        return self._coded
 
     @classmethod
     def of(cls, calls: pd.DataFrame) -> _Calls:
@@ -303,6 +324,14 @@ class _Calls:
         if not m.any():
             return ""
         ov = np.minimum(e[m], b) - np.maximum(s[m], a)
+        if self._ok and hi - lo > _NUMPY_FROM:
+            # Over many calls (an idle spell across a step's ops): each name's overlaps
+            # added by its place among all the names, sorted once, not sorted again for
+            # each window; the same sums in the same order, the same first of the largest.
+            uniq, all_codes = self._codes()
+            by = np.bincount(all_codes[lo:hi][m], weights=ov, minlength=len(uniq))
+            best = int(by.argmax())
+            return str(uniq[best]) if float(by[best]) >= at_least else ""
         names, codes = np.unique(self.names[lo:hi][m], return_inverse=True)
         by = np.bincount(codes, weights=ov)
         best = int(by.argmax())

@@ -86,13 +86,14 @@ INPUT_FRAME = re.compile(
 def kept_frames(names: list[str]) -> np.ndarray:
     """Which Python frames are kept (:data:`PYTHON`): each distinct name tested once (a
     stack trace repeats a few thousand names over a hundred thousand frames)."""
-    keep: dict[str, bool] = {}
-    for n in names:
-        if n not in keep:
-            keep[n] = bool(
-                ("dataloader.py" in n and DATALOADER_FRAME.search(n)) or INPUT_FRAME.search(n)
-            )
-    return np.array([keep[n] for n in names], dtype=bool)
+    hits = {
+        n
+        for n in set(names)
+        if ("dataloader.py" in n and DATALOADER_FRAME.search(n)) or INPUT_FRAME.search(n)
+    }
+    if not hits:
+        return np.zeros(len(names), dtype=bool)
+    return np.fromiter((n in hits for n in names), dtype=bool, count=len(names))
 
 
 #: The code of a thread id text that no table row holds (codes given out are -2, -3, ...).
