@@ -32,7 +32,11 @@ WORLD = 4
 STEP_US = 10_000.0
 
 
-def rank_builder(rank: int, *, world: int = WORLD, straggler: int = STRAGGLER) -> KinetoBuilder:
+def rank_builder(
+    rank: int, *, world: int = WORLD, straggler: int = STRAGGLER, python_after: float = 0.0
+) -> KinetoBuilder:
+    """One rank's file. ``python_after``: after the last collective (which ends at 9600),
+    ``python_after`` µs of host Python with nothing queued, then a last 900 µs GEMM."""
     b = KinetoBuilder()
     b.step(1, 0.0, STEP_US)
     late = D if rank == straggler else 0.0
@@ -59,6 +63,10 @@ def rank_builder(rank: int, *, world: int = WORLD, straggler: int = STRAGGLER) -
         # the last one has arrived and the data has moved.
         b.kernel(KERNELS[kind], start, (t + D + T) - start, launch_dur=2.0, stream=20,
                  grid=(8, 1, 1))  # fmt: skip
+    if python_after:
+        end = CALLS[-1][0] + D + T
+        b.cpu_op("slow_python_step", end, python_after - 10.0)
+        b.kernel("volta_sgemm_128x64_nn", end + python_after, 900.0, grid=(160, 1, 1))
     return b
 
 
@@ -68,13 +76,14 @@ def write_job(
     world: int = WORLD,
     ranks: list[int] | None = None,
     info: dict[int, dict[str, Any] | None] | None = None,
+    python_after: float = 0.0,
 ) -> list[Path]:
     """Write the job's rank files (``info[r]`` replaces rank r's distributedInfo; None
-    leaves it out)."""
+    leaves it out; ``python_after``: see :func:`rank_builder`)."""
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for r in ranks if ranks is not None else range(world):
-        doc = rank_builder(r, world=world).document()
+        doc = rank_builder(r, world=world, python_after=python_after).document()
         di: dict[str, Any] | None = {"backend": "nccl", "rank": r, "world_size": world}
         if info and r in info:
             di = info[r]

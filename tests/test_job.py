@@ -127,6 +127,29 @@ def test_four_rank_straggler_and_verdict(four: Job) -> None:
     assert v.fixes and v.fixes[0].startswith("Balance the slow rank's work. Rank 2 is host-bound")
 
 
+def test_host_share_against_the_communication_share_across_a_job(tmp_path: Path) -> None:
+    # The same job, every rank then running 2500 µs of Python with nothing queued before a
+    # last GEMM. Collectives alone: 3 x (D + T) on each fast rank, 3 x T on rank 2; the
+    # host: every rank's 2490 µs plus rank 2's 3 x D late and each rank's smaller gaps.
+    write_job(tmp_path, python_after=2500.0)
+    job = nbprof.load(tmp_path)
+    assert isinstance(job, Job)
+    d = job.diagnosis
+    fast_span, slow_span = 12_000.0, 12_000.0 - D
+    total = 3 * fast_span + slow_span
+    bd = d.breakdown
+    assert bd["exposed_comm"] == pytest.approx((3 * 3 * (D + T) + 3 * T) / total * 100)
+    assert bd["skew_wait"] == pytest.approx(3 * 3 * D / total * 100)
+    # The host's share (39%) outweighs communication's (32%), which is mostly the others
+    # waiting for rank 2, whose own limit is the host: host-bound, firmly.
+    assert bd["host"] > bd["exposed_comm"] > 0.75 * bd["host"]
+    v = d.verdict
+    assert (v.bottleneck, v.cause, v.confidence) == ("host_bound", "host", "high")
+    assert "waiting for a later rank whose own limit is the same: rank 2 arrives last" in (
+        v.summary
+    )
+
+
 def test_four_rank_balanced_job_has_no_straggler(tmp_path: Path) -> None:
     # Nobody late: every collective is T long on every rank, nobody waits.
     from tests import jobs
