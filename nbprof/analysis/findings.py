@@ -613,13 +613,45 @@ def queued_idle(s: Signals) -> Finding | None:
         title="The GPU idles with work queued behind work outside the trace",
         detail=detail,
         evidence=evidence,
-        fix=(
-            "Find what the queued work waits for: the other ranks' traces at the same "
-            "moment, other processes on the GPU (nvidia-smi), events recorded before the "
-            "profile began, and graph nodes the profiler missed (profile a graph's replay "
-            "with graph-node tracing, or run it eagerly once)."
-        ),
+        fix=dependency_fix(s),
     )
+
+
+#: From this share of the queued idle time at graph replays' nodes on, the graphs are
+#: where to look first.
+GRAPH_FIRST_PCT = 50.0
+
+
+def dependency_fix(s: Signals) -> str:
+    """Where to look for what queued work waited on, in the order the trace points: the
+    CUDA/HIP graphs first when most of the waiting is at their nodes, then the other ranks
+    and processes; and never the host's blocking calls that waited on the same queue."""
+    a = s.accounting
+    dep = a.causes.get("dependency", 0.0)
+    graph = a.graph_wait_us / dep * 100.0 if dep > 0 else 0.0
+    inside = (
+        f"inside the CUDA/HIP graphs ({graph:.0f}% of this waiting is at their nodes): "
+        "profile the same steps with every graph node traced (Nsight Systems: nsys "
+        "profile --cuda-graph-trace=node) or run them once without graphs, to see what a "
+        "graph holds that this trace does not show"
+    )
+    elsewhere = (
+        "the other ranks' traces at the same moment, other processes on the GPU "
+        "(nvidia-smi), events recorded before the profile began"
+    )
+    if graph >= GRAPH_FIRST_PCT:
+        fix = f"Find what the queued work waits for, {inside}; then {elsewhere}."
+    elif graph >= 5.0:
+        fix = f"Find what the queued work waits for: {elsewhere}; and {inside}."
+    else:
+        fix = f"Find what the queued work waits for: {elsewhere}."
+    if a.blocked_behind:
+        name = max(a.blocked_behind.items(), key=lambda kv: kv[1])[0]
+        fix += (
+            f" Leave the host's {name} as it is: it waits on this same queue, and removing "
+            "it would not start the work."
+        )
+    return fix
 
 
 def mostly_idle(s: Signals) -> Finding | None:
@@ -630,8 +662,8 @@ def mostly_idle(s: Signals) -> Finding | None:
         return None
     stalls = stall_shares(s)
     key, share = next(iter(stalls.items()))
-    if share >= STALL_PCT and key not in ("setup", "dependency"):
-        return None  # a named cause: its own finding says it
+    if share >= STALL_PCT and key != "setup":
+        return None  # a named cause: its own finding (queued_idle for dependency) says it
     top = {k: _r(v) for k, v in list(stalls.items())[:3]}
     work = ", ".join(f"{k.replace('_', ' ')} {v:.1f}%" for k, v in top.items() if v)
     return Finding(
@@ -645,8 +677,7 @@ def mostly_idle(s: Signals) -> Finding | None:
         ),
         evidence={"idle_pct": _r(idle, 2), "kernel_busy_pct": _r(m.kernel_busy_pct, 2), **top},
         fix=(
-            "Find what the queued work waits for (the other ranks and processes, events "
-            "recorded before the profile): the host is not what holds it back."
+            dependency_fix(s)
             if key == "dependency"
             else "Find the host work in the largest gaps (timeline) and move it off the "
             "critical path: prefetch inputs, avoid per-step synchronization, batch small "
