@@ -212,7 +212,7 @@ def test_demo_list_there_shows_the_bundled_traces_first(
     proc = installed.run("demo", "--list", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     bundled, downloadable = proc.stdout.split("\nDownloadable")
-    assert "dlrm-a100-sync-bound  [default]" in bundled
+    assert "dlrm-a100-queued-idle  [default]" in bundled
     in_package = [n for n in datasets.names() if datasets.info(n).bundled]
     assert bundled.count("here: bundled with nbprof)") == len(in_package)
     assert "here:" not in downloadable.replace("not here:", "")
