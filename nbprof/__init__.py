@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nbprof._version import __version__ as __version__
 from nbprof.errors import NbprofError, TraceError
 
-__version__ = "0.1.0"
 __all__ = [
     "Comparison", "Job", "NbprofError", "Profile", "TraceError", "compare", "gauge", "load",
     "profile",

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbprof import __version__, _memory
+from nbprof import _memory
+from nbprof._version import __version__
 from nbprof.errors import NbprofError, plain_text
 
 if TYPE_CHECKING:
