@@ -689,7 +689,7 @@ def load(name: str, *, download: bool = True, progress: bool | None = None) -> P
     ``progress`` as in :func:`nbprof.load` (``False``: no progress bar, e.g. in a notebook
     that is saved with its outputs).
     """
-    from nbprof.result import load as _load
+    from nbprof.loading import load as _load
 
     ds = info(name)
     prof = _load(path(ds.name, download=download), progress=progress)

@@ -204,7 +204,7 @@ def run(
         ds = datasets.info(dataset or DEFAULT_DATASET)
         p = datasets.path(ds.name, download=download, timeout=timeout)
         where = _SOURCE_WORDS.get(datasets.source(ds.name) or "", "downloaded just now")
-        from nbprof.result import load
+        from nbprof.loading import load
 
         prof = load(p)
         prof.notes.append(f"Recorded trace {ds.name}: {ds.title}; from {ds.origin}.")

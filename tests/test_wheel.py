@@ -77,11 +77,14 @@ class Installed:
 
 
 def _pip(*args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
-    # --no-index everywhere: nothing may come from a package index.
+    # --no-index everywhere: nothing may come from a package index. Without PYTHONPATH:
+    # pip would take a checkout named there for an installed nbprof of the same version,
+    # and skip installing the wheel.
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env={**base, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from nbprof import __version__
 from nbprof._files import atomic_output
 from nbprof._objects import distinct_objects
+from nbprof._version import __version__
 from nbprof.errors import plain_text
 from nbprof.trace.model import TABLES
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from nbprof import units, vocab
 from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
+from nbprof.telemetry.model import METRICS
 from nbprof.views._style import (
     CLASSES,
     GAP_CAUSES,
@@ -419,8 +420,6 @@ def sample_notes(profile: Profile) -> list[str]:
         return []
     if samples.unavailable:
         return [f"No NVML samples: {samples.unavailable}"]
-    from nbprof.telemetry.model import METRICS
-
     by_reason: dict[tuple[int, str], list[str]] = {}
     for (gpu, metric), reason in sorted(samples.reasons.items()):
         by_reason.setdefault((gpu, reason), []).append(METRICS.get(metric, (metric,))[0])
