@@ -14,9 +14,13 @@ idled (sync, dependency, input, set-up, host...). Rules, in order:
    ============  =========================================================
    stall          verdict
    ============  =========================================================
-   exposed_comm   ``communication_bound`` (collectives nothing overlapped)
-   input          ``input_bound`` (idle while the DataLoader fetched)
-   sync           ``sync_bound`` (idle while the host was blocked, or after)
+   exposed_comm   ``communication_bound``: collectives ran with no compute
+                  kernel beside them, plus the idle time queued work waited
+                  behind a collective (``comm_wait``): the communication share
+   input          ``input_bound`` (idle while the DataLoader fetched or the
+                  host preprocessed on the CPU)
+   sync           ``sync_bound`` (idle, nothing queued, while the host was
+                  blocked in a synchronize or a blocking copy)
    copy_only      ``transfer_bound`` (only copies ran)
    kernel_wait    ``launch_bound`` (queued kernels shorter than the GPU's own
                   delay between them: tiny kernels, even in a CUDA graph)
@@ -24,10 +28,14 @@ idled (sync, dependency, input, set-up, host...). Rules, in order:
                   :data:`LAUNCH_SHARE` of the host's time per kernel, else
                   ``host_bound`` (Python/framework work between kernels)
    setup          ``idle`` (one-time set-up: allocation, context, code loading)
-   dependency     ``idle`` (work queued behind another stream or device)
+   dependency     ``idle`` (work queued, waiting on work outside the trace:
+                  nothing ran on any stream meanwhile)
    ============  =========================================================
 
-   A runner-up stall explaining at least :data:`CLOSE_CALL` of the winner's time makes
+   The shares compete as they are: the communication share against the host's, the
+   sync share only with what the host was blocked in while nothing was queued (a host
+   blocked on queued work that waits is a consequence of the wait, charged to it). A
+   runner-up stall explaining at least :data:`CLOSE_CALL` of the winner's time makes
    the verdict ``low`` confidence and the summary names both;
 4. idle time is at least half the span but no one cause covers ``STALL_PCT`` -> ``idle``;
 5. otherwise the GPU's own kernels are the limit: compute vs memory, from sampled
@@ -50,7 +58,7 @@ from nbprof import vocab
 from nbprof.analysis import _frames
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Bottleneck, Confidence, Verdict, VerdictBasis
-from nbprof.analysis.stalls import KERNEL_WAIT_US
+from nbprof.analysis.stalls import CAUSES, KERNEL_WAIT_US, RAN
 from nbprof.trace.model import Trace
 from nbprof.units import duration as _us
 from nbprof.units import share as _pct
@@ -124,6 +132,10 @@ _KNOWN = ("tensor_core", "compute", "memory", "communication")
 STALLS: dict[str, tuple[Bottleneck, VerdictBasis, str]] = {
     s.key: (s.verdict, cast("VerdictBasis", s.basis), s.meaning) for s in vocab.STALLS
 }
+#: span_breakdown keys a stall's share adds up (its own key alone where not listed): the
+#: communication share is the collectives' exposed time and the idle time queued work
+#: waited behind a collective.
+STALL_PARTS: dict[str, tuple[str, ...]] = {"exposed_comm": ("exposed_comm", "comm_wait")}
 
 
 class Decision(NamedTuple):
@@ -170,8 +182,12 @@ def other_pct(s: Signals) -> float:
 
 def stall_shares(s: Signals) -> dict[str, float]:
     """The stalls of :data:`STALLS`, share of the span (%), largest first."""
-    sb = s.metrics.span_breakdown
-    shares = {k: sb.get(k, 0.0) for k in STALLS}
+    return shares_of(s.metrics.span_breakdown)
+
+
+def shares_of(breakdown: dict[str, float]) -> dict[str, float]:
+    """:func:`stall_shares` of a span breakdown (a device's, or a job's)."""
+    shares = {k: sum(breakdown.get(p, 0.0) for p in STALL_PARTS.get(k, (k,))) for k in STALLS}
     return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
 
 
@@ -265,9 +281,9 @@ def span_fact(what: str, pct: float) -> str:
     return f"{what}: {_pct(pct)} of the GPU span"
 
 
-def kernel_fact(what: str, pct: float) -> str:
+def kernel_fact(what: str, pct: float, of: str = "kernel time") -> str:
     """ "{what}: 63% of kernel time": a share of the kernels' time, with its denominator."""
-    return f"{what}: {_pct(pct)} of kernel time"
+    return f"{what}: {_pct(pct)} of {of}"
 
 
 def busy_fact(s: Signals) -> str:
@@ -287,6 +303,58 @@ def setup_after_first_step(s: Signals) -> float | None:
     first_end = float((steps["ts"] + steps["dur"]).min())
     after = np.clip(setup[1], first_end, None) - np.clip(setup[0], first_end, None)
     return float(after.sum()) / total
+
+
+def input_work(s: Signals) -> str:
+    """What the host did in the input-charged gaps: "the DataLoader fetched batches", or
+    the CPU preprocessing that took the most of that idle time."""
+    g = s.accounting.gaps
+    if g.empty:
+        return "the DataLoader fetched batches"
+    rows = g[(g["cause"] == "input") & g["cpu_work"].astype(str).str.startswith("input: ")]
+    by_name = rows.groupby("cpu_work")["dur"].sum() if not rows.empty else None
+    fetched = float(g.loc[g["cause"] == "input", "dur"].sum())
+    if by_name is None or float(by_name.max()) < 0.5 * fetched:
+        return "the DataLoader fetched batches"
+    top = str(by_name.idxmax()).removeprefix("input: ")
+    return f"the host preprocessed inputs on the CPU ({top})"
+
+
+def dependency_facts(s: Signals) -> list[str]:
+    """Why the GPU idled with work queued, with the numbers that show it: the queue was
+    long (launch-to-start), the queued work was a graph replay's, and the host's blocking
+    calls meanwhile were waiting on that queue."""
+    m, a = s.metrics, s.accounting
+    dep = a.causes.get("dependency", 0.0)
+    out = []
+    if m.launch_to_start_us is not None and m.launch_to_start_us >= 1000:
+        out.append(f"kernels start {_us(m.launch_to_start_us)} after their launch (median)")
+    if dep > 0 and a.graph_wait_us >= 0.05 * dep:
+        out.append(
+            f"{_pct(a.graph_wait_us / dep * 100)} of that waiting at the nodes of CUDA/HIP "
+            "graph replays"
+        )
+    if a.blocked_behind:
+        name, behind = max(a.blocked_behind.items(), key=lambda kv: kv[1])
+        out.append(
+            f"the host's blocking in {name} meanwhile ({_pct(a.pct(behind))} of the GPU span) "
+            f"waits on that queue: a consequence, not the cause"
+        )
+    return out
+
+
+def drained_facts(s: Signals) -> list[str]:
+    """The host-charged idle time right after blocking calls returned (they had drained
+    the queue), when there is any to speak of."""
+    a = s.accounting
+    if a.drained_us <= 0 or a.pct(a.drained_us) < 0.05:
+        return []
+    return [
+        span_fact(
+            "of that, right after a blocking call returned (it had drained the queue)",
+            a.pct(a.drained_us),
+        )
+    ]
 
 
 def _pace_facts(s: Signals) -> list[str]:
@@ -317,14 +385,22 @@ def _host_why(s: Signals, share: float) -> Said:
             "launch_gaps",
             f"Nothing was queued for {_pct(share)} of the GPU span while the host issued "
             "launches, and the launch calls take most of its time per kernel",
-            (span_fact("idle, nothing queued, host launching", share), *_pace_facts(s)),
+            (
+                span_fact("idle, nothing queued, host launching", share),
+                *drained_facts(s),
+                *_pace_facts(s),
+            ),
         )
     return Said(
         "host_bound",
         "host_gaps",
         f"Nothing was queued for {_pct(share)} of the GPU span while the host ran Python "
         "and framework code between kernels",
-        (span_fact("idle, nothing queued, host between kernels", share), *_pace_facts(s)),
+        (
+            span_fact("idle, nothing queued, host between kernels", share),
+            *drained_facts(s),
+            *_pace_facts(s),
+        ),
     )
 
 
@@ -334,14 +410,51 @@ def _stall_why(s: Signals, key: str, share: float) -> Said:
         return _host_why(s, share)
     kind, basis, what = STALLS[key]
     if key == "exposed_comm":
+        exposed = m.span_breakdown.get("exposed_comm", 0.0)
+        queued = m.span_breakdown.get("comm_wait", 0.0)
+        facts = [
+            span_fact("collectives alone", exposed),
+            kernel_fact("collectives", m.comm_pct or 0.0)
+            + f", {_pct(m.comm_overlap_pct or 0.0)} of their time overlapped with compute",
+        ]
+        if queued >= 0.05:
+            facts.insert(
+                1, span_fact("idle with work queued behind a collective not yet started", queued)
+            )
+            headline = (
+                f"Communication took {_pct(share)} of the GPU span: collectives running alone "
+                "and work queued behind them"
+            )
+        else:
+            headline = (
+                f"Collectives ran with no compute kernel beside them for {_pct(share)} of "
+                "the GPU span"
+            )
+        return Said(kind, basis if exposed >= queued else "comm_wait", headline, tuple(facts))
+    if key == "dependency":
         return Said(
             kind,
             basis,
-            f"Collectives ran with no compute kernel beside them for {_pct(share)} of the GPU span",
+            f"The GPU idled {_pct(share)} of its span with work queued and nothing running: "
+            "waiting on work outside the trace",
             (
-                span_fact("collectives alone", share),
-                kernel_fact("collectives", m.comm_pct or 0.0)
-                + f", {_pct(m.comm_overlap_pct or 0.0)} of their time overlapped with compute",
+                span_fact("idle with work queued, nothing running on any stream", share),
+                *dependency_facts(s),
+            ),
+        )
+    if key == "possible_comm":
+        how = m.basis["possible_comm_pct"].how if "possible_comm_pct" in m.basis else ""
+        at = how.find("(streams")
+        detail = f", {how[at + 1 : -1]}" if at >= 0 else ""
+        return Said(
+            kind,
+            basis,
+            f"For {_pct(share)} of the GPU span the only kernels running behave as "
+            "communication kernels do: possibly communication",
+            (
+                span_fact("only possibly-communication kernels ran", share),
+                "their behaviour, no name rule: a stream of their own beside the compute, "
+                f"fewer blocks than SMs, running long{detail}",
             ),
         )
     if key == "sync":
@@ -349,9 +462,9 @@ def _stall_why(s: Signals, key: str, share: float) -> Said:
         return Said(
             kind,
             basis,
-            f"The GPU sat idle for {_pct(share)} of its span while the host was blocked on it"
-            + (f", mostly in {top}" if top else ""),
-            (span_fact("idle while the host was blocked or had just returned", share),
+            f"The GPU sat idle, nothing queued, for {_pct(share)} of its span while the host "
+            "was blocked on it" + (f", mostly in {top}" if top else ""),
+            (span_fact("idle, nothing queued, while the host was blocked", share),
              blocker_summary(s)),
         )  # fmt: skip
     if key == "input":
@@ -359,9 +472,9 @@ def _stall_why(s: Signals, key: str, share: float) -> Said:
         return Said(
             kind,
             basis,
-            f"The GPU sat idle for {_pct(share)} of its span while the DataLoader fetched batches",
+            f"The GPU sat idle for {_pct(share)} of its span while {input_work(s)}",
             (
-                span_fact("idle while the DataLoader fetched", share),
+                span_fact(f"idle while {input_work(s)}", share),
                 *([f"DataLoader: {_pct(dl)} of step time"] if dl else []),
             ),
         )
@@ -450,6 +563,10 @@ def compute_vs_memory(s: Signals) -> Decision:
     comp, mem, roof_comp, roof_mem = e["compute"], e["memory"], e["roof_compute"], e["roof_memory"]
     other = max(0.0, 100.0 - comp - mem)
     cover = comp + mem
+    # The compute/memory shares are of the kernel time outside collectives and kernels that
+    # are possibly communication: said so wherever there are any.
+    maybe = _possible_facts(s)
+    of = "non-communication kernel time" if maybe or (s.metrics.comm_pct or 0) > 0 else None
     if comp + mem <= 0:
         return Decision(
             "compute_bound",
@@ -458,44 +575,50 @@ def compute_vs_memory(s: Signals) -> Decision:
             "low",
             "none",
             (
-                kernel_fact("kernels nbprof cannot classify (custom or unfamiliar names)", other),
+                *maybe,
+                kernel_fact(
+                    "kernels nbprof cannot classify (custom or unfamiliar names)", other,
+                    of or "kernel time",
+                ),
                 "no hardware counter or FLOP count for them",
             ),
-        )
+        )  # fmt: skip
     firm = round(cover, 9) >= CLASS_COVER_PCT
+    of = of or "kernel time"
     basis: VerdictBasis = "roofline" if roof_comp + roof_mem >= max(comp, mem) else "kernel_classes"
     tc = s.class_pct.get("tensor_core", 0.0)
     kind: Bottleneck = "compute_bound" if comp >= mem else "memory_bound"
     word = kind.replace("_", "-")
     facts = [
-        kernel_fact(f"{word} kernels", max(comp, mem)),
+        kernel_fact(f"{word} kernels", max(comp, mem), of),
         kernel_fact(f"{'memory' if kind == 'compute_bound' else 'compute'}-bound kernels",
-                    min(comp, mem)),
+                    min(comp, mem), of),
     ]  # fmt: skip
     if roof_comp + roof_mem > 0:
         side = "above" if roof_comp >= roof_mem else "below"
         facts.append(
             kernel_fact(
-                f"FLOP-counted ops {side} the roofline ridge point", max(roof_comp, roof_mem)
+                f"FLOP-counted ops {side} the roofline ridge point", max(roof_comp, roof_mem), of
             )
             + _roof_rate(s, side)
         )
     class_comp, class_mem = comp - roof_comp, mem - roof_mem
     if class_comp > 0:
-        facts.append(kernel_fact("GEMM/convolution/attention kernels by name", class_comp))
+        facts.append(kernel_fact("GEMM/convolution/attention kernels by name", class_comp, of))
     if class_mem > 0:
-        facts.append(kernel_fact("elementwise, reduction and copy kernels by name", class_mem))
+        facts.append(kernel_fact("elementwise, reduction and copy kernels by name", class_mem, of))
     if tc > 0:
         facts.append(kernel_fact("Tensor Core kernels", tc))
     if not firm:
         facts.append(
-            kernel_fact("kernels nbprof cannot classify (custom or unfamiliar names)", other)
+            kernel_fact("kernels nbprof cannot classify (custom or unfamiliar names)", other, of)
         )
+    facts[2:2] = maybe
     gemm = s.gemm_by_name_pct
     by_gemm_names = kind == "compute_bound" and gemm >= 0.5 * comp
     if by_gemm_names:
         facts.append(
-            kernel_fact("GEMM kernels known by name only, without shapes", gemm)
+            kernel_fact("GEMM kernels known by name only, without shapes", gemm, of)
             + ": whether they are compute-bound or bound by reading their weights (few rows, "
             "as in decode or mixture-of-experts layers) cannot be told"
         )
@@ -512,6 +635,15 @@ def compute_vs_memory(s: Signals) -> Decision:
         return Decision(kind, headline, "low", basis, tuple(facts))
     confidence: Confidence = "high" if firm and not by_gemm_names else "low"
     return Decision(kind, headline, confidence, basis, tuple(facts))
+
+
+def _possible_facts(s: Signals) -> list[str]:
+    """ "kernels possibly communication (by their behaviour), left out: 31% of kernel time"
+    when kernels behave as communication kernels do."""
+    maybe = s.metrics.possible_comm_pct or 0.0
+    if maybe < 0.5:
+        return []
+    return [kernel_fact("kernels possibly communication (by their behaviour), left out", maybe)]
 
 
 def _roof_rate(s: Signals, side: str) -> str:
@@ -643,7 +775,8 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     (key, share), (key2, share2) = list(stalls.items())[:2]
     if share >= STALL_PCT:
         said = _stall_why(s, key, share)
-        confidence: Confidence = "high"
+        # Behaviour alone is weak evidence: a verdict resting on it is never firm.
+        confidence: Confidence = "low" if key == "possible_comm" else "high"
         facts = [*said.facts]
         if share2 >= CLOSE_CALL * share:
             other = _stall_why(s, key2, share2)
@@ -656,9 +789,7 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
             said.kind, _sentence(where, said.headline), confidence, said.basis,
             [*facts, busy_fact(s)],
         )  # fmt: skip
-    idle = 100.0 - sum(
-        m.span_breakdown.get(k, 0.0) for k in ("compute", "exposed_comm", "copy_only")
-    )
+    idle = 100.0 - sum(m.span_breakdown.get(k, 0.0) for k in RAN)
     if idle >= IDLE_PCT:
         unknown = m.span_breakdown.get("unknown", 0.0)
         if unknown >= STALL_PCT:
@@ -677,7 +808,9 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
                     busy_fact(s),
                 ],
             )
-        top = [span_fact(f"idle: {k.replace('_', ' ')}", v) for k, v in list(stalls.items())[:3]]
+        # Only the causes of idle time: collectives or copies running alone are not idle.
+        causes = sorted(((k, m.span_breakdown.get(k, 0.0)) for k in CAUSES), key=lambda kv: -kv[1])
+        top = [span_fact(f"idle: {k.replace('_', ' ')}", v) for k, v in causes[:3] if v > 0]
         return Verdict(
             "idle",
             _sentence(
