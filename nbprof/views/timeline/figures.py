@@ -146,9 +146,11 @@ def add_drawn_glyphs(p: Any) -> dict[str, Any]:
         source=empty_source(SOURCES.aggregate), name="nbprof-aggregate-glyphs",
     )  # fmt: skip
     # One source and renderer per kind of event, each with the hover fields that apply.
+    # No outline: a stroke widens every bar by its width, which on a zoomed-out view paints
+    # short events far beyond their share of the time.
     for kind in DETAIL_KINDS:
         hovered[kind] = p.quad(
-            **quad, fill_color="color", line_color="color", line_width=0.5,
+            **quad, fill_color="color", line_color=None,
             source=empty_source(SOURCES.detail[kind]), name=f"nbprof-detail-glyphs-{kind}",
         )  # fmt: skip
     # Search matches and the pinned event with its linked event, outlined on top.
