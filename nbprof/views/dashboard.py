@@ -207,7 +207,8 @@ def timeline_section(tl: Any, title: str = "Timeline") -> str:
         hint = (
             '<div class="nbp-basis">Zoomed out, each lane shows how busy it was per time '
             f"bin; individual events appear once at most {timeline.DEFAULT_CAP:,} are in "
-            "view. Scroll or drag to zoom, drag the box in the overview strip to pan."
+            "view. Drag across the plot to zoom to that time; the wheel zooms once you "
+            "click the plot, or with Ctrl/⌘ held. Drag the box in the overview strip to pan."
             "</div>"
         )
     return (

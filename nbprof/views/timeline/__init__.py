@@ -35,7 +35,7 @@ from nbprof.views.timeline.fields import (
     TOOLTIP_MAX_PX,
     tooltip_html,
 )
-from nbprof.views.timeline.figures import MAIN, rank_axis_name
+from nbprof.views.timeline.figures import MAIN, WHEEL, rank_axis_name
 from nbprof.views.timeline.gaps import MAX_GAPS, encode_gaps, gap_table, gaps_on_lanes
 from nbprof.views.timeline.rows import (
     AXIS_EVERY,
@@ -225,5 +225,7 @@ def document_of(
         plot=PlotSize(),
         sources=SOURCES,
         pane={kind: fields.pane_rows(kind) for kind in DETAIL_KINDS},
-        models=Models(figure=MAIN, rank_axes=[rank_axis_name(k) for k in range(n_axes)]),
+        models=Models(
+            figure=MAIN, rank_axes=[rank_axis_name(k) for k in range(n_axes)], wheel=WHEEL
+        ),
     )

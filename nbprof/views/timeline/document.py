@@ -99,6 +99,8 @@ class Models:
     figure: str
     #: Time axes along rank headers and rulers, moved as ranks fold.
     rank_axes: list[str]
+    #: The wheel zoom tool, whose modifiers change as the plot is clicked into and left.
+    wheel: str
 
 
 @dataclass(frozen=True)
