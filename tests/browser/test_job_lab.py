@@ -211,8 +211,9 @@ def test_the_wheel_scrolls_the_notebook_until_the_plot_is_clicked(lab: Lab, corp
     out = nb.output_area(0)
     tl = out.locator(".nbp-timeline[data-nbp-ready]")
     tl.wait_for(timeout=RENDER_TIMEOUT_S * 1000)
-    hint = tl.locator(".nbp-wheel")
     assert tl.get_attribute("data-nbp-wheel") == "page"
+    hint = tl.locator(".nbp-wheel-page")
+    assert hint.is_visible() and not tl.locator(".nbp-wheel-zoom").is_visible()
     assert "scrolls the page" in hint.inner_text() and "Ctrl/⌘" in hint.inner_text()
 
     # Not clicked into: the notebook scrolls (down, then up), the timeline stays put.
@@ -226,7 +227,8 @@ def test_the_wheel_scrolls_the_notebook_until_the_plot_is_clicked(lab: Lab, corp
     f = _frame(page, tl)
     page.mouse.click(f["x"] + f["width"] * 0.5, f["y"] + f["height"] * 0.3)
     wait_for(lambda: tl.get_attribute("data-nbp-wheel") == "zoom", 10, "the click to arm it")
-    assert "zooms" in hint.inner_text()
+    assert tl.locator(".nbp-wheel-zoom").is_visible() and not hint.is_visible()
+    assert "zooms" in tl.locator(".nbp-wheel-zoom").inner_text()
     (top0, r0), (top1, r1) = _wheel_over_plot(page, tl, -500, centre=False)
     assert top1 == top0, "the notebook scrolled under a zooming timeline"
     assert r1[1] - r1[0] < r0[1] - r0[0], "the wheel did not zoom after a click"

@@ -156,16 +156,23 @@ export async function attach(container, bokehDoc, tdoc) {
   // -- the wheel: the page's, until the plot is clicked into (or with Ctrl/⌘ held) -----
   const wheelTool = get(tdoc.models.wheel);
   const bar = container.querySelector(".nbp-tl-bar");
-  const hint = bar ? document.createElement("span") : null;
-  if (hint) {
+  if (bar) {
+    // Both texts in one grid cell, one of them hidden (nbprof.css): the bar keeps its size
+    // as a click arms the wheel, so nothing moves between the click's press and release.
+    const hint = document.createElement("span");
     hint.className = "nbp-wheel";
+    for (const on of [false, true]) {
+      const t = document.createElement("span");
+      t.className = on ? "nbp-wheel-zoom" : "nbp-wheel-page";
+      t.textContent = wheelHint(on);
+      hint.append(t);
+    }
     bar.append(hint);
   }
   function arm(on) {
     state.armed = on;
     if (wheelTool) wheelTool.setv({ modifiers: wheelModifiers(on) });
     container.setAttribute("data-nbp-wheel", on ? "zoom" : "page");
-    if (hint) hint.textContent = wheelHint(on);
   }
   arm(false);
   const outside = (e) => {
