@@ -18,7 +18,6 @@ bars. The binning is level of detail for drawing, not a metric.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -104,10 +103,16 @@ class Timeline:
     gap_causes: list[str]
     notes: list[str] = field(default_factory=list)
 
-    @cached_property
+    @property
     def meta(self) -> dict[str, Any]:
-        """The timeline document as JSON, what the page's payload carries."""
-        return self.doc.json()
+        """The timeline document as JSON, what the page's payload carries (its columns
+        name :attr:`parts`)."""
+        return self.doc.wire[0]
+
+    @property
+    def parts(self) -> list[bytes]:
+        """The deflated columns :attr:`meta` names (wire.py)."""
+        return self.doc.wire[1]
 
 
 def build(
