@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from nbprof import units, vocab
+from nbprof.views import dashboard, panel, timeline
 from nbprof.views._style import clip, esc, plain, short_name, wrap
 from nbprof.views.assets import asset, scripts
 
@@ -248,9 +249,6 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
     ``include_bokeh_js=False`` leaves BokehJS to the page (see
     :func:`nbprof.views.dashboard.page_loads_bokeh`); nbprof's own scripts are included.
     """
-    from nbprof.views import panel
-    from nbprof.views.dashboard import bokeh_js
-
     d = cmp.diff
     timelines, notes = _timelines_html(cmp, d)
     parts = [_head_html(cmp, d), _verdicts_html(d), _changed_html(d), _metrics_html(d)]
@@ -262,7 +260,7 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
         parts.append(f'<div class="nbp-notes"><h3>Notes</h3><ul>{items}</ul></div>')
     body = "\n".join(p for p in parts if p)
     css = panel.CSS + asset("compare.css")
-    js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
+    js = f"<script>{dashboard.bokeh_js()}</script>" if include_bokeh_js else ""
     return (
         f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
         f"<script>{scripts('compare_page.mjs')}</script>"
@@ -285,8 +283,6 @@ def _head_html(cmp: Comparison, d: Diff) -> str:
 
 
 def _verdicts_html(d: Diff) -> str:
-    from nbprof.views import panel
-
     cells = []
     for side, s in (("before", d.before), ("after", d.after)):
         verdict = panel._verdict_html(
@@ -380,9 +376,6 @@ def _names_html(t: pd.DataFrame, what: str, d: Diff, *, open_: bool) -> str:
 def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
     """(the two timelines' HTML, notes). Each timeline is its own Bokeh document in its own
     ``.nbprof`` section (js/embed.mjs draws each); js/compare.mjs links their x ranges."""
-    from nbprof.views import panel, timeline
-    from nbprof.views.dashboard import timeline_html
-
     notes: list[str] = []
     built: list[tuple[str, Side, Timeline | None]] = []
     for which, prof, side in (("before", cmp.before, d.before), ("after", cmp.after, d.after)):
@@ -412,7 +405,7 @@ def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
             f'data-nbp-shift="{esc(repr(shifts[which]))}"><h4>{which} · '
             f"<code>{esc(side.source.get('path', ''))}</code> "
             f'<span class="nbp-muted">(time from its {esc(side.origin_basis)})</span></h4>'
-            f"{timeline_html(tl)}</div>"
+            f"{dashboard.timeline_html(tl)}</div>"
         )
     html = (
         '<div class="nbp-legend-wrap"><h3>Timelines</h3>'
@@ -466,11 +459,9 @@ def share_scale(built: list[tuple[str, Side, Timeline | None]]) -> dict[str, flo
 
 def mimebundle(cmp: Comparison) -> dict[str, Any]:
     """What ``Comparison._repr_mimebundle_`` returns: the HTML and the text."""
-    from nbprof.views.dashboard import page_loads_bokeh
-
     plain_text = text(cmp)
     try:
-        html = fragment(cmp, include_bokeh_js=not page_loads_bokeh())
+        html = fragment(cmp, include_bokeh_js=not dashboard.page_loads_bokeh())
     except Exception as e:  # never let display() raise: the text still says what changed
         logger.exception("comparison view failed")
         html = f'<pre class="nbprof">{esc(plain_text)}</pre><p>comparison view failed: {esc(e)}</p>'

@@ -28,7 +28,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from nbprof.views import panel, text, timeline
 from nbprof.views._style import esc
+from nbprof.views.assets import asset, deflated, scripts
+from nbprof.views.timeline import wire
 
 if TYPE_CHECKING:
     from nbprof.result import Profile
@@ -60,16 +63,12 @@ def _bokeh_raw() -> str:
 @cache
 def bokeh_js() -> str:
     """BokehJS as an inline script, deflated (assets.deflated: 0.47 MB, not 1.27 MB)."""
-    from nbprof.views.assets import deflated
-
     return deflated(_bokeh_raw())
 
 
 @cache
 def loader_js() -> str:
     """The load bundle's script: BokehJS, then the dashboards that waited for it."""
-    from nbprof.views.assets import asset, deflated
-
     return deflated(f"{_bokeh_raw()}\n{asset('loader.js')}")
 
 
@@ -166,8 +165,6 @@ def embed_payload(tl: Any) -> tuple[str, str]:
     from bokeh.core.json_encoder import serialize_json
     from bokeh.embed.util import OutputDocumentFor, standalone_docs_json_and_render_items
 
-    from nbprof.views.timeline import wire
-
     # Separate roots of one document (shared ranges still link them), not the Column:
     # in a stretch_width Column, Bokeh 3.9 leaves a 1 px sliver of the glyphs at the
     # canvas' left edge on first paint.
@@ -209,8 +206,6 @@ _RANKS_HTML = (
 def timeline_section(tl: Any, title: str = "Timeline") -> str:
     """The timeline's section of a dashboard: its title, legend and zoom hint, then
     :func:`timeline_html`."""
-    from nbprof.views import panel, timeline
-
     hint = ""
     if tl.data.event_count:
         hint = (
@@ -250,9 +245,6 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
     ``include_bokeh_js=False`` leaves BokehJS out (the page loads it once; see
     :func:`publish_loader`); nbprof's own scripts are always included.
     """
-    from nbprof.views import panel, timeline
-    from nbprof.views.assets import scripts
-
     notes: list[str] = []
     tl_html = ""
     try:
@@ -278,8 +270,6 @@ def mimebundle(profile: Profile) -> dict[str, Any]:
     In a Jupyter kernel the dashboard leaves BokehJS to the page's load bundle, which this
     publishes first when the page may lack it.
     """
-    from nbprof.views import text
-
     plain = text.render(profile)
     try:
         html = fragment(profile, include_bokeh_js=not page_loads_bokeh())

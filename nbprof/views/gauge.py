@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 
 from nbprof import units
+from nbprof.telemetry import get_sampler
 from nbprof.telemetry.model import METRICS, Samples
+from nbprof.telemetry.recording import ReplaySource
 from nbprof.views._style import esc as _esc
 
 logger = logging.getLogger(__name__)
@@ -115,8 +117,6 @@ class GaugeWidget:
             if hasattr(source, "done"):
                 self._replay_source = source
         elif self.replay_path is not None:
-            from nbprof.telemetry.recording import ReplaySource
-
             # Read the file now: a bad path is a clear error at the call, not a blank gauge.
             self._replay_source = ReplaySource(
                 self.replay_path, speed, on_tick=self._on_tick, autostart=False
@@ -142,8 +142,6 @@ class GaugeWidget:
                 self._source = self._replay_source
                 start = self._replay_source.start
             else:
-                from nbprof.telemetry import get_sampler
-
                 sampler = self._sampler if self._sampler is not None else get_sampler()
                 self._source = sampler.subscribe(self.period_s, self._on_tick)
                 start = None

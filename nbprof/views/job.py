@@ -13,7 +13,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from nbprof import units, vocab
+from nbprof.views import dashboard, panel, timeline
 from nbprof.views._style import esc
+from nbprof.views.assets import scripts
 
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
@@ -124,8 +126,6 @@ def _verdict(job: Job) -> str:
 
 def timeline_section(job: Job) -> tuple[str, list[str]]:
     """The job's timeline (each rank's GPU streams, grouped by rank), and its notes."""
-    from nbprof.views import dashboard, timeline
-
     data, gaps = timeline.collect_job(job)
     tl = timeline.build(None, data=data, idle_gaps=gaps)
     return dashboard.timeline_section(tl, "Timeline of every rank"), list(tl.notes)
@@ -135,9 +135,6 @@ def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
     """The job dashboard as one HTML fragment (``include_bokeh_js=False``: the page loads
     BokehJS once, see :func:`nbprof.views.dashboard.publish_loader`)."""
     from bokeh.embed import components
-
-    from nbprof.views import dashboard, panel
-    from nbprof.views.assets import scripts
 
     d = job.diagnosis
     title = f"nbprof · {d.source} · job of {len(d.ranks)} ranks"
@@ -189,8 +186,6 @@ def page(job: Job) -> str:
 def mimebundle(job: Job) -> dict[str, Any]:
     """The job dashboard and its text report; in a Jupyter kernel BokehJS comes from the
     page's load bundle, published first when the page may lack it."""
-    from nbprof.views import dashboard
-
     plain = job.text()
     try:
         small = dashboard._kernel_shell() is not None and not dashboard._on_colab()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from nbprof import units, vocab
 from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
+from nbprof.telemetry.model import METRICS
 from nbprof.views._style import (
     CLASSES,
     GAP_CAUSES,
@@ -125,7 +126,8 @@ VERDICT_BASIS_WORDS: dict[str, str] = {
     "launch_gaps": "GPU idle with nothing queued while the host launched",
     "kernel_gaps": "GPU idle between back-to-back queued kernels",
     "one_time_setup": "GPU idle during set-up calls",
-    "queued_idle": "GPU idle with work queued behind a dependency",
+    "queued_idle": "GPU idle with work queued behind work outside the trace",
+    "comm_wait": "GPU idle with work queued behind a collective",
     "kernel_busy": "how much of the span kernels ran",
     "hardware_counters": "hardware counters",
     "roofline": "FLOPs and bytes of the ops (roofline)",
@@ -418,8 +420,6 @@ def sample_notes(profile: Profile) -> list[str]:
         return []
     if samples.unavailable:
         return [f"No NVML samples: {samples.unavailable}"]
-    from nbprof.telemetry.model import METRICS
-
     by_reason: dict[tuple[int, str], list[str]] = {}
     for (gpu, metric), reason in sorted(samples.reasons.items()):
         by_reason.setdefault((gpu, reason), []).append(METRICS.get(metric, (metric,))[0])

@@ -21,6 +21,7 @@ from nbprof.views._style import (
     plain,
     wrap,
 )
+from nbprof.views.panel import basis_label, confidence_text, sample_notes
 
 if TYPE_CHECKING:
     from nbprof.analysis.job import JobDiagnosis
@@ -47,8 +48,6 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
         return "\n".join(lines) + "\n"
     label = vocab.term(diag.verdict.bottleneck).label
     lines += wrap(f"Verdict: {label}. {diag.verdict.summary}", width, indent="         ")
-    from nbprof.views.panel import confidence_text
-
     conf, basis = confidence_text(diag.verdict)
     said = [f"{conf} confidence" if conf else "", f"decided by: {basis}" if basis else ""]
     if any(said):
@@ -73,8 +72,6 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
 
 
 def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
-    from nbprof.views.panel import basis_label
-
     where = f"rank {dm.rank} · " if multi else ""
     sm_word = compute_units(dm.vendor)
     sms = f"{dm.sm_count} {sm_word}" if dm.sm_count else f"{sm_word[:-1]} count unknown"
@@ -214,8 +211,6 @@ def _top_kernels(diag: Diagnosis, width: int) -> list[str]:
 
 
 def _notes(profile: Profile, width: int) -> list[str]:
-    from nbprof.views.panel import sample_notes
-
     notes = [*profile.notes, *profile.trace.notes, *sample_notes(profile)]
     if not notes:
         return []
