@@ -42,7 +42,7 @@ def entries(base: Path) -> list[Path]:
     return sorted(
         p
         for p in base.iterdir()
-        if p.is_dir() or p.name.endswith((".json", ".json.gz")) and not p.name.startswith(".")
+        if p.is_dir() or (p.name.endswith((".json", ".json.gz")) and not p.name.startswith("."))
     )
 
 

@@ -102,7 +102,7 @@ def any_true(code: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
 BY_ADDRESS = 1024
 
 
-def all_text(values: np.ndarray | pd.Categorical) -> bool:
+def all_text(values: np.ndarray | pd.Categorical | pd.Series) -> bool:
     """Whether every value is a str: pandas drops missing keys (NaN, None) from groups, so
     the plain-Python grouping is used only where there are none. A trace's text columns
     (Categoricals) are asked of their distinct values only."""
@@ -115,7 +115,7 @@ def all_text(values: np.ndarray | pd.Categorical) -> bool:
     return set(map(type, values.tolist())) <= {str}
 
 
-def factorized(values: np.ndarray | pd.Categorical) -> tuple[np.ndarray, list[Any]]:
+def factorized(values: np.ndarray | pd.Categorical | pd.Series) -> tuple[np.ndarray, list[Any]]:
     """(each row's index into the distinct values, those values): a Categorical's own codes
     and (sorted) categories, read as they are; anything else in order of first
     appearance."""

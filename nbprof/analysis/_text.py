@@ -48,20 +48,21 @@ def text_column(df: pd.DataFrame, name: str) -> Names:
         return values if _all_text(values) else np.asarray(values.astype(str), dtype=object)
     if isinstance(values, np.ndarray) and _all_text(values):
         return values
-    return as_text(values if isinstance(values, pd.Series) else pd.Series(values, dtype=object))
+    return as_text(df[name])
 
 
 def _factorize(values: Names) -> tuple[np.ndarray, Any]:
     """(each row's code, the distinct values): a Categorical's own codes and categories;
     anything else ``pd.factorize(values, use_na_sentinel=False)``."""
-    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
-        values = values.array
-    if isinstance(values, pd.Categorical):
-        codes = np.asarray(values.codes)
+    held: Any = values
+    if isinstance(held, pd.Series) and isinstance(held.dtype, pd.CategoricalDtype):
+        held = held.array
+    if isinstance(held, pd.Categorical):
+        codes = np.asarray(held.codes)
         if not len(codes) or codes.min() >= 0:
-            return codes, np.asarray(values.categories, dtype=object)
-        values = np.asarray(values, dtype=object)  # missing values: pandas decides
-    return pd.factorize(values, use_na_sentinel=False)
+            return codes, np.asarray(held.categories, dtype=object)
+        held = np.asarray(held, dtype=object)  # missing values: pandas decides
+    return pd.factorize(held, use_na_sentinel=False)
 
 
 def text_codes(values: Names) -> tuple[list[Any], np.ndarray]:

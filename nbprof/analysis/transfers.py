@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import matches, name_column
+from nbprof.analysis._text import Names, matches, name_column
 from nbprof.analysis.model import COPIES_TABLE
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
     return pd.Series(pageable_mask(memcpy), index=memcpy.index)
 
 
-def _sorted_groups(rank: np.ndarray, keys: list[np.ndarray]) -> tuple[list[Any], np.ndarray] | None:
+def _sorted_groups(rank: np.ndarray, keys: Sequence[Names]) -> tuple[list[Any], np.ndarray] | None:
     """``_group.codes`` of the rows' (rank, *keys) tuples, sorted, for integer ranks and
     keys of text only: each column's sorted distinct values first (a Categorical's codes
     read as they are), then the rows' places in them as one number, whose order is the
@@ -74,7 +75,7 @@ def _sorted_groups(rank: np.ndarray, keys: list[np.ndarray]) -> tuple[list[Any],
     return uniq, np.asarray(code, dtype=np.int64).reshape(-1)
 
 
-def _tuple_groups(rank: np.ndarray, keys: list[np.ndarray]) -> tuple[list[Any], np.ndarray]:
+def _tuple_groups(rank: np.ndarray, keys: Sequence[Names]) -> tuple[list[Any], np.ndarray]:
     """:func:`_sorted_groups`' answer from the rows' tuples, each text held by the object
     of its first row (the one :func:`_sorted_groups` keeps of equal texts)."""
     cols = []

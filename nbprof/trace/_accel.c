@@ -65,9 +65,23 @@ static int col_grow(Col *c) {
         ((type *)(col).data)[(col).n++] = (value);                                     \
     } while (0)
 
-static PyObject *col_bytearray(Col *c) {
-    return PyByteArray_FromStringAndSize(c->data, c->n * c->item);
+/* A bytearray of n bytes (a copy of data, unless NULL). Made empty, then resized:
+ * CPython 3.11's PyByteArray_FromStringAndSize, when its allocation fails, frees the new
+ * object before setting its count of buffer exports, which then reads as garbage and
+ * prints "SystemError: deallocated bytearray object has exported buffers" on top of the
+ * MemoryError (Objects/bytearrayobject.c, 3.11.7). */
+static PyObject *new_bytearray(const char *data, Py_ssize_t n) {
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, 0);
+    if (!out || !n) return out;
+    if (PyByteArray_Resize(out, n) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    if (data) memcpy(PyByteArray_AS_STRING(out), data, n);
+    return out;
 }
+
+static PyObject *col_bytearray(Col *c) { return new_bytearray(c->data, c->n * c->item); }
 
 /* -- interned text, keyed by its raw bytes ---------------------------------------- */
 
@@ -923,11 +937,11 @@ static PyObject *fields(PyObject *self, PyObject *args) {
         }
         kp[k] = PyBytes_AS_STRING(key);
         kn[k] = PyBytes_GET_SIZE(key);
-        f[k].tags = PyByteArray_FromStringAndSize(NULL, n);
-        f[k].num = PyByteArray_FromStringAndSize(NULL, n * 8);
-        f[k].ival = PyByteArray_FromStringAndSize(NULL, n * 8);
-        f[k].start = PyByteArray_FromStringAndSize(NULL, n * 8);
-        f[k].stop = PyByteArray_FromStringAndSize(NULL, n * 8);
+        f[k].tags = new_bytearray(NULL, n);
+        f[k].num = new_bytearray(NULL, n * 8);
+        f[k].ival = new_bytearray(NULL, n * 8);
+        f[k].start = new_bytearray(NULL, n * 8);
+        f[k].stop = new_bytearray(NULL, n * 8);
         if (!f[k].tags || !f[k].num || !f[k].ival || !f[k].start || !f[k].stop) goto done;
         memset(PyByteArray_AS_STRING(f[k].tags), F_ABSENT, n);
         memset(PyByteArray_AS_STRING(f[k].num), 0, n * 8);
@@ -1037,7 +1051,7 @@ static PyObject *texts(PyObject *self, PyObject *args) {
     }
     if (table_init(&seen, 64)) goto done;
     distinct = PyList_New(0);
-    codes = PyByteArray_FromStringAndSize(NULL, n * 4);
+    codes = new_bytearray(NULL, n * 4);
     if (!distinct || !codes) goto done;
     int32_t *code = (int32_t *)PyByteArray_AS_STRING(codes);
     for (Py_ssize_t i = 0; i < n; i++) {

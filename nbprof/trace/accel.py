@@ -264,9 +264,21 @@ def nest(
     return (depth, parent) if _accel.nest(_c(pid), _c(tid), _c(s), _c(e), depth, parent) else None
 
 
-def innermost(*arrays: np.ndarray) -> np.ndarray | None:
+def innermost(
+    pid: np.ndarray,
+    tid: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+    parent: np.ndarray,
+    q_pid: np.ndarray,
+    q_tid: np.ndarray,
+    q_t: np.ndarray,
+) -> np.ndarray | None:
     """Each query's innermost op (see ``links.innermost_ops``); None where the walk does not
     answer."""
     assert _accel is not None
-    out = np.empty(len(arrays[-1]), np.int64)
-    return out if _accel.innermost(*map(_c, arrays), out) else None
+    out = np.empty(len(q_t), np.int64)
+    got = _accel.innermost(
+        _c(pid), _c(tid), _c(s), _c(e), _c(parent), _c(q_pid), _c(q_tid), _c(q_t), out
+    )
+    return out if got else None

@@ -37,6 +37,7 @@ from nbprof import __version__
 from nbprof._files import atomic_output
 from nbprof.errors import plain_text
 from nbprof.trace.model import TABLES
+from nbprof.trace.text import categorical
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -221,9 +222,7 @@ def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> pd.Catego
         values = [s[a:b] for a, b in itertools.pairwise(ends)]
     else:
         values = [raw[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(ends)]
-    return pd.Categorical.from_codes(
-        codes, dtype=pd.CategoricalDtype(pd.Index(values, dtype=object)), validate=False
-    )
+    return categorical(codes, values)
 
 
 def racy(key: Key) -> bool:

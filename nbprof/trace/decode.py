@@ -198,6 +198,8 @@ _AT_BYTE = re.compile(r"\(byte (\d+)\)")
 #: What a msgspec decode raises for bad input: msgspec 0.18 and 0.19 raise Python's own
 #: UnicodeDecodeError for invalid UTF-8 inside a string, later releases a DecodeError.
 DECODE_ERRORS: tuple[type[Exception], ...] = (msgspec.DecodeError, UnicodeDecodeError)
+#: Those, and JSON nested beyond what the decoder takes.
+DECODE_OR_DEPTH_ERRORS: tuple[type[Exception], ...] = (*DECODE_ERRORS, RecursionError)
 
 
 def json_error(path: str, data: Buffer, e: Exception) -> TraceError:
@@ -393,7 +395,7 @@ def events(
             return
         try:
             raws = _raw_list_decoder.decode(text)
-        except (*DECODE_ERRORS, RecursionError) as e:
+        except DECODE_OR_DEPTH_ERRORS as e:
             raise Malformed(str(e)) from None
         del text
         for at in range(0, len(raws), batch):

@@ -15,6 +15,7 @@ least its table's columns, in that order; extra columns are allowed.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -113,7 +114,9 @@ def frame_from_arrays(
     n = len(next(iter(columns.values()))) if columns else 0
     if index is None:
         index = pd.RangeIndex(n)
-    names = pd.Index(list(columns), dtype=object)
+    # A copy of the names' Index, made once: a frame's own (``df.columns.name = ...``
+    # changes it); made anew, an Index costs more than a small frame's arrays.
+    names = _names(tuple(columns)).copy()
     arrays = [a if own else _copy(a) for a in columns.values()]
     make = getattr(pd.DataFrame, "_from_arrays", None)
     if make is not None:
@@ -132,6 +135,12 @@ def frame_from_arrays(
         index=index,
         copy=False,
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _names(names: tuple[str, ...]) -> pd.Index:
+    # As pandas' constructor makes a frame's column names (their dtype inferred).
+    return pd.Index(list(names), tupleize_cols=False)
 
 
 def _copy(a: Any) -> Any:

@@ -159,7 +159,7 @@ def top_around_array(
     rest = before + b"[]" + bytes(after)
     try:
         top = _top_decoder.decode(rest)
-    except (*dec.DECODE_ERRORS, RecursionError):
+    except dec.DECODE_OR_DEPTH_ERRORS:
         return None
     raw = top.get("traceEvents")
     if raw is None or _address(raw) - _address(rest) != len(before) or bytes(raw) != b"[]":
@@ -239,8 +239,12 @@ class Stream:
         self.top = Top(dec.top_values(*around, self._src.where), total)
         if self._rest:
             yield Piece(buf, (start, end), whole=True)
-        else:
-            yield from cut(buf, start, end, lay.sep, piece_bytes)
+            return
+        for p in cut(buf, start, end, lay.sep, piece_bytes):
+            yield p
+            if self._rest:
+                yield Piece(buf, (p.span[0], end), whole=True)
+                return
 
 
 def _room(buf: bytearray, hi: int, start: int, n: int) -> tuple[bytearray, int, int]:
@@ -298,11 +302,13 @@ def _whole(data: bytearray, path: str, piece_bytes: int) -> tuple[list[Piece], T
             meta = dec.Top()
     else:
         values, repeated = _skim_top(data, path, head)
-        raw = values["traceEvents"] if "traceEvents" in values else None
+        events = values.get("traceEvents")
         meta = dec.top_values(values, repeated, path)  # raises where traceEvents is missing
-        assert raw is not None
-    if raw[:1] != b"[":
-        raise TraceError(path, f"`traceEvents` should be an array, got {_kind(bytes(raw[:1]))}")
+        assert events is not None
+        raw = events
+    first_byte = bytes(memoryview(raw)[:1])
+    if first_byte != b"[":
+        raise TraceError(path, f"`traceEvents` should be an array, got {_kind(first_byte)}")
     at = _address(raw) - _address(data)
     first = skip_space(data, at + 1)
     end = at + len(raw) - 1  # the array's "]"

@@ -43,10 +43,12 @@ logger = logging.getLogger(__name__)
 
 #: Steps per file besides its pieces: read, skimmed, tables, links, frames.
 _STAGES_PER_FILE = 5
+#: Events tabulated at once from a whole file's array (read whole, not cut into pieces): 8192
+#: loaded the 216k-event benchmark trace a little faster than 16384 or more, in less memory.
+CHUNK = dec.CHUNK
 #: A piece of a file's event array holds about CHUNK events of this size (a Kineto event,
-#: as written, is 150 to 400 bytes): 8192 events a piece loaded the 216k-event benchmark
-#: trace a little faster than 16384 or more, in less memory.
-PIECE_BYTES = dec.CHUNK * 256
+#: as written, is 150 to 400 bytes).
+PIECE_BYTES = CHUNK * 256
 
 
 #: Seconds a load with ``progress=None`` runs before its bar appears.
@@ -206,7 +208,7 @@ def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) ->
 
 def _read_file(f: Path, bar: _Progress, sizes: dict[str, int]) -> _Rank:
     """One file's tables: streamed where it is laid out as Kineto writes it, else (or
-    where the stream does not end as Kineto writes a file) read whole."""
+    where the stream does not end as Kineto writes a file, or fails) read whole."""
     path = str(f)
     src = io.open_source(f)
     try:
@@ -222,7 +224,9 @@ def _read_file(f: Path, bar: _Progress, sizes: dict[str, int]) -> _Rank:
             del head
             try:
                 return _rank(stream, lambda: stream.top, path, bar, sizes)
-            except (pieces.Unstreamable, dec.Malformed) as e:
+            except (pieces.Unstreamable, dec.Malformed, TraceError) as e:
+                # An error too: the whole file's JSON is checked before its events are, so
+                # read whole, an event's error after it gives way to broken JSON after it.
                 logger.debug("%s: read whole (%s)", plain_text(path), e)
                 src.close()
                 src = io.open_source(f)
@@ -309,7 +313,7 @@ def _tabulate(
     """Tabulate one piece: read by the accelerator, else (where it leaves the piece) by the
     pure path; 1 when the pure path read it. A whole file's array is tabulated a chunk of
     events at a time, whichever reads it, so that its rows come out in the same order."""
-    batch = dec.CHUNK if piece.whole else None
+    batch = CHUNK if piece.whole else None
     got = accel.events(piece.data, piece.span, tb.CAT_CODES, tb.PHASE_CODES) if fast else None
     offset = parts.events
     if got is not None:

@@ -28,7 +28,7 @@ from nbprof.trace import accel, links
 from nbprof.trace import decode as dec
 from nbprof.trace import text as tx
 from nbprof.trace.events import TEXT_ID, ArgSpans, EventColumns
-from nbprof.trace.model import SCHEMA, TABLES
+from nbprof.trace.model import SCHEMA, TABLES, frame_from_arrays
 from nbprof.trace.text import Text
 
 if TYPE_CHECKING:
@@ -467,12 +467,20 @@ def kernels(c: Common, idx: np.ndarray, ids: Ids, path: str) -> Columns:
 
 def _parse_memcpy_names(names: Text) -> tuple[Text, Text, Text]:
     """(kind, src, dst) of each copy, from its name, read once per distinct name."""
-    got = [_MEMCPY_RE.match(str(u)) for u in names.values]
-    parsed = [(m.group(1), m.group(2), m.group(3)) if m else ("", "", "") for m in got]
-    kind = Text.of(k if k in _MEMCPY_KINDS else "" for k, _, _ in parsed)
-    src = Text.of(s if s in _MEMORY_PLACES else "" for _, s, _ in parsed)
-    dst = Text.of(d if d in _MEMORY_PLACES else "" for _, _, d in parsed)
-    return kind.under(names.codes), src.under(names.codes), dst.under(names.codes)
+
+    def part(i: int, known: frozenset[str]) -> Callable[[str], str]:
+        def one(name: str) -> str:
+            m = _MEMCPY_RE.match(name)
+            got = m.group(i) if m else ""
+            return got if got in known else ""
+
+        return one
+
+    return (
+        names.map(part(1, _MEMCPY_KINDS)),
+        names.map(part(2, _MEMORY_PLACES)),
+        names.map(part(3, _MEMORY_PLACES)),
+    )
 
 
 def copies(c: Common, idx: np.ndarray, ids: Ids, path: str, *, memcpy: bool) -> Columns:
@@ -642,7 +650,7 @@ def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> Col
         return _empty_columns("devices")
     got = list(rows.values())
 
-    def col(name: str, dtype: type) -> np.ndarray:
+    def col(name: str, dtype: type) -> Any:
         values = [r[name] for r in got]
         return Text.of(values) if dtype is object else np.array(values, dtype)
 
@@ -908,11 +916,16 @@ def tabulate(parts: Parts, events: EventColumns, offset: int, ids: Ids, path: st
 
 
 def _flows(events: EventColumns, idx: np.ndarray) -> _Flows:
-    texts = {
-        w: {j: t for j, i in enumerate(idx.tolist()) if (t := getattr(events, f"{w}_text").get(i))}
-        for w in ("pid", "tid", "id")
-        if getattr(events, f"{w}_text")
-    }
+    texts = {}
+    for w in ("pid", "tid", "id"):
+        given: dict[int, str] = getattr(events, f"{w}_text")
+        if given and len(idx):
+            # The flows' rows among the events that have their id as text (idx ascends).
+            rows = np.fromiter(given, np.int64, len(given))
+            at = np.minimum(np.searchsorted(idx, rows), len(idx) - 1)
+            hit = idx[at] == rows
+            if hit.any():
+                texts[w] = {int(at[k]): given[int(rows[k])] for k in np.flatnonzero(hit)}
     return _Flows(events.pid[idx], events.tid[idx], events.ts[idx], events.id[idx], texts)
 
 
@@ -1065,7 +1078,7 @@ def frame_of(table: str, cols: Columns) -> pd.DataFrame:
         else:
             t = want.get(c)
             arrays[c] = v.astype(t) if t is not None and t != "category" and v.dtype != t else v
-    return pd.DataFrame(arrays, copy=False)
+    return frame_from_arrays(arrays, own=True)
 
 
 @functools.lru_cache(maxsize=256)
@@ -1100,7 +1113,13 @@ def joined(table: str, parts: list[RankPart]) -> pd.DataFrame:
     if any(list(p) != names for p, _, _ in parts):
         # Ranks whose columns differ (from the cache of another version): pandas aligns them.
         frames = [_shifted(frame_of(table, p), shift, offset) for p, shift, offset in parts]
-        return pd.concat(frames, ignore_index=True)
+        aligned = pd.concat(frames, ignore_index=True)
+        for c in aligned.columns:
+            # pandas joins Categoricals of different categories as objects: united instead.
+            cats = [f[c].array for f in frames if c in f]
+            if len(cats) == len(frames) and all(isinstance(a, pd.Categorical) for a in cats):
+                aligned[c] = tx.union(cats)
+        return aligned
     out: Columns = {}
     for c in names:
         pieces = [p[c] for p, _, _ in parts]

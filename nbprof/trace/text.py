@@ -56,9 +56,22 @@ class Text:
         codes = np.where(rows >= 0, self.codes[np.maximum(rows, 0)], len(self.values))
         return Text(codes.astype(np.int32, copy=False), values)
 
+    def used(self) -> tuple[np.ndarray, list[str]]:
+        """(the codes this column uses, their values): a piece's columns share its whole
+        list of names, most of which any one column never uses."""
+        seen = np.zeros(len(self.values), bool)
+        seen[self.codes] = True
+        at = np.flatnonzero(seen)
+        values = self.values
+        return at, [values[i] for i in at.tolist()]
+
     def map(self, each: Any) -> Text:
-        """``each`` of every value, worked out once per distinct value."""
-        return Text.of(each(v) for v in self.values).under(self.codes)
+        """``each`` of every value, worked out once per distinct value used."""
+        at, values = self.used()
+        mapped = Text.of(map(each, values))
+        place = np.zeros(len(self.values), np.int32)
+        place[at] = mapped.codes
+        return Text(place[self.codes], mapped.values)
 
     def under(self, codes: np.ndarray) -> Text:
         """This column read at ``codes`` (a column whose values are this one's rows)."""
@@ -70,19 +83,18 @@ class Text:
         return [values[c] for c in self.codes.tolist()]
 
     def hits(self, test: Any) -> np.ndarray:
-        """Boolean per row: ``test(value)``, asked once per distinct value."""
-        per = np.fromiter(map(test, self.values), bool, len(self.values))
-        return per[self.codes] if len(self.values) else np.zeros(len(self.codes), bool)
+        """Boolean per row: ``test(value)``, asked once per distinct value used."""
+        at, values = self.used()
+        per = np.zeros(len(self.values), bool)
+        per[at] = np.fromiter(map(test, values), bool, len(values))
+        return per[self.codes]
 
     def categorical(self) -> pd.Categorical:
         """The column as a ``Categorical`` of the values it uses, sorted."""
-        used = np.zeros(len(self.values), bool)
-        used[self.codes] = True
-        kept = np.flatnonzero(used)
-        values = list(self.values)
-        ordered = sorted(kept.tolist(), key=values.__getitem__)
-        remap = np.empty(len(values), np.int32)
-        remap[ordered] = np.arange(len(ordered), dtype=np.int32)
+        at, values = self.used()
+        ordered = sorted(range(len(values)), key=values.__getitem__)
+        remap = np.zeros(len(self.values), np.int32)
+        remap[at[ordered]] = np.arange(len(ordered), dtype=np.int32)
         return categorical(remap[self.codes], [values[i] for i in ordered])
 
 
