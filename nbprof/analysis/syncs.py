@@ -186,7 +186,10 @@ def sync_calls(
         rt = np.flatnonzero(sync & ~gpu_side)
         picked.append((runtime, rt))
         if not len(rt):
-            picked.append((runtime, np.flatnonzero(gpu_side)))
+            # A "Stream Wait Event" is a stream waiting on another on the GPU, never the
+            # host: the other cuda_sync kinds (stream, event, context syncs) block it.
+            waits = equals(name_column(runtime, "name"), "Stream Wait Event")
+            picked.append((runtime, np.flatnonzero(gpu_side & ~waits)))
     if not cpu_ops.empty:
         names = name_column(cpu_ops, "name")
         ops = np.flatnonzero(is_in(names, _SYNC_OPS_SET))

@@ -148,7 +148,9 @@ def _copy(a: Any) -> Any:
 
 
 def _dtype_word(dtype: str) -> str:
-    return "text (categorical)" if dtype == "category" else dtype
+    if dtype == "category":
+        return "text (categorical)"
+    return "str" if dtype == "object" else dtype
 
 
 def _missing_word(missing: Any) -> str:
@@ -226,6 +228,13 @@ RUNTIME = Table(
         *_HOST_EVENT,
         replace(CORRELATION, doc="links the call to the GPU event it launched"),
         Column("cat", TEXT, 'category: "cuda_runtime", "cuda_driver", "cuda_sync", ...'),
+        Column(
+            "wait_on_stream",
+            "int64",
+            'a `cuda_sync` "Stream Wait Event" (its `tid` is the waiting stream): the stream '
+            "whose recorded event it waits on",
+            -1,
+        ),
     ),
 )
 CPU_OPS = Table(

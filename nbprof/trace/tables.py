@@ -44,8 +44,9 @@ Columns = dict[str, Any]
 # Event kinds. Old Kineto (PyTorch <= 1.9) wrote capitalised categories; newer ones use
 # snake_case. Both map to the same kind.
 OTHER, KERNEL, MEMCPY, MEMSET, RUNTIME, CPU_OP, ANNOTATION, GPU_ANNOTATION, RANGE = range(9)
-#: Python frames (``with_stack=True``): only the DataLoader's ``__next__`` is kept, as an
-#: annotation (a stack trace holds a hundred thousand frames; analysis needs that one).
+#: Python frames (``with_stack=True``): only the input pipeline's are kept, as annotations
+#: (a stack trace holds a hundred thousand frames; analysis needs those few): the
+#: DataLoader's ``__next__`` and the frames of CPU preprocessing (:data:`INPUT_FRAME`).
 PYTHON = 10
 CATEGORY_KIND: dict[str, int] = {
     "kernel": KERNEL,
@@ -77,6 +78,25 @@ _MEMORY_PLACES = frozenset({"Pageable", "Pinned", "Device"})
 #: The Python frame of a DataLoader batch fetch, e.g.
 #: ``torch/utils/data/dataloader.py(733): __next__``.
 DATALOADER_FRAME = re.compile(r"dataloader\.py\(\d+\): __next__$")
+#: Python frames of CPU preprocessing, by the library file they run in: image transforms
+#: (torchvision, PIL, OpenCV, albumentations), tokenizers and processors (tokenizers,
+#: sentencepiece, transformers' tokenization / image-processing / feature-extraction
+#: modules), audio (torchaudio's transforms, librosa), numerical work (numpy, scipy), and
+#: torch.utils.data's own collate and fetch code.
+INPUT_FRAME = re.compile(
+    r"(?:^|/)(?:torchvision/transforms|PIL|cv2|albumentations|tokenizers|sentencepiece|"
+    r"transformers/(?:models/\w+/)?(?:tokenization|image_processing|feature_extraction)\w*|"
+    r"torchaudio/(?:transforms|functional)|librosa|numpy|scipy|torch/utils/data/_utils)"
+    r"[/.][^()]*\(\d+\): "
+)
+
+
+def kept_frame(name: str) -> bool:
+    """Whether a Python frame is kept (:data:`PYTHON`); a substring test first, as a stack
+    trace's frames are many and its DataLoader frames few."""
+    return ("dataloader.py" in name and DATALOADER_FRAME.search(name) is not None) or (
+        INPUT_FRAME.search(name) is not None
+    )
 
 
 #: The code of a thread id text that no table row holds (codes given out are -2, -3, ...).
@@ -414,7 +434,7 @@ _FIELDS: dict[type[msgspec.Struct], dict[str, Any]] = {
         dec.CopyArgs,
         {"device": _I, "stream": _I, "correlation": _I, "bytes": _N, "kind": accel.KIND_FIELD},
     ),
-    dec.RuntimeArgs: accel.spec_of(dec.RuntimeArgs, {"correlation": _I}),
+    dec.RuntimeArgs: accel.spec_of(dec.RuntimeArgs, {"correlation": _I, "wait_on_stream": _I}),
     dec.OpArgs: accel.spec_of(
         dec.OpArgs,
         {
@@ -512,6 +532,7 @@ def runtime(c: Common, idx: np.ndarray, cats: Text, path: str) -> Columns:
         "dur": c.dur,
         "correlation": args.num("correlation", np.int64, -1),
         "cat": cats,
+        "wait_on_stream": args.num("wait_on_stream", np.int64, -1),
     }
 
 
@@ -889,10 +910,8 @@ def tabulate(parts: Parts, events: EventColumns, offset: int, ids: Ids, path: st
     op_com = com(ops)
     parts.add("cpu_ops", cpu_ops(op_com, offset + ops, path))
     py = k[PYTHON]
-    # A substring test first: a stack trace's frames are many, its DataLoader frames few.
-    fetch = events.name.take(py).hits(
-        lambda n: "dataloader.py" in n and bool(DATALOADER_FRAME.search(n))
-    )
+    # Each distinct name tested once: a stack trace repeats a few thousand names.
+    fetch = events.name.take(py).hits(kept_frame)
     ann_idx = np.concatenate([k[ANNOTATION], k[GPU_ANNOTATION], op_idx[step_like], py[fetch]])
     on_gpu = np.zeros(len(ann_idx), bool)
     n_cpu = len(k[ANNOTATION])
