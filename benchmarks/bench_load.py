@@ -17,7 +17,9 @@ flow and external ids, so every link stays unique), written to ``benchmarks/out/
 * ``nbprof.load`` through its table cache: the first load (which writes the cache) and the
   second (which reads it), in a cache folder of their own;
 * with ``--old TREE``, ``nbprof.load`` + ``analyze`` of another checkout (its own C
-  extensions built in place), to compare two versions in the same run.
+  extensions built in place), to compare two versions in the same run;
+* ``pure``: this tree's ``nbprof.load`` + ``analyze`` without its C accelerator
+  (``NBPROF_ACCEL=0``).
 
 nbprof's time is split by stage (gunzip, decode, tables, analysis), and each contender's
 speed is also given in MB/s of JSON, load + analysis.
@@ -60,6 +62,8 @@ TRACEINSIGHT = Path(os.environ.get("NBPROF_BENCH_TRACEINSIGHT", OUT / "traceinsi
 CACHE = OUT / "cache"
 #: Every contender, in the order they take turns.
 MODES = ("nbprof", "old", "cold", "warm", "orjson", "hta", "traceinsight")
+#: Contenders run beside them, quoted in the targets only: this tree without its accelerator.
+EXTRA = ("pure",)
 #: The checkout the "old" contender runs (``--old``), and how it is named in the report.
 OLD_TREE: Path | None = None
 OLD_NAME = "old tree"
@@ -265,7 +269,7 @@ def _hta_load(path: str, out: dict[str, Any]) -> None:
 
 def child(mode: str, path: str) -> dict[str, Any]:
     out: dict[str, Any] = {"mode": mode}
-    if mode in ("nbprof", "old", "cold", "warm"):
+    if mode in ("nbprof", "old", "pure", "cold", "warm"):
         import inspect
 
         import pandas  # noqa: F401 (a dependency: counted in the size after imports)
@@ -329,6 +333,10 @@ def measure(mode: str, path: Path, timeout: float) -> dict[str, Any]:
             return {"mode": mode, "error": "no --old tree given"}
         # This script, importing the other tree's nbprof.
         env["PYTHONPATH"] = str(OLD_TREE)
+    if mode == "pure":
+        # This tree without its C accelerator: the factor its missing-accelerator warning
+        # quotes (nbprof.trace.accel.PURE_SLOWDOWN).
+        env["NBPROF_ACCEL"] = "0"
     if mode == "cold":
         import shutil
 
@@ -633,6 +641,13 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
                 f"against {old['peak_mb']:.0f} ({mem_x:.2f}x) ({_verdict(mem_x <= 1.0)}: "
                 "no higher);"
             )
+        pure = g.get("pure", {})
+        if "times" in pure:
+            parts.append(
+                f"the pure path (`NBPROF_ACCEL=0`): {pure['times'][0] / best_nb:.2f}x the "
+                f"time with the accelerator ({median(pure['times']) / med_nb:.2f}x of the "
+                "medians);"
+            )
         ratio = nb["peak_mb"] * MB / r["json_bytes"]
         grow = (nb["peak_mb"] - nb["base_mb"]) * MB / r["json_bytes"]
         parts.append(
@@ -715,7 +730,9 @@ def main() -> int:
         "--no-hta", action="store_true", help="skip HolisticTraceAnalysis and traceinsight"
     )
     ap.add_argument(
-        "--only", default=",".join(MODES), help=f"contenders to run (of {','.join(MODES)})"
+        "--only",
+        default=",".join(MODES + EXTRA),
+        help=f"contenders to run (of {','.join(MODES + EXTRA)})",
     )
     ap.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
     ap.add_argument(
@@ -765,7 +782,7 @@ def main() -> int:
             capture_output=True, text=True, check=False,
         ).stdout.strip()  # fmt: skip
         OLD_NAME = f"old tree ({rev})" if rev else "old tree"
-    only = [m for m in MODES if m in a.only.split(",") and (m != "old" or OLD_TREE)]
+    only = [m for m in MODES + EXTRA if m in a.only.split(",") and (m != "old" or OLD_TREE)]
     if a.no_hta:
         only = [m for m in only if m not in ("hta", "traceinsight")]
     full = {sizes[0], sizes[-1]}  # every contender: the file as is and the largest

@@ -76,8 +76,8 @@ def text_codes(values: Names) -> tuple[list[Any], np.ndarray]:
         # Categories are sorted: renumbered in order of first appearance.
         if not len(codes):
             return [], codes
-        used, first = np.unique(codes, return_index=True)
-        order = used[np.argsort(first, kind="stable")]
+        # The codes used, in order of first appearance: one hashing pass, not a sort.
+        order = np.asarray(pd.unique(codes), dtype=np.int64)
         place = np.empty(len(uniq), np.int64)
         place[order] = np.arange(len(order))
         return [uniq[i] for i in order.tolist()], place[codes]

@@ -117,14 +117,17 @@ def frame_from_arrays(
     # A copy of the names' Index, made once: a frame's own (``df.columns.name = ...``
     # changes it); made anew, an Index costs more than a small frame's arrays.
     names = _names(tuple(columns)).copy()
-    arrays = [a if own else _copy(a) for a in columns.values()]
     make = getattr(pd.DataFrame, "_from_arrays", None)
     if make is not None:
+        # It gathers the numpy columns of a dtype into one new block (a copy): only the
+        # others (Categoricals), kept as they are, need copying for the frame to own them.
+        arrays = [a if own or isinstance(a, np.ndarray) else _copy(a) for a in columns.values()]
         try:
             out: pd.DataFrame = make(arrays, names, index, verify_integrity=False)
             return out
         except TypeError:  # pragma: no cover - a pandas whose private signature changed
             pass
+    arrays = [a if own else _copy(a) for a in columns.values()]
     return pd.DataFrame(  # the same frame, the public way
         {
             c: pd.Series(a, dtype=object, index=index, copy=False)

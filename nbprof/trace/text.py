@@ -91,11 +91,18 @@ class Text:
 
     def categorical(self) -> pd.Categorical:
         """The column as a ``Categorical`` of the values it uses, sorted."""
-        at, values = self.used()
-        ordered = sorted(range(len(values)), key=values.__getitem__)
-        remap = np.zeros(len(self.values), np.int32)
-        remap[at[ordered]] = np.arange(len(ordered), dtype=np.int32)
-        return categorical(remap[self.codes], [values[i] for i in ordered])
+        values = self.values
+        if not len(self.codes):
+            return empty()
+        if len(values) == 1:  # a column of one text (a device, a category): every code 0
+            return categorical(self.codes, values)
+        at, used = self.used()
+        if len(at) == 1:
+            return categorical(np.zeros(len(self.codes), np.int32), used)
+        ordered = sorted(range(len(used)), key=used.__getitem__)
+        remap = np.zeros(len(values), np.int32)
+        remap[at[np.asarray(ordered, np.intp)]] = np.arange(len(ordered), dtype=np.int32)
+        return categorical(remap[self.codes], [used[i] for i in ordered])
 
 
 def categorical(codes: np.ndarray, sorted_values: Sequence[str]) -> pd.Categorical:
