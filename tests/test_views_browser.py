@@ -448,7 +448,9 @@ def test_hover_answers_after_wheel_and_box_zoom_on_eight_ranks(
     cx, cy = f["x"] + f["width"] * 0.5, f["y"] + 40
     page.mouse.move(cx, cy)
     before = page.evaluate(_RANGE, 0)
+    page.keyboard.down("Control")  # the wheel zooms with Ctrl held, else scrolls the page
     page.mouse.wheel(0, -800)
+    page.keyboard.up("Control")
     page.wait_for_function(f"(b) => ({_RANGE})(0)[1] - ({_RANGE})(0)[0] < b", arg=before[1] -
                            before[0], timeout=10_000)  # fmt: skip
     page.mouse.move(f["x"] + f["width"] * 0.3, cy)

@@ -323,7 +323,11 @@ def test_exact_window_matches_a_brute_force_count_on_a_large_trace() -> None:
     out = draw(tl, x0, x1)
     expected = np.flatnonzero((data.x <= x1) & (data.x + data.dur >= x0))
     assert out["mode"] == "exact"
-    assert sorted(detail(out)["i"]) == expected.tolist()
+    # Each is drawn as itself, or (narrower than a few pixels among others) counted in
+    # its lane's one-pixel bins.
+    drawn = sorted(detail(out)["i"])
+    assert set(drawn) <= set(expected.tolist()) and len(drawn) > 10
+    assert len(drawn) + sum(out["agg"]["events"]) == len(expected)
 
 
 def test_encoding_round_trips_within_one_tick() -> None:
