@@ -252,6 +252,8 @@ def test_outside_a_kernel_each_dashboard_carries_bokehjs() -> None:
 
 def test_payload_json_cannot_close_its_script() -> None:
     p = small_profile()
+    k = p.trace.kernels  # text is a Categorical: the new name is added first
+    k["name"] = k["name"].cat.add_categories(["</script><script>alert(3)</script><!--"])
     p.trace.kernels.loc[0, "name"] = "</script><script>alert(3)</script><!--"
     html = dashboard.fragment(p, include_bokeh_js=False)
     payload = html[html.index(f'<script type="{dashboard.PAYLOAD_TYPE}">') :]
