@@ -173,9 +173,11 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.trace, args.output, opts=opts)
     except (_BadInput, NbprofError) as e:  # TraceError says "<file>: <reason>" already
         return _fail(str(e))
-    except MemoryError:
+    except MemoryError as e:
         # Past the reader (which words its own): the analysis or the report ran out.
-        return _fail(f"{args.trace}: {_memory.not_enough(_size_of(args.trace), None)}")
+        where = getattr(args, "trace", None) or args.before
+        size = _memory.size_on_disk(where)
+        return _fail(f"{where}: {_memory.not_enough(size, _memory.free_bytes(), detail=str(e))}")
     except BrokenPipeError:  # `nbprof analyze x | head`
         return EXIT_OK
     except OSError as e:
@@ -204,14 +206,6 @@ def _fail(message: str) -> int:
     # File names and trace text can hold terminal control sequences: never echo them.
     print(f"nbprof: error: {plain_text(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
-
-
-def _size_of(path: str) -> int:
-    try:
-        p = Path(path)
-        return sum(f.stat().st_size for f in p.iterdir()) if p.is_dir() else p.stat().st_size
-    except OSError:
-        return 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -273,8 +273,11 @@ def summarize_file(task: tuple[str, int, bool]) -> RankSummary | RankFailure:
             return summarize(trace, path, cap=cap)
     except TraceError as e:
         return RankFailure(path, e.reason)
-    except MemoryError:
-        return RankFailure(path, "not enough memory to read and analyse it")
+    except MemoryError as e:
+        from nbprof import _memory
+
+        size = _memory.size_on_disk(path) if not is_url(path) else 0
+        return RankFailure(path, _memory.not_enough(size, _memory.free_bytes(), detail=str(e)))
 
 
 def local_workers(workers: int | None, n_files: int) -> int:

@@ -163,12 +163,13 @@ def read(
     with _collector.paused():
         try:
             return _read(Path(path), progress, sizes, cache)
-        except MemoryError:
+        except MemoryError as e:
             # Out of memory under a process or container limit (beyond one, Linux's OOM
             # killer ends the process instead; read_bytes refuses what clearly cannot fit
             # beforehand).
             where, size = next(reversed(sizes.items()), (str(path), 0))
-            raise TraceError(where, _memory.not_enough(size, free)) from None
+            size = size or _memory.size_on_disk(where)
+            raise TraceError(where, _memory.not_enough(size, free, detail=str(e))) from None
 
 
 def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) -> Trace:

@@ -7,7 +7,6 @@ characters, which would otherwise let a crafted kernel name drive the user's ter
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
@@ -283,11 +282,11 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
     lines += _job_skew(d, width)
     lines += _job_collectives(d, width)
     if d.missing:
+        from nbprof.analysis.job import describe_missing
+
         lines += ["", "Missing ranks (the job is analysed without them):"]
         for m in d.missing:
-            who = f"rank {m['rank']}" if m["rank"] is not None else "rank ?"
-            where = f" ({plain(Path(m['path']).name)})" if m.get("path") else ""
-            lines += wrap(f"{who}{where}: {m['reason']}", width, first="  ", indent="    ")
+            lines += wrap(describe_missing(m), width, first="  ", indent="    ")
     others = [f for f in d.findings if f.id not in ("straggler",)]
     if others:
         lines += ["", "Findings:"]
