@@ -30,13 +30,51 @@ class OutputError(NbprofError):
         super().__init__(f"{path}: {reason}")
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: What a terminal acts on or reorders instead of showing: C0 and C1 control characters
+#: (ANSI escape sequences, bells, a newline that would start a forged line), Unicode's
+#: bidirectional controls (a right-to-left override shows "exe.txt" for "txt.exe"), other
+#: invisible format characters (zero widths, joiners, tags), the line and paragraph
+#: separators, and lone surrogates: the bytes of a file name that were not UTF-8, which no
+#: terminal encoding can print. One class of characters: a linear scan.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\ufeff\ufff9-\ufffb\ud800-\udfff\U000e0000-\U000e007f]"
+)
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    if c in _SHORT:
+        return _SHORT[c]
+    o = ord(c)
+    if 0xDC80 <= o <= 0xDCFF:  # a byte that was not UTF-8, as os.fsdecode keeps it
+        return f"\\x{o - 0xDC00:02x}"
+    if o < 0x100:
+        return f"\\x{o:02x}"
+    return f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
 
 
 def plain_text(value: object) -> str:
-    """Text safe to print on a terminal: control characters from a trace or a file name
-    (ANSI escape sequences, bells) become '?'."""
-    return _CONTROL.sub("?", str(value))
+    """Text safe to print on a terminal: what a terminal would act on rather than show
+    (see :data:`_UNSAFE`) is written as Python writes it in a string (``\\n``, ``\\x1b``,
+    ``\\u202e``; a byte of a file name that is not UTF-8 as ``\\xff``). The one escaping of
+    every message that prints a file name or a trace string; escaping twice changes
+    nothing (the result is printable, and a backslash is left as it is)."""
+    text = str(value)
+    if text.isprintable():  # the usual case, with no scan: every character is shown
+        return text
+    return _UNSAFE.sub(_escape, text)
+
+
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(value: str) -> str:
+    """``value`` with each lone surrogate (a byte of a file name that was not UTF-8) written
+    as ``plain_text`` shows it, so that it can be encoded as UTF-8 (JSON, HTML); the rest
+    is unchanged."""
+    return _LONE.sub(_escape, value) if _LONE.search(value) else value
 
 
 class NestedProfilerError(NbprofError, RuntimeError):

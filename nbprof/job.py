@@ -288,17 +288,18 @@ def local_workers(workers: int | None, n_files: int) -> int:
     from nbprof import parallel
 
     if workers is not None:
-        return workers
+        n, why = parallel.bounded(workers, n_files)
+        if why:
+            logger.warning(
+                "%d worker processes asked for, %d started: no more can run at once (%s)",
+                workers,
+                n,
+                " and ".join(w.replace("item", "rank file") for w in why),
+            )
+        return n
     if n_files < 2 or parallel.start_method() != "fork":
         return 1
-    return max(1, min(n_files, _cpus()))
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux; fork is not used there anyway
-        return os.cpu_count() or 1
+    return max(1, min(n_files, parallel.cpus()))
 
 
 def load_job(
@@ -337,6 +338,11 @@ def load_job(
 
         with _local(files[0]) as local:
             return Profile(read(local, progress=progress, cache=cache and not is_url(files[0])))
+    if cache:
+        from nbprof.trace import cache as table_cache
+
+        # Asked here, once: a refused cache folder is one warning, not one per worker.
+        cache = table_cache.cache_dir() is not None
     cap = max(200, min(5000, TIMELINE_EVENTS // len(files)))
     # What every rank needs, imported here once: forked workers then start with it.
     import nbprof.trace  # noqa: F401

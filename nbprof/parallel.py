@@ -17,6 +17,9 @@ only its small summary comes back).
   ``distributed.scheduler.allowed-failures``; such an item is reported with the number of
   deaths, and one that succeeded after a death says so too.
 
+Local workers end with the process that started them (:func:`die_with_parent`), however
+it ends; :func:`bounded` says how many can be of use.
+
 Dask is optional (``pip install nbprof[dask]``) and imported only here, only when asked.
 """
 
@@ -25,7 +28,11 @@ from __future__ import annotations
 import ctypes
 import logging
 import multiprocessing
+import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -121,6 +128,28 @@ def _processes(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[O
     return [o if o is not None else Outcome(error="not run") for o in out]
 
 
+def cpus() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def bounded(workers: int, items: int) -> tuple[int, list[str]]:
+    """(how many worker processes can be of use for ``items`` items: at most one per item
+    and per core, at least one; why that is fewer than ``workers``, in words)."""
+    n_cpus = cpus()
+    n = max(1, min(workers, items, n_cpus))
+    why: list[str] = []
+    if n < workers:
+        if items < workers:
+            why.append(f"{items} item{'s' if items != 1 else ''}")
+        if n_cpus < workers:
+            why.append(f"{n_cpus} CPU{'s' if n_cpus != 1 else ''}")
+    return n, why
+
+
 def start_method() -> str:
     """How worker processes start here: ``fork`` where it is safe, else ``spawn``.
 
@@ -143,7 +172,10 @@ def _pool_pass(
     died: list[int] = []
     batches = _batches(indices, workers) if batched else [[i] for i in indices]
     with ProcessPoolExecutor(
-        max_workers=min(workers, len(batches)), mp_context=ctx, initializer=_keep_freed_memory
+        max_workers=min(workers, len(batches)),
+        mp_context=ctx,
+        initializer=_worker_start,
+        initargs=(os.getpid(),),
     ) as pool:
         futures: dict[Future[list[Outcome[R]]], list[int]] = {
             pool.submit(_batch, fn, [items[i] for i in b]): b for b in batches
@@ -161,6 +193,55 @@ def _pool_pass(
                 for i in batch:
                     out[i] = Outcome(error=_reason(e))
     return sorted(died)
+
+
+def _worker_start(parent: int) -> None:
+    """In a worker process, first: die with the parent, then keep freed memory."""
+    die_with_parent(parent)
+    _keep_freed_memory()
+
+
+#: prctl's option that signals a process when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+#: How often a worker without PR_SET_PDEATHSIG looks whether its parent is still there.
+_WATCH_S = 0.2
+
+
+def die_with_parent(parent: int) -> str:
+    """Make this worker process end when process ``parent`` does: killed (SIGTERM,
+    SIGHUP, SIGKILL), crashed, or a notebook kernel restarted. How it is done, in a word.
+
+    A pool's worker otherwise outlives its parent: it waits on the pool's pipe, whose
+    other end its sibling workers hold open too, so no end-of-file ever comes, and it is
+    left running under init, holding its memory. On Linux the kernel sends SIGKILL when
+    the parent goes (``PR_SET_PDEATHSIG``: no thread, nothing to poll); the parent may have
+    gone already, before this call, so that is checked after. Elsewhere a daemon thread
+    looks every :data:`_WATCH_S` whether the worker was handed to another parent, and
+    ends the process if so, as Dask's worker processes do when their parent's pipe closes
+    (``distributed.process.AsyncProcess._immediate_exit_when_closed``).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+            prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                              ctypes.c_ulong]  # fmt: skip
+            armed = prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+        if armed:
+            if os.getppid() != parent:  # it ended before the signal was asked for
+                os._exit(1)
+            return "pdeathsig"
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_WATCH_S)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="nbprof-parent-watch", daemon=True).start()
+    return "watch"
 
 
 # glibc's mallopt parameters (malloc.h).

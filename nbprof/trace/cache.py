@@ -2,18 +2,28 @@
 
 Reading a big trace is almost all gunzip, JSON decoding and column building; what comes out
 is a few numeric arrays and many repeats of few strings. Once a file is read, its tables are
-kept as one NumPy ``.npz`` (uncompressed; no pickles: a text column is stored as codes into
-its distinct values, which are one UTF-8 blob and their offsets) in ``$NBPROF_TABLE_CACHE``,
-else ``$NBPROF_CACHE_DIR/tables``, else in the user cache folder: one entry per trace file,
-named by a hash of its resolved path.
+kept as one uncompressed zip of NumPy arrays (no pickles: a text column is stored as codes
+into its distinct values, which are one UTF-8 blob and their offsets) in
+``$NBPROF_TABLE_CACHE``, else ``$NBPROF_CACHE_DIR/tables``, else in the user cache folder:
+one entry per trace file, named ``nbprof-tables-<hash of its path>.npz``.
 
-An entry is used only when everything it was built from is unchanged: the resolved path, the
-file's size, mtime and ctime (ns) and inode, nbprof's version and the cache format; its arrays
-must pass zip's CRC check and fit together (lengths, codes, offsets). Anything else (another
-file's entry, a stale one, a truncated or damaged file, an older format) is ignored with a
-log line and the trace is read again, which replaces the entry. A file modified less than
-:data:`RACY_NS` before it was stat'ed is not cached: a clock tick can hide a same-size rewrite
-from its mtime (git's "racily clean" problem).
+The folder may hold other files: nbprof reads, writes, replaces and evicts only its own
+entries (their names, and the marker that opens each entry: its first member) and the
+temporary files of its own writes (named for the process writing them: those left by a
+writer that was killed are removed, and count towards the size limit until then).
+
+An entry is read with the guards a trace is read with: a regular file only (a FIFO, a
+device or a symbolic link at an entry's name is not read, and is replaced), no larger than
+the memory that is free, no compressed member, each array's size checked against its
+member before anything is allocated. It is used only when everything it was built from is
+unchanged: the resolved path, the file's size, mtime and ctime (ns) and inode, nbprof's
+version and the cache format; its arrays must pass zip's CRC check, hold every column of
+the declared tables (:data:`nbprof.trace.model.SCHEMA`) with its declared dtype, and fit
+together (lengths, codes, offsets). Anything else (another file's entry, a stale one, a
+forged or damaged one, an older format) is ignored with one log line and the trace is read
+again, which replaces the entry. A file modified less than :data:`RACY_NS` before it was
+stat'ed is not cached: a clock tick can hide a same-size rewrite from its mtime (git's
+"racily clean" problem).
 
 Nothing here is allowed to fail a load: a cache that cannot be read or written is logged and
 the trace is read as if there were none.
@@ -21,23 +31,27 @@ the trace is read as if there were none.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import logging
 import os
+import re
+import stat
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 import numpy as np
 
-from nbprof import __version__
-from nbprof._files import atomic_output
+from nbprof import __version__, _memory
+from nbprof._files import atomic_output, is_stale_temp, temp_target
 from nbprof._objects import distinct_objects
-from nbprof.errors import plain_text
-from nbprof.trace.model import TABLES
+from nbprof.errors import plain_text, valid_text
+from nbprof.trace.model import SCHEMA, TABLES, Table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,7 +61,7 @@ else:
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever what is stored, or how, changes: older entries are then rebuilt.
-FORMAT = 1
+FORMAT = 2
 CACHE_ENV = "NBPROF_CACHE_DIR"
 #: The tables' folder itself, when it should be elsewhere than the rest of nbprof's cache.
 TABLE_CACHE_ENV = "NBPROF_TABLE_CACHE"
@@ -55,21 +69,55 @@ TABLE_CACHE_ENV = "NBPROF_TABLE_CACHE"
 RACY_NS = 2_000_000_000
 #: The cache folder is kept under this many bytes: least recently used entries go first.
 MAX_BYTES = 4 << 30
-_HEADER = "header"
+#: An entry's first member, and the array of its facts: the marker that makes a file with
+#: an entry's name one of nbprof's.
+_HEADER = "nbprof_tables_header"
+_PREFIX = "nbprof-tables-"
+_ENTRY = re.compile(_PREFIX + r"[0-9a-f]{32}\.npz")
+#: The zip local header of an entry's first member: signature, 22 bytes, name length.
+_LOCAL = b"PK\x03\x04"
+_MARKER_NAME = (_HEADER + ".npy").encode()
+
+_refused: set[tuple[str, str]] = set()
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
     """``$NBPROF_TABLE_CACHE``; else ``$NBPROF_CACHE_DIR/tables``; else ``tables`` in the
-    user cache folder for nbprof (beside the downloaded traces of :mod:`nbprof.datasets`)."""
-    own = os.environ.get(TABLE_CACHE_ENV)
-    if own:
-        return Path(own)
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env) / "tables"
+    user cache folder for nbprof (beside the downloaded traces of :mod:`nbprof.datasets`).
+
+    ``~`` in either is the home folder. A value that is blank or not an absolute path is
+    refused, in one warning per process, and the cache is off (None): it would otherwise
+    make a folder named "~" or " " wherever the command runs."""
+    for var, tail in ((TABLE_CACHE_ENV, ""), (CACHE_ENV, "tables")):
+        raw = os.environ.get(var)
+        if raw is None:
+            continue
+        folder = env_folder(var, raw)
+        if folder is None:
+            return None
+        return folder / tail if tail else folder
     import platformdirs  # light; the same folder pooch gives the downloads (datasets.py)
 
     return Path(platformdirs.user_cache_dir("nbprof")) / "tables"
+
+
+def env_folder(var: str, raw: str) -> Path | None:
+    """The absolute folder an environment variable names (``~`` expanded); None, with one
+    warning, where it is blank or relative."""
+    folder = Path(os.path.expanduser(raw.strip())) if raw.strip() else None
+    if folder is not None and folder.is_absolute():
+        return folder
+    if (var, raw) not in _refused:
+        _refused.add((var, raw))
+        why = "is blank" if folder is None else "is not an absolute path"
+        logger.warning(
+            "%s=%s %s: the table cache is off (set it to a folder such as ~/.cache/nbprof, "
+            "or unset it)",
+            var,
+            plain_text(repr(raw)),
+            why,
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -104,18 +152,24 @@ class Key:
         )
 
     def facts(self) -> dict[str, Any]:
-        """What an entry records and must match."""
+        """What an entry records and must match (as JSON: a path that is not UTF-8 is
+        recorded with its bytes written out; the entry's name is its exact bytes' hash)."""
         d = asdict(self)
         del d["seen_ns"]
+        d["path"] = valid_text(self.path)
         return d
 
     def stat(self) -> tuple[int, int, int, int]:
         """The part of the key that the file system gives."""
         return (self.size, self.mtime_ns, self.ctime_ns, self.inode)
 
-    def entry(self) -> Path:
-        digest = hashlib.blake2b(self.path.encode("utf-8", "surrogatepass"), digest_size=16)
-        return cache_dir() / f"{digest.hexdigest()}.npz"
+    def entry(self) -> Path | None:
+        """Where this file's entry is kept; None while the cache is off."""
+        folder = cache_dir()
+        if folder is None:
+            return None
+        digest = hashlib.blake2b(os.fsencode(self.path), digest_size=16)
+        return folder / f"{_PREFIX}{digest.hexdigest()}.npz"
 
 
 #: The rank-level facts stored beside the tables (see nbprof.trace.reader._Rank).
@@ -129,85 +183,223 @@ class _Bad(Exception):
 def load(key: Key) -> tuple[dict[str, pd.DataFrame], Info] | None:
     """The tables and facts stored for ``key``; None (logged) when there is no usable entry."""
     entry = key.entry()
+    if entry is None:
+        return None
     try:
-        f = open(entry, "rb")
+        f, size = _open_entry(entry)
     except FileNotFoundError:
         logger.debug("no cached tables for %s", plain_text(key.path))
         return None
+    except _Bad as e:
+        logger.warning(
+            "ignoring the table cache %s: %s; reading the trace again", plain_text(entry), e
+        )
+        return None
     except OSError as e:
-        logger.warning("cannot open the table cache %s (%s); reading the trace", entry, e)
+        logger.warning(
+            "cannot open the table cache %s (%s); reading the trace",
+            plain_text(entry),
+            plain_text(e.strerror or e),
+        )
         return None
     try:
         with f:
-            got = _read_entry(f, key)
+            got = _read_entry(f, size, key)
+    except _Stale as e:
+        logger.info(
+            "ignoring the table cache %s: %s; reading the trace again", plain_text(entry), e
+        )
+        return None
     except _Bad as e:
-        logger.info("ignoring the table cache %s: %s; reading the trace again", entry, e)
+        logger.warning(
+            "ignoring the table cache %s: %s; reading the trace again", plain_text(entry), e
+        )
         return None
     except Exception as e:  # a damaged zip or array can raise nearly anything: never trust it
         logger.warning(
             "ignoring the damaged table cache %s (%s: %s); reading the trace again",
-            entry,
+            plain_text(entry),
             type(e).__name__,
-            e,
+            plain_text(e),
         )
         return None
     try:
-        os.utime(entry)  # when it was last used: eviction removes the least recently used
-    except OSError:
+        os.utime(entry, follow_symlinks=False)  # when it was last used: eviction goes by it
+    except (OSError, NotImplementedError):
         pass
-    logger.debug("tables of %s read from the cache %s", plain_text(key.path), entry)
+    logger.debug("tables of %s read from the cache %s", plain_text(key.path), plain_text(entry))
     return got
 
 
-def _read_entry(f: Any, key: Key) -> tuple[dict[str, pd.DataFrame], Info]:
-    with np.load(f, allow_pickle=False) as z:
-        if _HEADER not in z.files:
-            raise _Bad("not an nbprof table cache")
-        header = msgspec.json.decode(z[_HEADER].tobytes())
+class _Stale(_Bad):
+    """An entry that was right once: another file's, or one made before the file changed."""
+
+
+def _open_entry(entry: Path) -> tuple[BinaryIO, int]:
+    """The entry, opened as a trace is: never following a link, never waiting on a FIFO,
+    only a regular file no larger than the memory that is free."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(entry, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # O_NOFOLLOW on a symbolic link
+            raise _Bad("it is a symbolic link, not an entry nbprof wrote") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Bad("it is not a regular file")
+        limit = _entry_limit()
+        if st.st_size > limit:
+            raise _Bad(
+                f"it is {_memory.gb(st.st_size)}, more than an entry may be here "
+                f"({_memory.gb(limit)})"
+            )
+        os.set_blocking(fd, True)
+        return open(fd, "rb", closefd=True), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _entry_limit() -> int:
+    """The largest entry read: the folder's own limit, and half the memory that is free (an
+    entry is read whole, with no inflation: its arrays are stored uncompressed)."""
+    free = _memory.free_bytes()
+    return MAX_BYTES if free is None else min(MAX_BYTES, free // 2)
+
+
+def _read_entry(f: BinaryIO, size: int, key: Key) -> tuple[dict[str, pd.DataFrame], Info]:
+    with zipfile.ZipFile(f) as z:
+        members = _members(z, size)
+        header = msgspec.json.decode(_array(z, members, _HEADER, "|u1").tobytes())
         if not isinstance(header, dict):
             raise _Bad("not an nbprof table cache")
-        if header.get("format") != FORMAT or header.get("key", {}).get("format") != FORMAT:
-            raise _Bad(f"cache format {header.get('format')!r}, this nbprof writes {FORMAT}")
-        stored = header.get("key")
+        if header.get("format") != FORMAT or not isinstance(header.get("key"), dict):
+            raise _Stale(f"cache format {header.get('format')!r}, this nbprof writes {FORMAT}")
+        stored = header["key"]
         if stored != key.facts():
-            raise _Bad(_why_stale(stored, key))
-        frames = {t: _frame(z, header["tables"][t]) for t in TABLES}
-        return frames, header["info"]
+            raise _Stale(_why_stale(stored, key))
+        tables, info = header.get("tables"), header.get("info")
+        if not isinstance(tables, dict) or not isinstance(info, dict):
+            raise _Bad("its header lacks the tables or the facts")
+        frames = {t.name: _frame(z, members, t, tables.get(t.name)) for t in SCHEMA}
+        return frames, info
+
+
+def _members(z: zipfile.ZipFile, size: int) -> dict[str, zipfile.ZipInfo]:
+    """The entry's members by name, checked before any is read: the marker first, every one
+    stored uncompressed, together no larger than the file (a zip can claim anything)."""
+    infos = z.infolist()
+    if not infos or infos[0].filename != _HEADER + ".npy":
+        raise _Bad("not an nbprof table cache")
+    total = 0
+    for i in infos:
+        if i.compress_type != zipfile.ZIP_STORED or i.file_size != i.compress_size:
+            raise _Bad("it holds compressed data (nbprof stores none)")
+        total += i.file_size
+    if total > size:
+        raise _Bad("its members claim more bytes than the file holds")
+    return {i.filename: i for i in infos}
+
+
+def _array(z: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo], name: str, kind: str) -> Any:
+    """Member ``name`` as a 1-D array of dtype ``kind`` (its ``dtype.str``), allocated only
+    once its header's length and dtype agree with the member's own size."""
+    info = members.get(f"{name}.npy") if isinstance(name, str) else None
+    if info is None:
+        raise _Bad(f"it lacks the array {name!r}")
+    with z.open(info) as m:
+        version = np.lib.format.read_magic(m)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(m)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(m)
+        else:
+            raise _Bad(f"array {name} has an unknown layout {version}")
+        if dtype.str != kind or dtype.hasobject or len(shape) != 1:
+            raise _Bad(f"array {name} is {dtype.str}{shape}, expected {kind} in one dimension")
+        nbytes = int(shape[0]) * dtype.itemsize
+        if nbytes != info.file_size - m.tell():
+            raise _Bad(f"array {name} claims {shape[0]} values, not what its member holds")
+        buf = bytearray(nbytes)  # writable, as arrays read from a trace are
+        reader: Any = m  # a ZipExtFile, which reads into a buffer
+        view, at = memoryview(buf), 0
+        while at < nbytes:
+            got = reader.readinto(view[at:])
+            if not got:
+                raise _Bad(f"array {name} is cut short")
+            at += got
+        m.read()  # to its end: zipfile checks the member's CRC there
+    return np.frombuffer(buf, dtype)
 
 
 def _why_stale(stored: Any, key: Key) -> str:
     if not isinstance(stored, dict):
         return "no key"
-    if stored.get("path") != key.path:
-        return f"it belongs to another file ({plain_text(str(stored.get('path')))})"
+    if stored.get("path") != key.facts()["path"]:
+        return f"it belongs to another file ({plain_text(stored.get('path'))})"
     changed = [k for k, v in key.facts().items() if stored.get(k) != v]
     return "stale: the " + ", ".join(changed) + " changed"
 
 
-def _frame(z: Any, spec: list[list[Any]]) -> pd.DataFrame:
+def expected_kind(dtype: str) -> str:
+    """How a column of a declared dtype is stored: "text" (codes into distinct values) for
+    text, else its NumPy ``dtype.str``."""
+    return "text" if dtype == "object" else np.dtype(dtype).str
+
+
+def _frame(
+    z: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo], table: Table, spec: Any
+) -> pd.DataFrame:
+    """Table ``table`` from its ``spec``, checked against its declaration: every declared
+    column, with its declared dtype, every column as long as the others."""
+    if not isinstance(spec, list):
+        raise _Bad(f"it lacks the table {table.name}")
+    declared = {c.name: expected_kind(c.dtype) for c in table.columns}
     cols: dict[str, Any] = {}
     n: int | None = None
-    for name, kind, names in spec:
+    for item in spec:
+        if not (
+            isinstance(item, list)
+            and len(item) == 3
+            and isinstance(item[0], str)
+            and isinstance(item[1], str)
+            and isinstance(item[2], list)
+        ):
+            raise _Bad(f"table {table.name} is described wrongly")
+        name, kind, arrays = item
+        if name in cols:
+            raise _Bad(f"table {table.name} has two columns {name!r}")
+        want = declared.get(name)
+        if want is not None and kind != want:
+            raise _Bad(f"column {table.name}.{name} is stored as {kind}, declared {want}")
         if kind == "text":
-            codes, offsets, blob = (z[a] for a in names)
+            if len(arrays) != 3:
+                raise _Bad(f"text column {table.name}.{name} is described wrongly")
+            codes, offsets, blob = (
+                _array(z, members, a, k) for a, k in zip(arrays, ("<i4", "<i8", "|u1"), strict=True)
+            )
             col = _text(codes, offsets, blob)
+        elif len(arrays) == 1 and kind[1:2] in ("b", "i", "u", "f") and len(kind) <= 4:
+            col = _array(z, members, arrays[0], kind)
         else:
-            col = z[names[0]]
-            if col.ndim != 1 or col.dtype.str != kind:
-                raise _Bad(f"column {name} is {col.dtype.str}{col.shape}, expected {kind}")
+            raise _Bad(f"column {table.name}.{name} has a kind nbprof does not store ({kind!r})")
         if n is None:
             n = len(col)
         elif len(col) != n:
-            raise _Bad(f"column {name} has {len(col)} rows, expected {n}")
+            raise _Bad(f"column {table.name}.{name} has {len(col)} rows, expected {n}")
         cols[name] = pd.Series(col, dtype=object, copy=False) if kind == "text" else col
+    lacking = [c for c in declared if c not in cols]
+    if lacking:
+        raise _Bad(f"table {table.name} lacks its column {lacking[0]}")
     # The same construction as tables.frame_of: text stays object, numbers are not copied.
     return pd.DataFrame(cols, copy=False)
 
 
 def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> np.ndarray:
-    if codes.dtype != np.int32 or offsets.dtype != np.int64 or blob.dtype != np.uint8:
-        raise _Bad("a text column has the wrong dtypes")
-    if codes.ndim != 1 or offsets.ndim != 1 or blob.ndim != 1 or not len(offsets):
+    if not len(offsets):
         raise _Bad("a text column has the wrong shape")
     if offsets[0] != 0 or offsets[-1] != len(blob) or (np.diff(offsets) < 0).any():
         raise _Bad("a text column's offsets do not fit its text")
@@ -235,6 +427,9 @@ def racy(key: Key) -> bool:
 
 def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
     """Write the entry for ``key`` atomically; log, never raise, when that cannot be done."""
+    entry = key.entry()
+    if entry is None:
+        return
     if racy(key):
         logger.debug("not caching %s: it was modified just now", plain_text(key.path))
         return
@@ -249,21 +444,45 @@ def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
         return
     header["key"] = key.facts()
     header["format"] = FORMAT
-    arrays[_HEADER] = np.frombuffer(msgspec.json.encode(header), np.uint8)
-    entry = key.entry()
+    try:
+        head = np.frombuffer(msgspec.json.encode(header), np.uint8)
+    except (msgspec.EncodeError, TypeError, OverflowError) as e:
+        logger.info("not caching the tables of %s: %s", plain_text(key.path), plain_text(e))
+        return
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
+        _clear_the_way(entry)
         # Not synced to the disk: an entry a crash cut short fails its checks when read,
         # and is made again (fsync took 6 ms of writing a 9 MB entry here, and more on
         # a slow disk).
         with atomic_output(entry, durable=False) as out:
-            # numpy's stubs type **kwds as possibly holding its bool allow_pickle keyword.
-            np.savez(out, **arrays)  # type: ignore[arg-type]
+            _write_entry(out, {_HEADER: head, **arrays})
     except Exception as e:  # a full disk, a read-only home, a bad folder: the load goes on
-        logger.warning("could not write the table cache %s (%s)", entry, e)
+        logger.warning("could not write the table cache %s (%s)", plain_text(entry), plain_text(e))
         return
-    logger.debug("cached the tables of %s in %s", plain_text(key.path), entry)
+    logger.debug("cached the tables of %s in %s", plain_text(key.path), plain_text(entry))
     _evict(entry)
+
+
+def _clear_the_way(entry: Path) -> None:
+    """Remove what is not an entry but sits at an entry's name (a symbolic link, a FIFO):
+    the name is nbprof's, and what a link points to is left as it is."""
+    try:
+        st = os.lstat(entry)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        os.unlink(entry)
+        logger.info("replacing %s, which was not a cache entry", plain_text(entry))
+
+
+def _write_entry(out: BinaryIO, arrays: dict[str, np.ndarray]) -> None:
+    """The arrays as ``np.savez`` writes them (one ``.npy`` member each, uncompressed),
+    the header first: the marker :func:`_is_ours` looks for."""
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, a in arrays.items():
+            with z.open(f"{name}.npy", "w", force_zip64=True) as m:
+                np.lib.format.write_array(m, np.ascontiguousarray(a), allow_pickle=False)
 
 
 def _encode(frames: dict[str, pd.DataFrame], info: Info) -> tuple[dict[str, np.ndarray], Info]:
@@ -293,7 +512,7 @@ def _encode(frames: dict[str, pd.DataFrame], info: Info) -> tuple[dict[str, np.n
     try:
         again = msgspec.json.decode(msgspec.json.encode(info))
     except (msgspec.EncodeError, msgspec.DecodeError, OverflowError, TypeError) as e:
-        raise _Bad(f"its metadata cannot be stored ({e})") from None
+        raise _Bad(f"its metadata cannot be stored ({plain_text(e)})") from None
     if again != info:
         raise _Bad("its metadata does not survive a round trip through JSON")
     return arrays, {"tables": tables, "info": info}
@@ -315,21 +534,62 @@ def _encode_text(col: np.ndarray, table: str, name: str) -> list[np.ndarray]:
     return [codes.astype(np.int32), offsets, blob]
 
 
-def _evict(keep: Path) -> None:
-    """Remove the least recently used entries while the folder is over :data:`MAX_BYTES`."""
+def _is_ours(path: str) -> bool:
+    """Whether the regular file at ``path`` opens as an entry nbprof wrote: its first zip
+    member is the header (read without following a link or waiting on a FIFO)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        entries = [(e.stat(), e) for e in keep.parent.glob("*.npz")]
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, 30 + len(_MARKER_NAME))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return head[:4] == _LOCAL and head[30:] == _MARKER_NAME
+
+
+def _evict(keep: Path) -> None:
+    """Keep the folder's own files under :data:`MAX_BYTES`: remove what interrupted writes
+    left, then the least recently used entries. Touches nothing but nbprof's own files:
+    entry names that open with an entry's marker, and temporary files of entry names."""
+    entries: list[tuple[int, int, str]] = []  # (mtime_ns, size, path)
+    total = 0
+    try:
+        with os.scandir(keep.parent) as it:
+            for e in it:
+                temp_of = temp_target(e.name)
+                if not _ENTRY.fullmatch(e.name) and not (temp_of and _ENTRY.fullmatch(temp_of)):
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if temp_of is not None and is_stale_temp(e.name, st.st_mtime):
+                    _remove(e.path, "left by an interrupted write")
+                    continue
+                total += st.st_size
+                if temp_of is None and e.path != str(keep):
+                    entries.append((st.st_mtime_ns, st.st_size, e.path))
     except OSError:
         return
-    total = sum(st.st_size for st, _ in entries)
-    for st, e in sorted(entries, key=lambda x: x[0].st_mtime_ns):
+    for _, size, path in sorted(entries):
         if total <= MAX_BYTES:
             break
-        if e == keep:
-            continue
-        try:
-            e.unlink()
-            total -= st.st_size
-            logger.debug("removed the least recently used table cache %s", e)
-        except OSError:
-            pass
+        if _is_ours(path) and _remove(path, "the least recently used"):
+            total -= size
+
+
+def _remove(path: str, why: str) -> bool:
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    logger.debug("removed the table cache file %s (%s)", plain_text(path), why)
+    return True

@@ -231,6 +231,8 @@ def _cached_rank(key: table_cache.Key) -> _Rank | None:
         return None
     frames, info = got
     try:
+        if not -(2**31) <= int(info["rank"]) < 2**31:  # the rank column is int32
+            raise ValueError(f"rank {info['rank']} out of range")
         return _Rank(
             rank=int(info["rank"]),
             first_ns=int(info["first_ns"]),
@@ -241,8 +243,10 @@ def _cached_rank(key: table_cache.Key) -> _Rank | None:
             notes=[str(n) for n in info["notes"]],
             file_rank=None if info["file_rank"] is None else int(info["file_rank"]),
         )
-    except (KeyError, TypeError, ValueError) as e:
-        logger.warning("ignoring a table cache with unreadable facts (%s); reading the trace", e)
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        logger.warning(
+            "ignoring a table cache with unreadable facts (%s); reading the trace", plain_text(e)
+        )
         return None
 
 
