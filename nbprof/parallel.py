@@ -25,6 +25,7 @@ Dask is optional (``pip install nbprof[dask]``) and imported only here, only whe
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import multiprocessing
@@ -171,12 +172,13 @@ def _pool_pass(
     ctx = multiprocessing.get_context(start_method())
     died: list[int] = []
     batches = _batches(indices, workers) if batched else [[i] for i in indices]
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=min(workers, len(batches)),
         mp_context=ctx,
         initializer=_worker_start,
         initargs=(os.getpid(),),
-    ) as pool:
+    )
+    try:
         futures: dict[Future[list[Outcome[R]]], list[int]] = {
             pool.submit(_batch, fn, [items[i] for i in b]): b for b in batches
         }
@@ -192,11 +194,41 @@ def _pool_pass(
             except Exception as e:
                 for i in batch:
                     out[i] = Outcome(error=_reason(e))
+    except BaseException:
+        # Ctrl-C (or anything else that ends the pass early): the workers stop now. Leaving
+        # the pool as ``with`` does would wait for every item still queued.
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
     return sorted(died)
 
 
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End a pool's workers at once, queued items dropped."""
+    kill = getattr(pool, "kill_workers", None)  # Python 3.14
+    if kill is not None:
+        kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        return
+    # Before 3.14 the executor has no way to end its workers but its own map of them,
+    # which shutdown() empties: read first.
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    for p in workers:
+        with contextlib.suppress(Exception):
+            p.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in workers:
+        with contextlib.suppress(Exception):
+            p.join(5)
+
+
 def _worker_start(parent: int) -> None:
-    """In a worker process, first: die with the parent, then keep freed memory."""
+    """In a worker process, first: die with the parent, then keep freed memory.
+
+    Ctrl-C reaches every process of the terminal's foreground group: the parent stops its
+    workers (:func:`_stop`), so a worker ignores it rather than print a traceback of its
+    own or hand the interrupt back as an item's result."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent)
     _keep_freed_memory()
 
