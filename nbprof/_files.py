@@ -142,6 +142,30 @@ def check_writable(path: str | os.PathLike[str], *, not_over: list[Path] | None 
     return p
 
 
+_refused: set[tuple[str, str]] = set()
+
+
+def env_folder(var: str, raw: str, otherwise: str) -> Path | None:
+    """The absolute folder the environment variable ``var`` (set to ``raw``) names, ``~``
+    expanded; None where it is blank or relative, said in one warning per process that
+    ends in ``otherwise`` (what nbprof does instead). A relative value would otherwise make
+    a folder named "~" or " " wherever the command happens to run."""
+    folder = Path(os.path.expanduser(raw.strip())) if raw.strip() else None
+    if folder is not None and folder.is_absolute():
+        return folder
+    if (var, raw) not in _refused:
+        _refused.add((var, raw))
+        why = "is blank" if folder is None else "is not an absolute path"
+        logger.warning(
+            "%s=%s %s: %s (set it to a folder such as ~/.cache/nbprof, or unset it)",
+            var,
+            plain_text(repr(raw)),
+            why,
+            otherwise,
+        )
+    return None
+
+
 #: A temporary file whose writer still runs is left alone, unless it is older than this
 #: (its process id may have been given to another process since).
 STALE_TEMP_S = 3600.0

@@ -342,7 +342,7 @@ def load_job(
         from nbprof.trace import cache as table_cache
 
         # Asked here, once: a refused cache folder is one warning, not one per worker.
-        cache = table_cache.cache_dir() is not None
+        cache = table_cache.ready()
     cap = max(200, min(5000, TIMELINE_EVENTS // len(files)))
     # What every rank needs, imported here once: forked workers then start with it.
     import nbprof.trace  # noqa: F401

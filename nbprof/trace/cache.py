@@ -10,7 +10,10 @@ one entry per trace file, named ``nbprof-tables-<hash of its path>.npz``.
 The folder may hold other files: nbprof reads, writes, replaces and evicts only its own
 entries (their names, and the marker that opens each entry: its first member) and the
 temporary files of its own writes (named for the process writing them: those left by a
-writer that was killed are removed, and count towards the size limit until then).
+writer that was killed are removed, and count towards the size limit until then). The
+entries and temporary files of the format before (named by the hash alone) are nbprof's
+too, and are removed once each is known for one: they are never read again.
+A folder that cannot be made or written is said once, not once per trace or rank.
 
 An entry is read with the guards a trace is read with: a regular file only (a FIFO, a
 device or a symbolic link at an entry's name is not read, and is replaced), no larger than
@@ -48,9 +51,9 @@ import msgspec
 import numpy as np
 
 from nbprof import __version__, _memory
-from nbprof._files import atomic_output, is_stale_temp, temp_target
+from nbprof._files import STALE_TEMP_S, atomic_output, env_folder, is_stale_temp, temp_target
 from nbprof._objects import distinct_objects
-from nbprof.errors import plain_text, valid_text
+from nbprof.errors import OutputError, plain_text, valid_text
 from nbprof.trace.model import SCHEMA, TABLES, Table
 
 if TYPE_CHECKING:
@@ -74,11 +77,14 @@ MAX_BYTES = 4 << 30
 _HEADER = "nbprof_tables_header"
 _PREFIX = "nbprof-tables-"
 _ENTRY = re.compile(_PREFIX + r"[0-9a-f]{32}\.npz")
+#: An entry as nbprof wrote them before entries were namespaced (format 1: the hash alone,
+#: its header the last member), and the temporary file of one: never read again, removed.
+_LEGACY = re.compile(r"[0-9a-f]{32}\.npz")
+_LEGACY_TEMP = re.compile(r"\.[0-9a-f]{32}\.npz\.[0-9a-f]{8}\.tmp")
+_LEGACY_HEADER = "header.npy"
 #: The zip local header of an entry's first member: signature, 22 bytes, name length.
 _LOCAL = b"PK\x03\x04"
 _MARKER_NAME = (_HEADER + ".npy").encode()
-
-_refused: set[tuple[str, str]] = set()
 
 
 def cache_dir() -> Path | None:
@@ -92,32 +98,13 @@ def cache_dir() -> Path | None:
         raw = os.environ.get(var)
         if raw is None:
             continue
-        folder = env_folder(var, raw)
+        folder = env_folder(var, raw, "the table cache is off")
         if folder is None:
             return None
         return folder / tail if tail else folder
     import platformdirs  # light; the same folder pooch gives the downloads (datasets.py)
 
     return Path(platformdirs.user_cache_dir("nbprof")) / "tables"
-
-
-def env_folder(var: str, raw: str) -> Path | None:
-    """The absolute folder an environment variable names (``~`` expanded); None, with one
-    warning, where it is blank or relative."""
-    folder = Path(os.path.expanduser(raw.strip())) if raw.strip() else None
-    if folder is not None and folder.is_absolute():
-        return folder
-    if (var, raw) not in _refused:
-        _refused.add((var, raw))
-        why = "is blank" if folder is None else "is not an absolute path"
-        logger.warning(
-            "%s=%s %s: the table cache is off (set it to a folder such as ~/.cache/nbprof, "
-            "or unset it)",
-            var,
-            plain_text(repr(raw)),
-            why,
-        )
-    return None
 
 
 @dataclass(frozen=True)
@@ -192,27 +179,29 @@ def load(key: Key) -> tuple[dict[str, pd.DataFrame], Info] | None:
         return None
     except _Bad as e:
         logger.warning(
-            "ignoring the table cache %s: %s; reading the trace again", plain_text(entry), e
+            "ignoring the table cache %s: %s; reading the trace again",
+            plain_text(entry),
+            plain_text(e),
         )
         return None
     except OSError as e:
-        logger.warning(
-            "cannot open the table cache %s (%s); reading the trace",
-            plain_text(entry),
-            plain_text(e.strerror or e),
-        )
+        _folder_trouble(entry.parent, f"cannot open {plain_text(entry.name)} in it", e)
         return None
     try:
         with f:
             got = _read_entry(f, size, key)
     except _Stale as e:
         logger.info(
-            "ignoring the table cache %s: %s; reading the trace again", plain_text(entry), e
+            "ignoring the table cache %s: %s; reading the trace again",
+            plain_text(entry),
+            plain_text(e),
         )
         return None
     except _Bad as e:
         logger.warning(
-            "ignoring the table cache %s: %s; reading the trace again", plain_text(entry), e
+            "ignoring the table cache %s: %s; reading the trace again",
+            plain_text(entry),
+            plain_text(e),
         )
         return None
     except Exception as e:  # a damaged zip or array can raise nearly anything: never trust it
@@ -373,7 +362,9 @@ def _frame(
         if name in cols:
             raise _Bad(f"table {table.name} has two columns {name!r}")
         want = declared.get(name)
-        if want is not None and kind != want:
+        if want is None:
+            raise _Bad(f"table {table.name} has a column nbprof does not declare ({name!r})")
+        if kind != want:
             raise _Bad(f"column {table.name}.{name} is stored as {kind}, declared {want}")
         if kind == "text":
             if len(arrays) != 3:
@@ -440,7 +431,7 @@ def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
     try:
         arrays, header = _encode(frames, info)
     except _Bad as e:
-        logger.info("not caching the tables of %s: %s", plain_text(key.path), e)
+        logger.info("not caching the tables of %s: %s", plain_text(key.path), plain_text(e))
         return
     header["key"] = key.facts()
     header["format"] = FORMAT
@@ -448,6 +439,9 @@ def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
         head = np.frombuffer(msgspec.json.encode(header), np.uint8)
     except (msgspec.EncodeError, TypeError, OverflowError) as e:
         logger.info("not caching the tables of %s: %s", plain_text(key.path), plain_text(e))
+        return
+    if entry.parent in _read_only:
+        logger.debug("not caching %s: the cache folder is read-only", plain_text(key.path))
         return
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -458,10 +452,61 @@ def store(key: Key, frames: dict[str, pd.DataFrame], info: Info) -> None:
         with atomic_output(entry, durable=False) as out:
             _write_entry(out, {_HEADER: head, **arrays})
     except Exception as e:  # a full disk, a read-only home, a bad folder: the load goes on
-        logger.warning("could not write the table cache %s (%s)", plain_text(entry), plain_text(e))
+        _folder_trouble(entry.parent, f"could not write {plain_text(entry.name)} in it", e)
         return
     logger.debug("cached the tables of %s in %s", plain_text(key.path), plain_text(entry))
     _evict(entry)
+
+
+#: Cache folders whose trouble was said already (by this process, or the one that forked
+#: it): one warning each, however many traces or ranks meet it.
+_troubled: set[Path] = set()
+#: Cache folders found read-only (:func:`ready`): entries are read from them, none written.
+_read_only: set[Path] = set()
+
+
+def _folder_trouble(folder: Path, what: str, e: BaseException) -> None:
+    """Say once per folder that it cannot be used as it should (the first entry it failed
+    for, and why); later failures in it are logged for debugging only."""
+    if isinstance(e, OutputError):
+        reason = e.reason
+    elif isinstance(e, OSError) and e.strerror:
+        reason = e.strerror
+    else:
+        reason = str(e)
+    reason = plain_text(reason)
+    if folder in _troubled:
+        logger.debug("table cache folder %s: %s (%s)", plain_text(folder), what, reason)
+        return
+    _troubled.add(folder)
+    logger.warning(
+        "the table cache folder %s cannot be used: %s (%s); traces are read without it",
+        plain_text(folder),
+        what,
+        reason,
+    )
+
+
+def ready() -> bool:
+    """Whether there is a table cache to use: its folder named, made if need be; said in
+    one warning where it cannot be made (the cache is then off) or written (entries in it
+    are read, none written). Asked once before a job's workers start: they then say
+    nothing more of it."""
+    folder = cache_dir()
+    if folder is None:
+        return False
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _folder_trouble(folder, "it cannot be made", e)
+        return False
+    if not os.access(folder, os.W_OK | os.X_OK) and folder not in _read_only:
+        _read_only.add(folder)
+        logger.warning(
+            "the table cache folder %s is read-only: its entries are used, no new ones are written",
+            plain_text(folder),
+        )
+    return True
 
 
 def _clear_the_way(entry: Path) -> None:
@@ -563,13 +608,21 @@ def _evict(keep: Path) -> None:
         with os.scandir(keep.parent) as it:
             for e in it:
                 temp_of = temp_target(e.name)
-                if not _ENTRY.fullmatch(e.name) and not (temp_of and _ENTRY.fullmatch(temp_of)):
+                legacy = bool(_LEGACY.fullmatch(e.name) or _LEGACY_TEMP.fullmatch(e.name))
+                ours = _ENTRY.fullmatch(e.name) or (temp_of and _ENTRY.fullmatch(temp_of))
+                if not ours and not legacy:
                     continue
                 try:
                     st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue
                 if not stat.S_ISREG(st.st_mode):
+                    continue
+                if legacy:
+                    if _old_and_ours(e.name, e.path, st) and _remove(e.path, "an older format's"):
+                        continue
+                    if e.name.endswith(".tmp"):  # a recent one's writer may still run
+                        total += st.st_size
                     continue
                 if temp_of is not None and is_stale_temp(e.name, st.st_mtime):
                     _remove(e.path, "left by an interrupted write")
@@ -584,6 +637,30 @@ def _evict(keep: Path) -> None:
             break
         if _is_ours(path) and _remove(path, "the least recently used"):
             total -= size
+
+
+def _old_and_ours(name: str, path: str, st: os.stat_result) -> bool:
+    """Whether ``path`` is what an nbprof that wrote format 1 left: an entry (a zip whose
+    ``header.npy`` member holds that format's facts), or a temporary file of one written
+    more than :data:`STALE_TEMP_S` ago (its name alone is nbprof's)."""
+    if name.endswith(".tmp"):
+        return time.time() - st.st_mtime > STALE_TEMP_S
+    try:
+        f, _ = _open_entry(Path(path))
+        with f, zipfile.ZipFile(f) as z:
+            info = z.getinfo(_LEGACY_HEADER)
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size > 1 << 20:
+                return False
+            head = _array(z, {_LEGACY_HEADER: info}, _LEGACY_HEADER[:-4], "|u1")
+        header = msgspec.json.decode(head.tobytes())
+    except Exception:  # not a zip, no such member, not JSON: not one of ours
+        return False
+    return (
+        isinstance(header, dict)
+        and header.get("format") == 1
+        and isinstance(header.get("key"), dict)
+        and "path" in header["key"]
+    )
 
 
 def _remove(path: str, why: str) -> bool:
