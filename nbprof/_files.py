@@ -102,15 +102,31 @@ def write_reason(e: OSError) -> str:
     return f"could not write it ({e.strerror or e})"
 
 
+def output_name(path: str | os.PathLike[str]) -> Path:
+    """``path`` as the Path of a file to write; an :class:`OutputError` where its name
+    cannot be one: empty (an unset variable, which must not mean some default file), or
+    ending in a slash (a folder: ``Path`` would drop the slash, and the page would be
+    written as a file of the folder's name)."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        text = os.fsdecode(text)
+    if not text.strip():
+        raise OutputError(repr(text), "an empty file name (is the variable empty?)")
+    if text.endswith("/") or text.endswith(os.sep) or (os.altsep and text.endswith(os.altsep)):
+        raise OutputError(text, "names a folder (it ends in /): give the file to write in it")
+    return Path(text)
+
+
 def check_writable(path: str | os.PathLike[str], *, not_over: list[Path] | None = None) -> Path:
     """Refuse, with an :class:`OutputError` naming ``path``, an output that cannot be written.
 
     Refused: an existing folder, device, FIFO or other non-regular file; a missing parent
     folder; a folder where no file can be created (permissions, a read-only or virtual file
     system such as ``/proc``); and any of ``not_over`` (the input being read). Returns
-    ``path`` as a Path. A full disk is only found when writing.
+    ``path`` as a Path. A full disk is only found when writing. Refused first, by its name
+    alone (:func:`output_name`): an empty name, and one that ends in a slash.
     """
-    p = Path(path)
+    p = output_name(path)
     try:
         st = os.stat(p)
     except FileNotFoundError:

@@ -324,14 +324,14 @@ def _analyze_job(job: Job, path: str, *, as_json: bool, devices: list[str] | Non
 def _output(option: str | None) -> Path | None:
     """The file ``-o`` names (None: not given). Refused: an empty name (``-o "$OUT"`` with
     OUT unset, which must not mean "the default" and replace the report beside the trace)
-    and a name ending in a slash (a folder: the page would become a file named so)."""
+    and a name ending in a slash (see :func:`nbprof._files.output_name`)."""
+    from nbprof._files import output_name
+
     if option is None:
         return None
     if not option.strip():
         raise _BadInput(f"-o {option!r}: an empty file name (is the variable empty?)")
-    if option.endswith(("/", os.sep)) or (os.altsep and option.endswith(os.altsep)):
-        raise OutputError(option, "names a folder (it ends in /): give the file to write in it")
-    return Path(option)
+    return output_name(option)
 
 
 def _report(path: str, output: str | None, *, opts: _JobOptions = _JobOptions()) -> int:
