@@ -50,9 +50,6 @@ def gb(n: float) -> str:
     return f"{max(int(n), 0)} bytes"
 
 
-size_words = gb
-
-
 def not_enough(size: int, free: int | None, what: str = "trace", detail: str = "") -> str:
     """The reason given when a ``size``-byte file ran out of memory while being read, with
     ``free`` the bytes that were free when reading began (None: unknown) and ``detail``
