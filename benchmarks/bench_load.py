@@ -269,7 +269,7 @@ def child(mode: str, path: str) -> dict[str, Any]:
 
         import pandas  # noqa: F401 (a dependency: counted in the size after imports)
 
-        from nbprof.result import load
+        from nbprof.loading import load
 
         try:
             from nbprof.analysis import analyze

@@ -3,10 +3,10 @@
 For each size: build the standalone report (Python time), its size on disk, the size of
 the dashboard's notebook output (BokehJS left to the page's load bundle), and in headless
 Chromium the time to first paint: from navigation start until nbprof's front end has drawn
-the first view into its data sources (js/timeline.js marks the timeline ready) and one more
-animation frame has run (the one Bokeh paints in), read from ``performance.now()``.
+the first view into its data sources (js/timeline.mjs marks the timeline ready) and one
+more animation frame has run (the one Bokeh paints in), read from ``performance.now()``.
 Then one zoom to 1/2000 of the span: time until the exact events of the window are in the
-data sources (js/lod.js), and the glyph counts.
+data sources (js/draw.mjs), and the glyph counts.
 
     python benchmarks/bench_timeline.py [--sizes 10000 100000 1000000] [--keep DIR]
 
@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-# Polled once per animation frame: the frame after the one in which js/timeline.js drew the
+# Polled once per animation frame: the frame after the one in which js/timeline.mjs drew the
 # first view into the data sources and marked the timeline ready (Bokeh paints on that frame).
 _READY = """() => {
   const t = document.querySelector('.nbp-timeline[data-nbp-ready]');

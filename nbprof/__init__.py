@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nbprof._version import __version__ as __version__
 from nbprof.errors import NbprofError, TraceError
 
-__version__ = "0.1.0"
 __all__ = [
     "Comparison", "Job", "NbprofError", "Profile", "TraceError", "compare", "gauge", "load",
     "profile",
@@ -23,16 +23,21 @@ if TYPE_CHECKING:
     from nbprof.capture import profile
     from nbprof.comparison import Comparison, compare
     from nbprof.job import Job
-    from nbprof.result import Profile, load
+    from nbprof.loading import load
+    from nbprof.result import Profile
     from nbprof.views.gauge import gauge
 
 
 def __getattr__(name: str) -> Any:
     # Lazy so that `import nbprof` stays light (no pandas/torch/bokeh at import time).
-    if name in ("Profile", "load"):
-        from nbprof import result as _p
+    if name == "Profile":
+        from nbprof.result import Profile
 
-        return getattr(_p, name)
+        return Profile
+    if name == "load":
+        from nbprof.loading import load
+
+        return load
     if name in ("Comparison", "compare"):
         from nbprof import comparison as _c
 

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbprof import __version__, _memory
+from nbprof import _memory
+from nbprof._version import __version__
 from nbprof.errors import NbprofError, OutputError, plain_text, valid_text
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "demo",
-        help="profile a small built-in workload (see `nbprof demo --help`)",
+        help="profile live on a GPU, else diagnose a bundled real GPU trace (`nbprof demo -h`)",
         add_help=False,
     )
     return p
@@ -246,7 +247,7 @@ class _JobOptions:
 
 
 def _load(path: str, opts: _JobOptions = _JobOptions()) -> Profile | Job:
-    from nbprof.result import load
+    from nbprof.loading import load
 
     # The reader words every way a path can be wrong (missing, a broken or looping link,
     # a FIFO, a device).
@@ -286,9 +287,7 @@ def _analyze(
         return EXIT_OK
     # The text view renders profile.diagnosis; give it the selected one.
     profile.diagnosis = diag  # cached_property: the instance value wins
-    from nbprof.views.text import render
-
-    _write(render(profile))
+    _write(profile.text())
     return EXIT_OK
 
 
@@ -312,10 +311,8 @@ def _analyze_job(job: Job, path: str, *, as_json: bool, devices: list[str] | Non
         _write(_dumps(doc))
         return EXIT_OK
     if devices:
-        from nbprof.views.text import render
-
         for rank in sorted({d["rank"] for d in doc["devices"]}):
-            _write(render(job.rank(rank)))
+            _write(job.rank(rank).text())
         return EXIT_OK
     _write(job.text())
     return EXIT_OK

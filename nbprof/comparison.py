@@ -10,7 +10,10 @@ import logging
 import os
 from functools import cached_property
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+from nbprof._files import inputs_of, render_page
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -19,6 +22,9 @@ if TYPE_CHECKING:
     from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
+
+# Heavy modules (pandas, the analysis, the views) are imported where they are first
+# needed: `nbprof.compare` itself stays as light as `import nbprof`.
 
 
 class Comparison:
@@ -38,10 +44,10 @@ class Comparison:
     @cached_property
     def diff(self) -> Diff:
         """The comparison as analysis returns it (schema ``nbprof.compare/1``)."""
-        from nbprof.analysis.compare import compare
+        from nbprof.analysis.compare import compare as compare_runs
 
         b, a = self.before, self.after
-        return compare(b.trace, b.diagnosis, a.trace, a.diagnosis)
+        return compare_runs(b.trace, b.diagnosis, a.trace, a.diagnosis)
 
     # -- what changed -------------------------------------------------------------------
     @property
@@ -73,16 +79,14 @@ class Comparison:
     def ops(self) -> pd.DataFrame:
         return self.diff.ops
 
-    # -- views --------------------------------------------------------------------------
-    def text(self) -> str:
-        """The plain-text comparison (what ``nbprof compare`` prints)."""
-        from nbprof.views.compare import text
-
-        return text(self)
-
     def to_json(self) -> dict[str, Any]:
         """The comparison as schema ``nbprof.compare/1``."""
         return self.diff.to_json()
+
+    # -- display (nbprof.views.render) ------------------------------------------------
+    def text(self) -> str:
+        """The plain-text comparison (what ``nbprof compare`` prints)."""
+        return _render().text(self)
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
         """The standalone comparison page (works offline). Writes it when given a path.
@@ -90,26 +94,17 @@ class Comparison:
         Written as a profile's page is: replaced atomically, and never over either run's
         trace (:class:`nbprof.errors.OutputError` names the path when it cannot be written).
         """
-        from nbprof._files import render_page
-        from nbprof.views.compare import page
-
-        return render_page(path, lambda: page(self), inputs=self._inputs())
+        return render_page(path, lambda: _render().page(self), inputs=self._inputs())
 
     def _inputs(self) -> list[Path]:
-        from nbprof._files import inputs_of
-
         return [*inputs_of(self.before.trace.source), *inputs_of(self.after.trace.source)]
 
     def show(self) -> None:
         """Display the comparison below the current cell."""
-        from IPython.display import display
-
-        display(self)
+        _render().show(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from nbprof.views.compare import mimebundle
-
-        return mimebundle(self)
+        return _render().notebook(self)
 
     def __repr__(self) -> str:
         return (
@@ -135,7 +130,8 @@ def compare(
 
 
 def _profile(value: Any, which: str, cache: bool) -> Profile:
-    from nbprof.result import Profile, load
+    from nbprof.loading import load
+    from nbprof.result import Profile
 
     if isinstance(value, Profile):
         return value
@@ -154,3 +150,11 @@ def _profile(value: Any, which: str, cache: bool) -> Profile:
         f"nbprof.compare: {which} must be an nbprof.Profile or the path of a trace, "
         f"not {type(value).__name__}"
     )
+
+
+def _render() -> ModuleType:
+    """The renderer (:mod:`nbprof.views.render`). Imported on first display: the views
+    read pandas, and ``nbprof.compare`` is reached without it until a comparison is made."""
+    from nbprof.views import render
+
+    return render

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "Dataset", "DatasetError", "Member", "available", "cache_dir", "corpus_dir", "files",
-    "info", "load", "names", "path", "source", "table",
+    "info", "licence_path", "load", "names", "path", "source", "table",
 ]  # fmt: skip
 
 #: Environment variable naming a folder that holds the registered files (CI, offline use).
@@ -117,7 +117,9 @@ class Dataset:
 
 # Commits: the commit each file was taken at (each file is present there). Hashes and sizes
 # were computed from byte-for-byte copies of the upstream files; the members' hashes from
-# the files inside the upstream archive.
+# the files inside the upstream archive. Bundled entries ship in nbprof/data (see its
+# README.md): the files byte for byte, a job's members gzipped one by one (their JSON text
+# unchanged, which is what their hashes pin).
 _REGISTRY: tuple[Dataset, ...] = (
     Dataset(
         name="dlrm-a100-sync-bound",
@@ -137,6 +139,7 @@ _REGISTRY: tuple[Dataset, ...] = (
         file_name="hta__negative_queue_length_values_check__rank0.json.gz",
         sha256="b8ce7a1a143b55dd1811d269272b09d1c693ffea85b91858f5fb246e7ad8c5f8",
         size=1384658,
+        bundled=True,
     ),
     Dataset(
         name="resnet50-v100-workers0",
@@ -156,6 +159,7 @@ _REGISTRY: tuple[Dataset, ...] = (
         file_name="kineto-tbplugin__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
         sha256="a91798b500ce9d6e21c416ce32dcd8ecf4788489df86f59ba2f944906c90b853",
         size=1159569,
+        bundled=True,
     ),
     Dataset(
         name="resnet50-v100-workers4",
@@ -174,6 +178,7 @@ _REGISTRY: tuple[Dataset, ...] = (
         file_name="kineto-tbplugin__resnet50_num_workers_4__worker0.1623212756351.pt.trace.json.gz",
         sha256="c290eb249e74824736f81886587614fc5d96660d3e60d0c256dee4b4a0e268f6",
         size=1095617,
+        bundled=True,
     ),
     Dataset(
         name="dlrm-v100-8ranks",
@@ -192,6 +197,7 @@ _REGISTRY: tuple[Dataset, ...] = (
         file_name="param__dlrm_kineto.tar.gz",
         sha256="cdeb818c32d6f11d7d6f3eed89f2561811ad4860fefd799322eed4522db2fcd0",
         size=468880,
+        bundled=True,
         folder_name="param__dlrm_kineto_8ranks",
         members=(
             Member(
@@ -244,6 +250,7 @@ _REGISTRY: tuple[Dataset, ...] = (
         file_name="tracelens__h100__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
         sha256="7c4a4b817b79db0aa90f0df0368de88ac6f6e22261864b68fa88d0a3f9c5c63d",
         size=444829,
+        bundled=True,
     ),
     Dataset(
         name="bert-small-h100-host-bound",
@@ -261,6 +268,7 @@ _REGISTRY: tuple[Dataset, ...] = (
         file_name="tracelens__bert-small-inference-h100.json.gz",
         sha256="309220b5130afa8bc5151252fb1fc3fc9fe6cdc099a07854c0c157e03abb4233",
         size=71459,
+        bundled=True,
     ),
     Dataset(
         name="resnet-v100-ns-resolution",
@@ -330,6 +338,13 @@ def info(name: str) -> Dataset:
         return _BY_NAME[name]
     except KeyError:
         raise DatasetError(f"unknown dataset {name!r}; registered: {', '.join(names())}") from None
+
+
+def licence_path(name: str) -> Path | None:
+    """The licence text shipped beside bundled dataset ``name``; None when not bundled
+    (its licence is then the repository's own file at the pinned commit)."""
+    ds = info(name)
+    return _DATA_DIR / ds.licence_file if ds.bundled else None
 
 
 def table() -> Any:
@@ -673,7 +688,7 @@ def load(name: str, *, download: bool = True, progress: bool | None = None) -> P
     ``progress`` as in :func:`nbprof.load` (``False``: no progress bar, e.g. in a notebook
     that is saved with its outputs).
     """
-    from nbprof.result import load as _load
+    from nbprof.loading import load as _load
 
     ds = info(name)
     prof = _load(path(ds.name, download=download), progress=progress)

@@ -1,14 +1,16 @@
-"""``nbprof demo``: show something real on any machine, in seconds.
+"""``nbprof demo``: show something real on any machine, in seconds, with no network.
 
-What it profiles, in order of preference (``auto``):
+What it shows (``auto``):
 
-1. a GPU (``torch.cuda.is_available()``): a small training workload, profiled live;
-2. a real recorded GPU trace from :mod:`nbprof.datasets` already at hand (bundled with the
-   package, in ``NBPROF_TRACE_CORPUS`` or in the download cache: the default one first),
-   else the default one downloaded once (pinned URL, hash checked);
-3. otherwise a small torch model on the CPU, profiled live and labelled as a CPU profile:
-   it shows the CPU side only and says so, it never passes for GPU numbers, and one line
-   says how to get a real trace.
+1. with a GPU (``torch.cuda.is_available()``): a small training workload, profiled live;
+2. without one: a real GPU trace bundled with the package (by default
+   :data:`DEFAULT_DATASET`), saying which trace it is, where it came from (repository,
+   commit, licence) and on which GPU it was recorded. It is never downloaded.
+
+``--dataset NAME`` diagnoses another registered trace (a registered trace that is not
+bundled is read from ``NBPROF_TRACE_CORPUS`` or the cache, else downloaded once unless
+``--offline``), and ``--cpu`` profiles a small model live on this machine's CPU, labelled as
+a CPU profile: only when asked for, so it never stands in for a GPU's numbers.
 
 It prints the text report and writes the standalone HTML dashboard (``-o PATH``).
 """
@@ -21,7 +23,7 @@ import os
 import sys
 import textwrap
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO, cast
 
@@ -64,7 +66,6 @@ class DemoResult:
     profile: Profile | Job
     html_path: Path
     seconds: float
-    notes: list[str] = field(default_factory=list)
 
 
 def _cuda_available() -> bool:
@@ -124,45 +125,6 @@ def _profile_live(device: str, steps: int) -> Profile:
     return run.result
 
 
-def _at_hand(wanted: str | None) -> str | None:
-    """A registered trace that needs no network: ``wanted``, else the default, else the
-    first bundled one, else any in the corpus folder or the cache."""
-    order = [wanted] if wanted else [DEFAULT_DATASET]
-    bundled = [n for n in datasets.names() if datasets.info(n).bundled]
-    order += bundled + [n for n in datasets.names() if n not in bundled]
-    for name in dict.fromkeys(order):
-        try:
-            if datasets.source(name) is not None:
-                return name
-        except datasets.DatasetError as e:  # a corrupt local copy: say so, try the next
-            logger.warning("%s", e)
-        if wanted:
-            return None
-    return None
-
-
-def _no_trace_line(err: datasets.DatasetError, download: bool) -> str:
-    """One line: why no real trace was used, and how to get one."""
-    ds = datasets.info(DEFAULT_DATASET)
-    corpus = os.environ.get(datasets.CORPUS_ENV)
-    where = (
-        f"{datasets.CORPUS_ENV}={corpus} has none of the registered traces"
-        if corpus
-        else f"{datasets.CORPUS_ENV} is not set"
-    )
-    if not download:
-        why = f"{where}, none is cached, and --offline forbids the download"
-    elif err.__cause__ is not None:
-        why = f"{where}, none is cached, and the download failed ({type(err.__cause__).__name__})"
-    else:
-        why = str(err)
-    return (
-        f"No real GPU trace at hand ({why}). For one: set {datasets.CORPUS_ENV} to a folder "
-        f"of traces, or allow the one download ({ds.size / 1e6:.1f} MB, then cached) and run "
-        f"`nbprof demo` again."
-    )
-
-
 _SOURCE_WORDS: dict[str, str] = {
     "bundled": "bundled with nbprof",
     "corpus": datasets.CORPUS_ENV,
@@ -189,6 +151,13 @@ def _recorded_on(ds: datasets.Dataset, prof: Profile | Job) -> str:
     return f"Recorded on: {ds.gpu} (the trace itself records {named})."
 
 
+def _licence_line(ds: datasets.Dataset) -> str:
+    text = datasets.licence_path(ds.name)
+    if text is None:
+        return f"Licence: {ds.licence} (the repository's own licence file at that commit)."
+    return f"Licence: {ds.licence}; its text ships with nbprof: {text}."
+
+
 def run(
     mode: Mode = "auto",
     *,
@@ -201,13 +170,13 @@ def run(
 ) -> DemoResult:
     """Run the demo; prints to ``out`` (stdout by default) and writes the HTML dashboard.
 
-    ``mode``: ``auto`` (GPU live, else a real trace, else CPU live), or force one of
-    ``gpu``, ``dataset``, ``cpu``. ``dataset`` names a registered trace (implies
-    ``dataset`` mode under ``auto``). ``download=False`` never uses the network.
+    ``mode``: ``auto`` (GPU live, else the bundled default trace), or force one of
+    ``gpu``, ``dataset``, ``cpu`` (a live CPU profile: only when asked for). ``dataset``
+    names a registered trace (implies ``dataset`` mode under ``auto``). ``download=False``
+    never uses the network (a bundled trace never does).
     """
     out = out if out is not None else sys.stdout
     t0 = time.perf_counter()
-    notes: list[str] = []
     no_gpu = False
 
     if mode == "auto":
@@ -216,16 +185,10 @@ def run(
         elif _cuda_available():
             mode = "gpu"
         else:
+            # The default ships inside the package: no network, and a broken install is an
+            # error that says so rather than a CPU profile passed off as the demo.
             no_gpu = True
             mode = "dataset"
-            dataset = _at_hand(None)
-            if dataset is None:
-                dataset = DEFAULT_DATASET
-                try:
-                    datasets.path(dataset, download=download, timeout=timeout)
-                except datasets.DatasetError as e:
-                    notes.append(_no_trace_line(e, download))
-                    mode = "cpu"
 
     if mode == "gpu":
         if not _cuda_available():
@@ -240,7 +203,7 @@ def run(
         ds = datasets.info(dataset or DEFAULT_DATASET)
         p = datasets.path(ds.name, download=download, timeout=timeout)
         where = _SOURCE_WORDS.get(datasets.source(ds.name) or "", "downloaded just now")
-        from nbprof.result import load
+        from nbprof.loading import load
 
         prof = load(p)
         prof.notes.append(f"Recorded trace {ds.name}: {ds.title}; from {ds.origin}.")
@@ -260,6 +223,7 @@ def run(
             ),
             _recorded_on(ds, prof),
             f"From: {ds.origin}.",
+            _licence_line(ds),
             f"Read from: {p} ({where}).",
             ds.description,
         ]
@@ -279,7 +243,7 @@ def run(
     rule = "=" * RULE_WIDTH
     print(rule, file=out)
     print(textwrap.fill(f"nbprof demo: {headline}", RULE_WIDTH, subsequent_indent="    "), file=out)
-    for line in details + notes:
+    for line in details:
         print(_wrap(line), file=out)
     print(rule, file=out)
     print(report.rstrip(), file=out)
@@ -289,7 +253,7 @@ def run(
     print(rule, file=out)
     print(f"Dashboard written to {html_path}", file=out)
     print("  (a standalone HTML file: open it in a browser; it works offline)", file=out)
-    return DemoResult(kind, headline, details, prof, html_path, seconds, notes)
+    return DemoResult(kind, headline, details, prof, html_path, seconds)
 
 
 def _wrap(line: str) -> str:
@@ -324,9 +288,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nbprof demo",
         description=(
-            "Profile something real and show nbprof's report: a small workload live on a "
-            "GPU; without one, a real recorded GPU trace (bundled, from NBPROF_TRACE_CORPUS, "
-            "cached, or downloaded once); without either, a live CPU profile, labelled as such."
+            "Show nbprof's report on something real: a small workload profiled live on a "
+            "GPU; without one, a real GPU trace bundled with nbprof (no network). "
+            "--dataset picks another registered trace, --cpu profiles the CPU live."
         ),
     )
     src = p.add_mutually_exclusive_group()
@@ -336,7 +300,11 @@ def _parser() -> argparse.ArgumentParser:
         choices=datasets.names(),
         help="diagnose this registered real GPU trace (see --list)",
     )
-    src.add_argument("--cpu", action="store_true", help="profile a small model on the CPU")
+    src.add_argument(
+        "--cpu",
+        action="store_true",
+        help="profile a small model live on this machine's CPU (CPU numbers, not a GPU's)",
+    )
     src.add_argument("--gpu", action="store_true", help="profile a small model on the GPU")
     p.add_argument(
         "-o",
@@ -345,7 +313,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help=f"where to write the HTML dashboard (default: ./{DEFAULT_OUTPUT})",
     )
-    p.add_argument("--offline", action="store_true", help="never download a trace")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="never download a trace (bundled ones never are; this is for other --dataset NAMEs)",
+    )
     p.add_argument(
         "--list",
         action="store_true",

@@ -17,17 +17,22 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from nbprof import _collector
+import pandas as pd
+
+from nbprof import _collector, parallel
+from nbprof._files import inputs_of, render_page
+from nbprof.analysis import rank as rank_analysis
+from nbprof.analysis.job import JobDiagnosis, NotOneJob, analyze_job, check
+from nbprof.analysis.model import SCHEMA
+from nbprof.analysis.rank import RankFailure, RankSummary
 from nbprof.errors import TraceError
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from nbprof.analysis.job import JobDiagnosis
-    from nbprof.analysis.rank import RankFailure, RankSummary
-    from nbprof.result import Profile
+from nbprof.result import Profile
+from nbprof.trace import read
+from nbprof.trace.io import trace_files
+from nbprof.trace.model import Trace
+from nbprof.views import render
 
 logger = logging.getLogger(__name__)
 
@@ -59,16 +64,12 @@ class Job:
     # -- tables -----------------------------------------------------------------------
     @property
     def ranks(self) -> pd.DataFrame:
-        import pandas as pd
-
         rows = [r.to_json() for r in self.diagnosis.ranks]
         return pd.DataFrame(rows).drop(columns=["steps", "step_exposed_comm_us"], errors="ignore")
 
     @property
     def steps(self) -> pd.DataFrame:
         """rank, step, dur (µs), exposed_comm_us: one row per rank and ProfilerStep."""
-        import pandas as pd
-
         rows = [
             {"rank": r.rank, "step": k, "dur": v, "exposed_comm_us": r.step_exposed_comm_us.get(k)}
             for r in self.diagnosis.ranks
@@ -78,8 +79,6 @@ class Job:
 
     @property
     def collectives(self) -> pd.DataFrame:
-        import pandas as pd
-
         rows = []
         for c in self.diagnosis.collectives:
             d = c.to_json()
@@ -93,9 +92,6 @@ class Job:
 
     def rank(self, rank: int) -> Profile:
         """Rank ``rank``'s own diagnosis, as a Profile without trace events."""
-        from nbprof.result import Profile
-        from nbprof.trace.model import Trace
-
         for s, row in zip(self.summaries, self._order(), strict=True):
             if row == rank:
                 p = Profile(Trace(source=s.path, event_count=0, origin_ns=s.origin_ns,
@@ -108,18 +104,9 @@ class Job:
         by_path = {r.path: r.rank for r in self.diagnosis.ranks}
         return [by_path[s.path] for s in self.summaries]
 
-    # -- views ------------------------------------------------------------------------
-    def text(self) -> str:
-        """The plain-text report (what ``nbprof analyze DIR`` prints)."""
-        from nbprof.views.text import render_job
-
-        return render_job(self)
-
     def to_json(self) -> dict[str, Any]:
         """Schema ``nbprof.analysis/1``: every rank's devices, the job's verdict and
         findings, and the ``job`` section."""
-        from nbprof.analysis.model import SCHEMA
-
         d = self.diagnosis
         devices = [m.to_json() for s in self.summaries for m in s.diagnosis.devices]
         v = d.verdict
@@ -148,23 +135,22 @@ class Job:
             "job": d.to_json(),
         }
 
+    # -- display (nbprof.views.render) ------------------------------------------------
+    def text(self) -> str:
+        """The plain-text report (what ``nbprof analyze DIR`` prints)."""
+        return render.text(self)
+
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
         """The job's standalone dashboard (works offline). Writes it when given a path."""
-        from nbprof._files import inputs_of, render_page
-        from nbprof.views.job import page
-
         # As Profile.to_html: never over a rank file of the job.
-        return render_page(path, lambda: page(self), inputs=inputs_of(self.diagnosis.source))
+        return render_page(path, lambda: render.page(self), inputs=inputs_of(self.diagnosis.source))
 
     def show(self) -> None:
-        from IPython.display import display
-
-        display(self)
+        """Display the job dashboard below the current cell."""
+        render.show(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from nbprof.views.job import mimebundle
-
-        return mimebundle(self)
+        return render.notebook(self)
 
     def __repr__(self) -> str:
         d = self.diagnosis
@@ -193,8 +179,6 @@ def list_files(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         return _list_url(text)
     p = Path(text.removeprefix("file://"))
     if p.is_dir():
-        from nbprof.trace.io import trace_files
-
         return [str(f) for f in trace_files(p)]
     if not p.exists():
         raise TraceError(str(p), "no such file or folder")
@@ -256,9 +240,6 @@ def summarize_file(task: tuple[str, int, bool]) -> RankSummary | RankFailure:
     """Read and summarise one rank file: what a worker runs. Bad input comes back as a
     :class:`~nbprof.analysis.rank.RankFailure` naming the reason, never as an exception.
     ``task`` is (path, timeline cap, use the table cache)."""
-    from nbprof.analysis.rank import RankFailure, summarize
-    from nbprof.trace import read
-
     path, cap, cache = task
     try:
         with _local(path) as local:
@@ -270,7 +251,7 @@ def summarize_file(task: tuple[str, int, bool]) -> RankSummary | RankFailure:
         # every object the worker holds: about 0.5 ms of a DLRM rank's 10. What it leaves
         # in cycles is a few frames at most, collected once the collector runs again.
         with _collector.paused():
-            return summarize(trace, path, cap=cap)
+            return rank_analysis.summarize(trace, path, cap=cap)
     except TraceError as e:
         return RankFailure(path, e.reason)
     except MemoryError as e:
@@ -285,8 +266,6 @@ def local_workers(workers: int | None, n_files: int) -> int:
     this process may use, where workers can be forked (they start at once, with everything
     imported), and this process alone where they would be spawned (a spawned worker spends
     about a second of CPU importing before its first rank: more than a small job takes)."""
-    from nbprof import parallel
-
     if workers is not None:
         n, why = parallel.bounded(workers, n_files)
         if why:
@@ -314,11 +293,6 @@ def load_job(
     """A job of rank files (see :func:`nbprof.load`); one file alone is a Profile unless
     ``job=True``. ``cache``: each local rank file's tables go through the table cache
     (:mod:`nbprof.trace.cache`), in whichever process reads that rank."""
-    from nbprof import parallel
-    from nbprof.analysis.job import NotOneJob, analyze_job, check
-    from nbprof.analysis.rank import RankFailure
-    from nbprof.result import Profile
-
     label = (
         f"{len(source)} files"
         if isinstance(source, (list, tuple))
@@ -327,15 +301,11 @@ def load_job(
     files = list_files(source)
     if job is False:
         if len(files) == 1 or (not is_url(label) and Path(label).is_dir()):
-            from nbprof.trace import read
-
             return Profile(
                 read(label if len(files) > 1 else files[0], progress=progress, cache=cache)
             )
         raise TraceError(label, "job=False takes one trace file or a local folder")
     if len(files) == 1 and not job:
-        from nbprof.trace import read
-
         with _local(files[0]) as local:
             return Profile(read(local, progress=progress, cache=cache and not is_url(files[0])))
     if cache:
@@ -344,9 +314,6 @@ def load_job(
         # Asked here, once: a refused cache folder is one warning, not one per worker.
         cache = table_cache.ready()
     cap = max(200, min(5000, TIMELINE_EVENTS // len(files)))
-    # What every rank needs, imported here once: forked workers then start with it.
-    import nbprof.trace  # noqa: F401
-
     if scheduler is None:
         workers = local_workers(workers, len(files))
     try:

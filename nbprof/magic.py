@@ -23,9 +23,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
+from IPython.display import display
 
 from nbprof._files import check_writable
+from nbprof.capture import ALREADY_RUNNING, _profiler_active, profile
+from nbprof.comparison import Comparison
 from nbprof.errors import NbprofError, NestedProfilerError, OutputError, plain_text
+from nbprof.result import Profile
+from nbprof.views.gauge import GaugeWidget
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -55,7 +60,6 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
     from nbprof.capture import Capture
-    from nbprof.result import Profile
 
 logger = logging.getLogger(__name__)
 
@@ -188,8 +192,6 @@ class GpuprofMagics(Magics):
         """The Profile that ``--compare NAME`` names, or a UsageError saying what is wrong."""
         if name is None:
             return None
-        from nbprof.result import Profile
-
         assert self.shell is not None
         if not name.isidentifier():
             raise UsageError(f"--compare {name}: not a valid variable name")
@@ -243,10 +245,6 @@ class GpuprofMagics(Magics):
 
     def _profile(self, run: Callable[[], Any], args: Any) -> Any:
         __tracebackhide__ = True
-        from IPython.display import display
-
-        from nbprof.capture import ALREADY_RUNNING, _profiler_active, profile
-
         widget, reason = (None, "") if args.no_gauge else _make_gauge()
         try:
             try:
@@ -304,8 +302,6 @@ class GpuprofMagics(Magics):
         if args.baseline is not None and prof.error is None:
             # A partial run (the body raised) is shown as itself: set against a whole run,
             # every difference would be the missing part.
-            from nbprof.comparison import Comparison
-
             shown = Comparison(args.baseline, prof)
         if handle is not None:
             # Replace the gauge by the dashboard: the saved notebook keeps one bundle.
@@ -369,8 +365,6 @@ def _make_gauge() -> tuple[Any, str]:
     if reason:
         return None, reason
     try:
-        from nbprof.views.gauge import GaugeWidget
-
         return GaugeWidget(), ""
     except Exception as e:  # no ipywidgets, a broken view: profile without it
         logger.warning("no live gauge", exc_info=True)

@@ -1,18 +1,25 @@
-"""The public result object: a trace, its NVML samples, and (lazily) their diagnosis."""
+"""The public result object: a trace, its NVML samples, and (lazily) their diagnosis.
+
+A Profile is data: what it looks like is :mod:`nbprof.views.render`'s, which its display
+hooks ask (``_repr_mimebundle_``, :meth:`Profile.show`, :meth:`Profile.to_html`,
+:meth:`Profile.text`). :func:`nbprof.load` is in :mod:`nbprof.loading`.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
+
+from nbprof import analysis
+from nbprof._files import inputs_of, render_page
+from nbprof.views import render
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from nbprof.analysis.model import Diagnosis
-    from nbprof.job import Job
     from nbprof.telemetry.model import Samples
     from nbprof.trace.model import Trace
 
@@ -69,20 +76,16 @@ class Profile:
     # -- analysis ---------------------------------------------------------------------
     @cached_property
     def diagnosis(self) -> Diagnosis:
-        from nbprof.analysis import analyze
-
-        return analyze(self.trace, self.samples)
-
-    # -- views ------------------------------------------------------------------------
-    def text(self) -> str:
-        """The plain-text report (what ``nbprof analyze`` prints)."""
-        from nbprof.views.text import render
-
-        return render(self)
+        return analysis.analyze(self.trace, self.samples)
 
     def to_json(self) -> dict[str, Any]:
         """The diagnosis as schema ``nbprof.analysis/1``."""
         return self.diagnosis.to_json()
+
+    # -- display (nbprof.views.render) ------------------------------------------------
+    def text(self) -> str:
+        """The plain-text report (what ``nbprof analyze`` prints)."""
+        return render.text(self)
 
     def to_html(self, path: str | os.PathLike[str] | None = None) -> str:
         """The standalone dashboard (works offline from file://). Writes it when given a path.
@@ -91,67 +94,14 @@ class Profile:
         over the trace it was read from; :class:`nbprof.errors.OutputError` names it when it cannot
         be written.
         """
-        from nbprof._files import inputs_of, render_page
-        from nbprof.views.report import render
-
-        return render_page(path, lambda: render(self), inputs=inputs_of(self.trace.source))
+        return render_page(path, lambda: render.page(self), inputs=inputs_of(self.trace.source))
 
     def show(self) -> None:
         """Display the dashboard below the current cell (timeline + diagnosis panel)."""
-        from IPython.display import display
-
-        display(self)
+        render.show(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from nbprof.views.dashboard import mimebundle
-
-        return mimebundle(self)
+        return render.notebook(self)
 
     def __repr__(self) -> str:
         return f"<nbprof.Profile {self.trace!r}>"
-
-
-def load(
-    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    *,
-    progress: bool | None = None,
-    job: bool | None = None,
-    workers: int | None = None,
-    scheduler: Any = None,
-    cache: bool = True,
-) -> Profile | Job:
-    """Read a saved trace (``.json``, ``.json.gz``), or a job's rank files.
-
-    A folder (or a list of files, or an fsspec URL such as ``s3://bucket/run/``) whose
-    files' ``distributedInfo`` agree is one job and gives a :class:`nbprof.job.Job`; files
-    that do not agree are refused with a :class:`nbprof.TraceError` naming them, unless
-    ``job=True`` says they are one job anyway (``job=False``: read a folder as one flat
-    trace, as a Profile). ``workers=N`` reads and analyses the ranks in N local processes
-    (default: one per core where the processes can be forked, as from a script or the CLI;
-    this process alone where they would be spawned, as from a notebook; ``workers=1``: this
-    process); ``scheduler`` (an address or a ``dask.distributed.Client``) runs them on Dask.
-
-    Raises :class:`nbprof.TraceError` with the file and the plain reason on bad input.
-    ``progress``: show a progress bar (``None``: only when the load takes over ~1 s).
-    ``cache``: reopen a trace file read before from its cached tables, and cache those of a
-    file read now (in ``$NBPROF_TABLE_CACHE``, else ``$NBPROF_CACHE_DIR/tables``, else the user
-    cache folder); a stale or damaged cache is ignored and rebuilt. ``cache=False`` always
-    reads the file itself.
-    """
-    one = cast("str | os.PathLike[str]", path)  # read only once a list or tuple is ruled out
-    if (
-        job is not None
-        or workers is not None
-        or scheduler is not None
-        or isinstance(path, (list, tuple))
-        or "://" in os.fspath(one)
-        or os.path.isdir(one)
-    ):
-        from nbprof.job import load_job
-
-        return load_job(
-            path, job=job, workers=workers, scheduler=scheduler, progress=progress, cache=cache
-        )
-    from nbprof.trace import read
-
-    return Profile(read(one, progress=progress, cache=cache))

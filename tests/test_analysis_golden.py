@@ -738,7 +738,7 @@ def test_no_device_properties(tmp_path: Path) -> None:
 
 
 def test_profile_diagnosis_end_to_end(tmp_path: Path) -> None:
-    from nbprof.result import load
+    from nbprof.loading import load
 
     d, b = basic(tmp_path)
     prof = load(b.write(tmp_path, "again.json"))

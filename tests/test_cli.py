@@ -91,13 +91,13 @@ def test_analyze_text(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     code, out, err = run(["analyze", str(tiny)], capsys)
     assert code == 0, err
-    from nbprof.views._style import BOTTLENECK_LABELS
+    from nbprof.vocab import VERDICTS
 
     verdict = nbprof.load(tiny).diagnosis.verdict
-    assert f"Verdict: {BOTTLENECK_LABELS[verdict.bottleneck]}." in out
+    assert f"Verdict: {VERDICTS[verdict.bottleneck].label}." in out
     assert "GPU 0" in out and "GPU 1" in out
     # Device 0's kernels cover 25 of its 55 us span: what nvidia-smi would report.
-    assert f"{25 / 55 * 100:.1f} %" in out
+    assert f"{25 / 55 * 100:.1f}%" in out
     assert "ampere_sgemm_128x64_nn" in out
 
 
@@ -416,7 +416,7 @@ def test_text_panel_and_json_say_the_same_thing(
 
     import nbprof
     from nbprof.views import panel
-    from nbprof.views._style import BOTTLENECK_LABELS
+    from nbprof.vocab import VERDICTS
 
     path = next(corpus.glob(f"{prefix}*.json.gz"))
     code, out, _ = run(["analyze", str(path), "--json"], capsys)
@@ -426,7 +426,7 @@ def test_text_panel_and_json_say_the_same_thing(
     assert code == 0
     page = html_lib.unescape(re.sub(r"<[^>]+>", " ", panel.render(nbprof.load(path))))
     v = doc["verdict"]
-    label = BOTTLENECK_LABELS[v["bottleneck"]]
+    label = VERDICTS[v["bottleneck"]].label
     conf, basis = panel.confidence_text(type("V", (), v)())
     for view in (_words(text_out), _words(page)):
         # The verdict, its sentence with its numbers, its confidence and what decided it.

@@ -33,7 +33,7 @@ def test_text(traces: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0, err
     assert out.startswith("nbprof compare\n")
     assert f"before: {traces[0]}" in out and f"after:  {traces[1]}" in out
-    assert "Mean step: 1.00 ms -> 800.0 µs, 1.25x faster" in out
+    assert "Mean step: 1.0 ms -> 800.0 µs, 1.25x faster" in out
     assert "new: triton_red_fused_sum_N" in out
     assert err == ""
 

@@ -1,8 +1,8 @@
 """The comparison's JavaScript (nbprof/views/js/compare*.js), run under Node.
 
-compare.js is a module (loaded with require, as the other front-end files' tests do); the
-ticker and tick-label files are Bokeh callback bodies, run as Bokeh does, ``new
-Function(args..., body)``. Plain objects stand in for Bokeh's ranges. Skipped without Node.
+compare.mjs is an ES module (imported, as the other front-end files' tests do); the ticker
+and tick-label files are Bokeh callback bodies, run as Bokeh does, ``new Function(args...,
+body)``. Plain objects stand in for Bokeh's ranges. Skipped without Node.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ pytestmark = pytest.mark.skipif(NODE is None, reason="needs Node.js")
 
 def node(script: str) -> Any:
     assert NODE is not None
-    p = subprocess.run([NODE, "-e", script], capture_output=True, text=True, check=True)
+    p = subprocess.run(
+        [NODE, "--input-type=module", "-e", script], capture_output=True, text=True, check=True
+    )
     return json.loads(p.stdout)
 
 
@@ -39,8 +41,8 @@ JS = REPO / "nbprof" / "views" / "js"
 def test_link_moves_each_range_to_the_others_window() -> None:
     out = node(
         f"""
-        const {{ link }} = require({json.dumps(str(JS / "compare.js"))});
-        // Bokeh ranges, as far as compare.js uses them: properties' change signals,
+        const {{ link }} = await import({json.dumps(str(JS / "compare.mjs"))});
+        // Bokeh ranges, as far as compare.mjs uses them: properties' change signals,
         // connect(signal, slot), and setv emitting a change of each property set.
         const range = (start, end) => {{
           const r = {{ start, end, calls: [], slots: {{start: [], end: []}} }};
@@ -88,11 +90,11 @@ def test_ticks_sit_at_round_times_since_the_origin() -> None:
 def test_tick_labels_read_time_since_the_origin() -> None:
     out = node(
         f"""
-        globalThis.nbprof = {{ lod: require({json.dumps(str(JS / "lod.js"))}) }};
+        globalThis.nbprof = {{ format: await import({json.dumps(str(JS / "format.mjs"))}) }};
         const label = new Function("tick", "shift", {body("compare_tick_labels.js")});
         console.log(JSON.stringify([label(156, 156), label(200156, 156), label(1500156, 156),
           label(156 + 12.5, 156), label(156 - 300, 156)]));
         """
     )
-    # The timeline's own format (lod.js fmtTime), from each run's origin.
+    # The timeline's own format (format.mjs fmtTime), from each run's origin.
     assert out == ["0 µs", "200 ms", "1.5 s", "12.5 µs", "-300 µs"]

@@ -84,9 +84,77 @@ def test_entry_is_complete_and_pinned(name: str) -> None:
     assert bool(ds.members) == bool(ds.folder_name)
     if ds.bundled:
         # Shipped inside the package, with the licence text of its origin beside it.
-        data = Path(datasets.__file__).parent / "data"
-        assert (data / (ds.folder_name or ds.file_name)).exists()
-        assert (data / ds.licence_file).is_file()
+        assert (DATA / (ds.folder_name or ds.file_name)).exists()
+        assert (DATA / ds.licence_file).is_file()
+        assert datasets.licence_path(name) == DATA / ds.licence_file
+    else:
+        assert datasets.licence_path(name) is None
+
+
+DATA = Path(datasets.__file__).parent / "data"
+BUNDLED = [n for n in datasets.names() if datasets.info(n).bundled]
+#: What the bundle must cover: the demo's default (a host-side stall), the DataLoader pair,
+#: a Hopper Tensor-Core run, a host-bound small-kernel run and a multi-rank job.
+REQUIRED_BUNDLED = {
+    "dlrm-a100-sync-bound",
+    "resnet50-v100-workers0",
+    "resnet50-v100-workers4",
+    "qwen-h100-inference",
+    "bert-small-h100-host-bound",
+    "dlrm-v100-8ranks",
+}
+#: Words each licence's text must hold (its name and its redistribution clause).
+LICENCE_WORDS = {
+    "MIT": ("MIT License", "Permission is hereby granted, free of charge"),
+    "BSD-3-Clause": ("BSD License", "Redistribution and use in source and binary forms"),
+}
+
+
+def _bundled_files(name: str) -> list[Path]:
+    ds = datasets.info(name)
+    if ds.members:
+        return [DATA / ds.folder_name / f"{m.name}.gz" for m in ds.members]
+    return [DATA / ds.file_name]
+
+
+def test_the_bundle_covers_what_the_demo_and_the_notebooks_need() -> None:
+    from nbprof import demo
+
+    assert set(BUNDLED) == REQUIRED_BUNDLED
+    assert demo.DEFAULT_DATASET in BUNDLED
+
+
+def test_the_bundled_traces_stay_within_5_mb_together() -> None:
+    total = sum(f.stat().st_size for n in BUNDLED for f in _bundled_files(n))
+    assert 0 < total <= 5_000_000, f"{total:,} bytes bundled"
+    # Nothing else heavy hides in the folder: every file there is a registered trace, a
+    # licence text or the README.
+    known = {f for n in BUNDLED for f in _bundled_files(n)}
+    known |= {DATA / datasets.info(n).licence_file for n in BUNDLED} | {DATA / "README.md"}
+    assert {p for p in DATA.rglob("*") if p.is_file() and "__pycache__" not in p.parts} == known
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_a_bundled_file_is_the_pinned_recording_unedited(name: str) -> None:
+    ds = datasets.info(name)
+    if ds.members:
+        # Gzipped member by member: the JSON text is the upstream member's, hash for hash.
+        for m, f in zip(ds.members, _bundled_files(name), strict=True):
+            assert hashlib.sha256(gzip.decompress(f.read_bytes())).hexdigest() == m.sha256
+    else:
+        data = (DATA / ds.file_name).read_bytes()
+        assert (hashlib.sha256(data).hexdigest(), len(data)) == (ds.sha256, ds.size)
+    assert datasets.source(name) == "bundled"
+    assert datasets.path(name, download=False) == DATA / (ds.folder_name or ds.file_name)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_a_bundled_file_ships_its_licence_text(name: str) -> None:
+    ds = datasets.info(name)
+    text = (DATA / ds.licence_file).read_text(encoding="utf-8")
+    for words in LICENCE_WORDS[ds.licence]:
+        assert words in text, (ds.licence_file, words)
+    assert "Copyright (c)" in text
 
 
 def test_unknown_name_lists_the_registered_ones() -> None:
@@ -97,8 +165,9 @@ def test_unknown_name_lists_the_registered_ones() -> None:
 def test_table_has_a_row_per_dataset_saying_where_it_is() -> None:
     t = datasets.table()
     assert list(t["name"]) == datasets.names()
-    # No corpus, an empty cache and nothing bundled (see _isolated): nothing is here yet.
-    assert set(t["here"]) == {"download on first use"}
+    # No corpus and an empty cache (see _isolated): only the bundled ones are here.
+    here = dict(zip(t["name"], t["here"], strict=True))
+    assert here == {n: "bundled" if n in BUNDLED else "download on first use" for n in here}
     assert list(t["bundled"]) == [datasets.info(n).bundled for n in datasets.names()]
 
 
@@ -112,6 +181,8 @@ def test_every_dataset_is_found_and_verified_in_the_corpus(
     monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
     for name in datasets.names():
         ds = datasets.info(name)
+        # The corpus copy of a bundled trace is looked up as if it were not bundled.
+        monkeypatch.setitem(datasets._BY_NAME, name, dataclasses.replace(ds, bundled=False))
         p = datasets.path(name, download=False)
         if ds.members:
             # The corpus keeps the job's rank files gzipped, each under a source prefix.
@@ -123,6 +194,10 @@ def test_every_dataset_is_found_and_verified_in_the_corpus(
             assert p.parent == corpus
             assert hashlib.sha256(p.read_bytes()).hexdigest() == ds.sha256
         assert datasets.available(name) and datasets.source(name) == "corpus"
+        if ds.bundled:
+            # The bundled copy is the same recording as the corpus's, file for file.
+            for a, b in zip(_bundled_files(name), datasets.files(name), strict=True):
+                assert a.read_bytes() == b.read_bytes(), (a, b)
     assert set(datasets.table()["here"]) == {"corpus"}
     assert not datasets.cache_dir().exists()  # nothing was unpacked or downloaded
 
@@ -137,23 +212,21 @@ def test_the_deprecated_name_loads_the_same_trace(
     assert old == datasets.path("dlrm-a100-sync-bound", download=False)
 
 
-@pytest.mark.corpus
-def test_the_8_rank_job_loads_as_8_ranks(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
-    job = datasets.load("dlrm-v100-8ranks", download=False)
+def test_the_bundled_8_rank_job_loads_as_8_ranks() -> None:
+    # No corpus and no cache (see _isolated): the job is read from inside the package.
+    job = datasets.load("dlrm-v100-8ranks", download=False, progress=False)
     # A Job: one row per rank, one V100 each.
     assert sorted(job.ranks["rank"]) == list(range(8))
     assert set(job.ranks["device_name"]) == {"Tesla V100-SXM2-32GB"}
     assert any("facebookresearch/param" in n for n in job.notes)
     # One rank's own trace, with its kernels: files() lists them in rank order.
     rank_files = datasets.files("dlrm-v100-8ranks", download=False)
-    assert [f.name for f in rank_files] == [
-        f"param__dlrm_kineto__{m.name}.gz" for m in datasets.info("dlrm-v100-8ranks").members
-    ]
+    assert rank_files == _bundled_files("dlrm-v100-8ranks")
     import nbprof
 
     rank0 = nbprof.load(rank_files[0], progress=False)
     assert set(rank0.kernels["rank"]) == {0} and len(rank0.kernels) > 0
+    assert not datasets.cache_dir().exists()
 
 
 @pytest.mark.corpus
@@ -445,6 +518,7 @@ def _job(monkeypatch: pytest.MonkeyPatch, archive: bytes, url: str) -> Dataset:
         sha256=hashlib.sha256(archive).hexdigest(),
         size=len(archive),
         members=members,
+        bundled=False,
     )
     monkeypatch.setitem(datasets._BY_NAME, ds.name, ds)
     monkeypatch.setattr(Dataset, "url", property(lambda self: url))

@@ -1,4 +1,4 @@
-"""``nbprof demo``: with no GPU it still shows something real, labelled for what it is."""
+"""``nbprof demo``: with no GPU and no network it diagnoses a real GPU trace bundled with nbprof."""
 
 from __future__ import annotations
 
@@ -47,83 +47,117 @@ def _lines(out: str) -> list[str]:
     return joined
 
 
+DATA = Path(datasets.__file__).parent / "data"
+
+
+def _assert_the_default_bundled_trace(out: str) -> None:
+    """The demo's header names the bundled default: which trace, its origin, licence, GPU."""
+    ds = datasets.info(demo.DEFAULT_DATASET)
+    lines = _lines(out)
+    assert lines[0] == f"nbprof demo: REAL GPU TRACE (recorded, not live): {ds.title}"
+    assert "No GPU on this machine: this diagnoses a trace recorded on one." in lines
+    assert f"Dataset {ds.name} (the default; `nbprof demo --list` shows the others)." in lines
+    assert f"From: {ds.origin}." in lines  # repository, path, commit and licence
+    licence = DATA / ds.licence_file
+    assert f"Licence: {ds.licence}; its text ships with nbprof: {licence}." in lines
+    assert f"Read from: {DATA / ds.file_name} (bundled with nbprof)." in lines
+    # The GPU it was recorded on, from the registry, agreeing with the trace's own record.
+    assert f"Recorded on: {ds.gpu} (as the trace itself records)." in lines
+    assert demo.CPU_LABEL not in out and "What the CPU did" not in out
+    # The default shows a sync-bound run: the diagnosis says so in its verdict.
+    assert "Verdict: Stalled on synchronizations. NVIDIA A100-SXM4-80GB:" in out
+
+
 @pytest.mark.usefixtures("no_gpu_no_network")
-def test_no_gpu_no_corpus_no_network_profiles_the_cpu_and_says_so(tmp_path: Path) -> None:
+def test_no_gpu_no_corpus_no_network_diagnoses_the_bundled_real_gpu_trace(
+    tmp_path: Path,
+) -> None:
     html = tmp_path / "out" / "demo.html"
     buf = io.StringIO()
-    res = demo.run("auto", output=html, steps=2, out=buf)
+    res = demo.run("auto", output=html, out=buf)
     out = buf.getvalue()
 
-    assert res.kind == "cpu"
-    assert out.startswith(f"{RULE}\nnbprof demo: {demo.CPU_LABEL}")
-    assert "not a GPU" in out
-    # Why no real trace was used, and how to get one: one line of its own.
-    hint = [ln for ln in _lines(out) if ln.startswith("No real GPU trace at hand")]
-    assert len(hint) == 1
-    assert f"{datasets.CORPUS_ENV} is not set" in hint[0]
-    assert "the download failed (ConnectionError)" in hint[0]
-    assert f"set {datasets.CORPUS_ENV} to a folder of traces" in hint[0]
-    assert "allow the one download" in hint[0]
-    assert "What the CPU did" in out and "aten::conv2d" in out  # the model's real ops
-    # The profile itself carries the label, so every view of it says CPU.
-    assert res.profile.notes[0].startswith(demo.CPU_LABEL)
-    assert len(res.profile.kernels) == 0
-    # The printed report is the profile's own text report.
+    assert res.kind == "dataset"
+    _assert_the_default_bundled_trace(out)
+    assert len(res.profile.kernels) > 0
+    # The printed report is the profile's own text report, noting the recorded trace.
     assert res.profile.text().strip().splitlines()[0] in out
+    assert any(n.startswith(f"Recorded trace {demo.DEFAULT_DATASET}:") for n in res.profile.notes)
     assert f"Dashboard written to {html.resolve()}" in out
     page = html.read_text(encoding="utf-8")
     assert page.lstrip().lower().startswith("<!doctype html")
-    assert demo.CPU_LABEL in page
+    assert demo.CPU_LABEL not in page
+    assert not (tmp_path / "cache").exists()  # nothing downloaded, nothing cached
 
 
 @pytest.mark.usefixtures("no_gpu_no_network")
-def test_offline_says_the_download_was_not_tried(
+def test_offline_changes_nothing_for_the_bundled_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert demo.main(["--offline", "--steps", "1", "-o", str(tmp_path / "d.html")]) == 0
-    hint = [ln for ln in _lines(capsys.readouterr().out) if ln.startswith("No real GPU")]
-    assert len(hint) == 1 and "--offline forbids the download" in hint[0]
+    assert demo.main(["--offline", "-o", str(tmp_path / "d.html")]) == 0
+    _assert_the_default_bundled_trace(capsys.readouterr().out)
 
 
 @pytest.mark.corpus
 @pytest.mark.usefixtures("no_gpu_no_network")
-def test_with_a_corpus_it_diagnoses_the_default_real_gpu_trace(
+def test_with_a_corpus_the_bundled_copy_is_still_the_one_read(
     corpus: Path,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
-    html = tmp_path / "demo.html"
-    assert demo.main(["-o", str(html)]) == 0
+    assert demo.main(["-o", str(tmp_path / "demo.html")]) == 0
+    _assert_the_default_bundled_trace(capsys.readouterr().out)
+
+
+@pytest.mark.usefixtures("no_gpu_no_network")
+def test_a_live_cpu_profile_only_when_asked_for_and_labelled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = tmp_path / "cpu.html"
+    assert demo.main(["--cpu", "--steps", "2", "-o", str(html)]) == 0
     out = capsys.readouterr().out
-    ds = datasets.info(demo.DEFAULT_DATASET)
-    lines = _lines(out)
-    assert lines[0] == f"nbprof demo: REAL GPU TRACE (recorded, not live): {ds.title}"
-    assert "No GPU on this machine: this diagnoses a trace recorded on one." in lines
-    assert f"From: {ds.origin}." in lines  # repository, path, commit and licence
-    assert f"Read from: {corpus / ds.file_name} ({datasets.CORPUS_ENV})." in lines
-    # The GPU it was recorded on, from the registry, agreeing with the trace's own record.
-    assert f"Recorded on: {ds.gpu} (as the trace itself records)." in lines
-    assert demo.CPU_LABEL not in out
-    # The default shows a sync-bound run: the diagnosis says so in its verdict.
-    assert "Verdict: Stalled on synchronizations." in out
-    assert f"Dashboard written to {html.resolve()}" in out
-    assert html.is_file() and html.stat().st_size > 0
-    assert not (tmp_path / "cache").exists()  # nothing downloaded
+    assert out.startswith(f"{RULE}\nnbprof demo: {demo.CPU_LABEL}")
+    assert "not a GPU" in out
+    assert "What the CPU did" in out and "aten::conv2d" in out  # the model's real ops
+    assert "REAL GPU TRACE" not in out
+    page = html.read_text(encoding="utf-8")
+    assert demo.CPU_LABEL in page  # the profile itself carries the label
+    res = demo.run("cpu", output=tmp_path / "again.html", steps=1, out=io.StringIO())
+    assert res.kind == "cpu" and res.profile.notes[0].startswith(demo.CPU_LABEL)
+    assert len(res.profile.kernels) == 0
+
+
+@pytest.mark.usefixtures("no_gpu_no_network")
+def test_a_broken_install_is_one_clear_error_not_a_cpu_profile(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The package's data folder without the default trace: say so, never fall back.
+    monkeypatch.setattr(datasets, "_DATA_DIR", tmp_path / "data")
+    assert demo.main(["-o", str(tmp_path / "x.html")]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1
+    assert "should ship with nbprof" in err and demo.DEFAULT_DATASET in err
+    assert demo.CPU_LABEL not in captured.out
+    assert not (tmp_path / "x.html").exists() and not (tmp_path / "cache").exists()
 
 
 @pytest.mark.corpus
 @pytest.mark.usefixtures("no_gpu_no_network")
-def test_a_cached_download_is_used_offline(
+def test_a_cached_download_of_another_trace_is_used_offline(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ds = datasets.info(demo.DEFAULT_DATASET)
+    ds = datasets.info("alexnet-a100-sync")
+    assert not ds.bundled
     (tmp_path / "cache").mkdir()
     shutil.copyfile(corpus / ds.file_name, tmp_path / "cache" / ds.file_name)
-    assert demo.main(["--offline", "-o", str(tmp_path / "d.html")]) == 0
+    argv = ["--dataset", ds.name, "--offline", "-o", str(tmp_path / "d.html")]
+    assert demo.main(argv) == 0
     lines = _lines(capsys.readouterr().out)
     assert f"Read from: {tmp_path / 'cache' / ds.file_name} (the download cache)." in lines
+    assert f"Licence: {ds.licence} (the repository's own licence file at that commit)." in lines
 
 
 def _tiny_bundled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Dataset:
@@ -152,11 +186,11 @@ def _tiny_bundled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Dataset:
 
 
 @pytest.mark.usefixtures("no_gpu_no_network")
-def test_a_bundled_trace_is_diagnosed_with_no_corpus_and_no_network(
+def test_any_bundled_trace_is_picked_by_name_and_listed_as_bundled(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ds = _tiny_bundled(monkeypatch, tmp_path)
-    assert demo.main(["-o", str(tmp_path / "b.html")]) == 0
+    assert demo.main(["--dataset", ds.name, "-o", str(tmp_path / "b.html")]) == 0
     out = capsys.readouterr().out
     lines = _lines(out)
     assert lines[0].endswith(ds.title)
@@ -171,15 +205,10 @@ def test_a_bundled_trace_is_diagnosed_with_no_corpus_and_no_network(
     assert ds.name not in downloadable
 
 
-@pytest.mark.corpus
 @pytest.mark.usefixtures("no_gpu_no_network")
-def test_dataset_option_picks_the_trace(
-    corpus: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+def test_dataset_option_picks_the_bundled_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
     name = "dlrm-v100-8ranks"
     assert demo.main(["--dataset", name, "--offline", "-o", str(tmp_path / "a.html")]) == 0
     lines = _lines(capsys.readouterr().out)
@@ -187,7 +216,7 @@ def test_dataset_option_picks_the_trace(
     assert lines[0].endswith(ds.title)
     # A GPU named differently in the trace than in the registry: both are shown.
     assert f"Recorded on: {ds.gpu} (the trace itself records 8x Tesla V100-SXM2-32GB)." in lines
-    assert f"Read from: {corpus / ds.folder_name} ({datasets.CORPUS_ENV})." in lines
+    assert f"Read from: {DATA / ds.folder_name} (bundled with nbprof)." in lines
 
 
 @pytest.mark.usefixtures("no_gpu_no_network")
@@ -209,19 +238,24 @@ def test_forcing_the_gpu_without_one_is_refused(capsys: pytest.CaptureFixture[st
 
 
 @pytest.mark.usefixtures("no_gpu_no_network")
-def test_list_shows_bundled_and_downloadable_and_what_is_here(
+def test_list_shows_the_bundled_first_and_what_is_here(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert demo.main(["--list"]) == 0
     out = capsys.readouterr().out
     bundled, downloadable = out.split("\nDownloadable")
     assert "Bundled (inside the nbprof package" in bundled
-    assert "(none in this version)" in bundled  # no real trace ships in the package yet
-    for name in datasets.names():
-        ds = datasets.info(name)
-        assert f"{name}{'  [default]' if name == demo.DEFAULT_DATASET else ''}  (" in downloadable
-        assert f"recorded on {ds.gpu}" in downloadable and ds.origin in downloadable
-    assert downloadable.count("not here: downloads on first use") == len(datasets.names())
+    in_package = [n for n in datasets.names() if datasets.info(n).bundled]
+    others = [n for n in datasets.names() if n not in in_package]
+    assert in_package and others
+    for group, names in ((bundled, in_package), (downloadable, others)):
+        for name in names:
+            ds = datasets.info(name)
+            assert f"{name}{'  [default]' if name == demo.DEFAULT_DATASET else ''}  (" in group
+            assert f"recorded on {ds.gpu}" in group and ds.origin in group
+    assert f"{demo.DEFAULT_DATASET}  [default]" in bundled
+    assert bundled.count("here: bundled with nbprof)") == len(in_package)
+    assert downloadable.count("not here: downloads on first use") == len(others)
 
 
 @pytest.mark.corpus
@@ -232,7 +266,9 @@ def test_list_says_which_are_in_the_corpus(
     monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
     assert demo.main(["--list"]) == 0
     out = capsys.readouterr().out
-    assert out.count(f"here: {datasets.CORPUS_ENV})") == len(datasets.names())
+    others = [n for n in datasets.names() if not datasets.info(n).bundled]
+    assert out.count(f"here: {datasets.CORPUS_ENV})") == len(others)
+    assert out.count("here: bundled with nbprof)") == len(datasets.names()) - len(others)
 
 
 @pytest.mark.usefixtures("no_gpu_no_network")

@@ -1,9 +1,11 @@
-"""What pyproject.toml declares: every dependency is used, and torch is never capped."""
+"""What pyproject.toml declares: every dependency is used, every import is declared, and
+torch is never capped."""
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,36 @@ def test_every_runtime_dependency_is_imported_by_nbprof() -> None:
         name = Requirement(spec).name.lower().replace("_", "-")
         tops = by_dist.get(name, {name.replace("-", "_")})
         assert tops & imported, f"{name} is a dependency but nbprof imports none of {tops}"
+
+
+def _declared() -> set[str]:
+    """Distributions pyproject.toml names, at run time or in an extra, with the extras they
+    ask for (``dask[distributed]`` declares distributed)."""
+    specs = [*PROJECT["dependencies"], *(s for v in PROJECT["optional-dependencies"].values()
+                                          for s in v)]  # fmt: skip
+    out: set[str] = set()
+    for req in map(Requirement, specs):
+        out.add(_norm(req.name))
+        out.update(_norm(x) for x in req.extras)
+    out.discard("nbprof")
+    return out
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def test_every_package_nbprof_imports_is_declared() -> None:
+    # Arriving through another package's dependencies is luck: that package may drop it.
+    declared = _declared()
+    dists = importlib.metadata.packages_distributions()
+    third = {n for n in _imported_top_names() if n not in sys.stdlib_module_names} - {"nbprof"}
+    missing = {
+        top: names
+        for top in sorted(third)
+        if not (names := {_norm(d) for d in dists.get(top, [top])}) & declared
+    }
+    assert not missing, f"imported but not declared in pyproject.toml: {missing}"
 
 
 def _bounds(name: str, specs: list[str]) -> list[Requirement]:

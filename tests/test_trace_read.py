@@ -292,7 +292,7 @@ def test_folder_without_rank_info_numbers_ranks_by_file_order(tmp_path: Path) ->
 def test_nbprof_load_uses_the_reader(tmp_path: Path) -> None:
     # Imported from its module: the package-level lazy ``nbprof.load`` resolves ``profile``
     # to the capture function instead of this module (reported; nbprof/__init__.py).
-    from nbprof.result import load
+    from nbprof.loading import load
 
     prof = load(write(tmp_path, modern()))
     assert len(prof.kernels) == 2 and prof.trace.source.endswith("t.json")
@@ -313,8 +313,8 @@ def test_a_fast_load_does_not_import_tqdm(tmp_path: Path) -> None:
     ``tqdm.auto`` imports asyncio: about 35 ms) is not imported for it."""
     p = write(tmp_path, modern())
     code = (
-        "import sys, nbprof.result\n"
-        f"nbprof.result.load({str(p)!r}, cache=False)\n"
+        "import sys, nbprof.loading\n"
+        f"nbprof.loading.load({str(p)!r}, cache=False)\n"
         "print('tqdm' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

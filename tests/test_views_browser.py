@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's /usr/bin/chromium"),
 ]
 
-#: The API js/timeline.js leaves on each .nbp-timeline element, and its drawn sources.
+#: The API js/timeline.mjs leaves on each .nbp-timeline element, and its drawn sources.
 _API = "(k) => document.querySelectorAll('.nbp-timeline')[k]._nbprof"
 _COUNTS = f"""(k) => {{ const a = ({_API})(k), g = n => a.doc.get_model_by_name(n);
   const det = ['kernel', 'gpu', 'runtime', 'cpu'].reduce(

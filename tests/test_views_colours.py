@@ -102,9 +102,10 @@ def test_colour_does_not_say_good_where_it_means_a_problem() -> None:
 
 
 def test_verdict_tags_are_readable_and_not_green() -> None:
-    from nbprof.views.panel import _VERDICT_COLOURS
+    from nbprof.vocab import UNKNOWN_COLOUR, VERDICTS
 
-    for verdict, colour in _VERDICT_COLOURS.items():
+    colours = {name: t.colour for name, t in VERDICTS.items()} | {"unknown": UNKNOWN_COLOUR}
+    for verdict, colour in colours.items():
         r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
         assert not (g > r + 20 and g > b + 20), verdict
         assert contrast(colour, "#ffffff") >= 4.5, (verdict, colour)

@@ -111,7 +111,7 @@ _CORPUS = [
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", _CORPUS)
 def test_corpus_trace_renders(corpus: Path, name: str) -> None:
-    from nbprof.result import load
+    from nbprof.loading import load
 
     # job=False: a rank folder read as one flat trace (nbprof.load gives a Job for it).
     p = load(corpus / name, job=False)

@@ -1,7 +1,7 @@
 """The Bokeh timeline: lanes, colours from analysis, hover fields, level of detail, samples.
 
 What is drawn is decided in the browser (nbprof/views/js); tests/js_draw.py runs that code
-under Node on the data this module's builds embed.
+under Node on the timeline document of each build.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from views_data import small_profile, synthetic_profile
 
 from nbprof.views import timeline
 from nbprof.views._style import CLASSES, GAP_CAUSES
+from nbprof.views.timeline import events, store
 
 
 def _model(layout, name: str):
@@ -50,7 +51,7 @@ def test_threads_are_named_by_what_they_are() -> None:
         {"pid": [5, 5, 5], "tid": [5, 9, -1220540864],
          "name": ["aten::mm", "autograd::engine::evaluate_function: MmBackward0", "x"]}
     )  # fmt: skip
-    names = timeline._thread_names([(5, 5), (5, 9), (5, -1220540864), (5, 12)], ops)
+    names = events.thread_names([(5, 5), (5, 9), (5, -1220540864), (5, 12)], ops)
     assert names == {
         (5, 5): "main thread",
         (5, 9): "autograd thread",
@@ -85,16 +86,18 @@ def test_small_trace_draws_exact_events_with_classes_from_analysis() -> None:
     assert set(tl.classes) >= {"tensor_core", "memory", "communication", "copy_htod", "step"}
 
 
-def test_the_document_carries_no_drawn_glyphs_only_the_store() -> None:
-    """First paint is the browser's: the drawn sources are empty in the document."""
+def test_the_bokeh_document_carries_no_drawn_glyphs_and_no_events() -> None:
+    """First paint is the browser's: the drawn sources are empty in the Bokeh document,
+    and the events travel once, as the timeline document's typed columns."""
     tl = timeline.build(synthetic_profile(2_000))
     for kind in timeline.DETAIL_KINDS:
         assert source(tl, f"nbprof-detail-{kind}")["left"] == []
     assert source(tl, "nbprof-aggregate")["left"] == []
-    store = _model(tl.layout, "nbprof-store").data
-    assert {k: v.dtype.name for k, v in store.items()} == {
+    assert not list(tl.layout.select({"name": "nbprof-store"}))
+    assert {k: c.values.dtype.name for k, c in tl.doc.events.items()} == {
         "dx": "uint32", "dd": "uint32", "sig": "uint16", "dl": "int32",
     }  # fmt: skip
+    assert tl.meta["events"]["dx"]["length"] == tl.data.event_count
 
 
 def test_colours_follow_the_kernel_class_table_not_the_names() -> None:
@@ -323,7 +326,7 @@ def test_exact_window_matches_a_brute_force_count_on_a_large_trace() -> None:
 
 def test_encoding_round_trips_within_one_tick() -> None:
     data = timeline.collect(synthetic_profile(5_000))
-    dx, dd, tick = timeline._encode(data)
+    dx, dd, tick = store.encode_ticks(data)
     assert dx.dtype == np.uint32 and dd.dtype == np.uint32
     x = np.empty(len(dx))
     for a, b in zip(data.lane_offsets[:-1], data.lane_offsets[1:], strict=True):

@@ -1,11 +1,14 @@
-"""The built wheel, installed alone in a fresh virtual environment, runs ``nbprof demo``.
+"""The built wheel, installed alone in a fresh virtual environment, runs ``nbprof demo`` and
+the four notebooks on the real GPU traces it carries.
 
 This is a newcomer's first run on a machine with no GPU, no corpus folder and no network:
 the wheel is built from the source files (``pip wheel --no-deps``), installed with
 ``--no-deps --no-index`` into a new virtual environment whose only view of the
 dependencies (torch, pandas, bokeh...) is a ``.pth`` line naming this interpreter's
 site-packages, and the demo runs there from an empty folder, with every proxy variable
-pointing at a closed local port so any download fails as it would offline.
+pointing at a closed local port so any download fails as it would offline. The notebooks
+run in that environment's own kernel, which cannot open the corpus or the checkout's
+package (see ``offline_kernel.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "nbprof" / "data"
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +56,9 @@ class Installed:
         env.update(
             HOME=str(self.home),
             NBPROF_CACHE_DIR=str(self.home / "cache"),
+            # The tables' own cache apart, so the download cache stays empty unless a
+            # download happened.
+            NBPROF_TABLE_CACHE=str(self.home / "tables"),
             CUDA_VISIBLE_DEVICES="",
             PATH=f"{self.python.parent}{os.pathsep}{env.get('PATH', '')}",
         )
@@ -70,11 +77,14 @@ class Installed:
 
 
 def _pip(*args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
-    # --no-index everywhere: nothing may come from a package index.
+    # --no-index everywhere: nothing may come from a package index. Without PYTHONPATH:
+    # pip would take a checkout named there for an installed nbprof of the same version,
+    # and skip installing the wheel.
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env={**base, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -127,10 +137,20 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
 
 
 def test_the_wheel_carries_the_package_data(installed: Installed) -> None:
+    from nbprof import datasets
+
     with zipfile.ZipFile(installed.wheel) as z:
         names = set(z.namelist())
-    # nbprof/data is where bundled traces and their licence texts go: it must ship.
-    assert "nbprof/data/README.md" in names
+        # nbprof/data holds the bundled traces and their licence texts: they must ship, and
+        # byte for byte as in the checkout.
+        assert "nbprof/data/README.md" in names
+        bundled = [datasets.info(n) for n in datasets.names() if datasets.info(n).bundled]
+        assert bundled
+        for ds in bundled:
+            files = [f"{ds.folder_name}/{m.name}.gz" for m in ds.members] or [ds.file_name]
+            for f in files:
+                assert z.read(f"nbprof/data/{f}") == (DATA / f).read_bytes(), f
+            assert z.read(f"nbprof/data/{ds.licence_file}") == (DATA / ds.licence_file).read_bytes()
     # PEP 561: type checkers read nbprof's own annotations only when the marker ships.
     assert "nbprof/py.typed" in names
     assert "nbprof/datasets.py" in names and "nbprof/demo.py" in names
@@ -143,70 +163,116 @@ def test_the_wheel_carries_the_package_data(installed: Installed) -> None:
         assert f"nbprof/trace/{ext}.pyi" in names
 
 
-def test_the_installed_package_is_the_wheel(installed: Installed, tmp_path: Path) -> None:
+def _site_data(installed: Installed) -> Path:
+    """The installed package's data folder, inside the virtual environment."""
     proc = subprocess.run(
         [str(installed.python), "-c", "import nbprof, sys; print(nbprof.__file__)"],
-        cwd=tmp_path,
+        cwd=installed.home,
         env=installed.env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert Path(proc.stdout.strip()).is_relative_to(installed.venv)
+    return Path(proc.stdout.strip()).parent / "data"
+
+
+def test_the_installed_package_is_the_wheel(installed: Installed) -> None:
+    assert _site_data(installed).is_relative_to(installed.venv)
 
 
 def test_demo_with_no_gpu_no_corpus_and_no_network(installed: Installed, tmp_path: Path) -> None:
-    proc = installed.run("demo", "--steps", "2", cwd=tmp_path)
+    """The README's first command, run from the wheel: a real GPU's verdict, offline."""
+    from nbprof import datasets, demo
+
+    proc = installed.run("demo", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     rule = "=" * 88
-    assert out.startswith(f"{rule}\nnbprof demo: LIVE CPU PROFILE (no GPU on this machine)\n")
-    assert "the numbers describe CPU work only, not" in out
+    ds = datasets.info(demo.DEFAULT_DATASET)
     header = " ".join(out.split(rule)[1].split())  # unwrapped
-    assert "No real GPU trace at hand (NBPROF_TRACE_CORPUS is not set, none is cached, " in header
-    assert "and the download failed (" in header
-    assert "For one: set NBPROF_TRACE_CORPUS to a folder of traces, or allow the one " in header
-    assert "Verdict: CPU only (no GPU activity)." in out
-    assert "What the CPU did" in out and "aten::conv2d" in out
+    assert header.startswith(f"nbprof demo: REAL GPU TRACE (recorded, not live): {ds.title}")
+    assert "No GPU on this machine: this diagnoses a trace recorded on one." in header
+    assert f"Recorded on: {ds.gpu} (as the trace itself records)." in header
+    assert f"From: {ds.origin}." in header
+    data = _site_data(installed)
+    assert f"Licence: MIT; its text ships with nbprof: {data / ds.licence_file}." in header
+    assert f"Read from: {data / ds.file_name} (bundled with nbprof)." in header
+    assert "Verdict: Stalled on synchronizations. NVIDIA A100-SXM4-80GB:" in out
+    assert "LIVE CPU PROFILE" not in out and "CPU only" not in out
     html = tmp_path / "nbprof-demo.html"
     assert f"Dashboard written to {html}" in out
     assert html.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
     assert "Traceback" not in proc.stderr
-    assert not (
-        installed.home / "cache" / "hta__negative_queue_length_values_check__rank0.json.gz"
-    ).exists()
+    assert not (installed.home / "cache").exists()  # nothing downloaded
 
 
-def test_demo_list_there_says_nothing_is_here(installed: Installed, tmp_path: Path) -> None:
+def test_demo_list_there_shows_the_bundled_traces_first(
+    installed: Installed, tmp_path: Path
+) -> None:
+    from nbprof import datasets
+
     proc = installed.run("demo", "--list", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     bundled, downloadable = proc.stdout.split("\nDownloadable")
-    assert "(none in this version)" in bundled
-    assert "dlrm-a100-sync-bound  [default]" in downloadable
+    assert "dlrm-a100-sync-bound  [default]" in bundled
+    in_package = [n for n in datasets.names() if datasets.info(n).bundled]
+    assert bundled.count("here: bundled with nbprof)") == len(in_package)
     assert "here:" not in downloadable.replace("not here:", "")
 
 
+def test_a_live_cpu_profile_from_the_wheel_when_asked_for(
+    installed: Installed, tmp_path: Path
+) -> None:
+    proc = installed.run("demo", "--cpu", "--steps", "2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("=" * 88 + "\nnbprof demo: LIVE CPU PROFILE (no GPU on this")
+    assert "What the CPU did" in proc.stdout and "aten::conv2d" in proc.stdout
+
+
 @pytest.mark.corpus
-def test_demo_from_the_wheel_diagnoses_a_cached_real_trace_offline(
+def test_demo_from_the_wheel_diagnoses_a_cached_unbundled_trace_offline(
     installed: Installed, corpus: Path, tmp_path: Path
 ) -> None:
-    # What a user has after one download: the pinned file in the cache (copied here from
-    # the corpus into a temporary cache), and still no network.
-    name = "hta__negative_queue_length_values_check__rank0.json.gz"
+    # What a user has after one download of a trace that is not bundled: the pinned file in
+    # the cache (copied here from the corpus into a temporary cache), and still no network.
+    name = "hta__critical_path_alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
     cache = tmp_path / "cache"
     cache.mkdir()
     shutil.copyfile(corpus / name, cache / name)
-    proc = installed.run("demo", cwd=tmp_path, NBPROF_CACHE_DIR=str(cache))
+    proc = installed.run(
+        "demo", "--dataset", "alexnet-a100-sync", cwd=tmp_path, NBPROF_CACHE_DIR=str(cache)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     header = " ".join(proc.stdout.split("=" * 88)[1].split())
-    assert (
-        "nbprof demo: REAL GPU TRACE (recorded, not live): DLRM-style training on an A100" in header
-    )
-    assert "Recorded on: NVIDIA A100-SXM4-80GB" in header
-    assert "From: facebookresearch/HolisticTraceAnalysis:" in header and "(MIT)" in header
+    assert "nbprof demo: REAL GPU TRACE (recorded, not live): AlexNet benchmark" in header
     assert f"Read from: {cache / name} (the download cache)." in header
-    assert "Verdict: Stalled on synchronizations." in proc.stdout
+    assert "(the repository's own licence file at that commit)" in header
+
+
+def test_the_notebooks_run_from_the_wheel_offline(installed: Installed, tmp_path: Path) -> None:
+    """Each notebook in the virtual environment's own kernel: no corpus (hidden, with the
+    checkout's package), no network, an empty cache; every trace from the wheel."""
+    import importlib.util
+
+    from offline_kernel import execute, offline_env, read_from, text_of
+
+    from tests.test_notebooks import NOTEBOOKS, hidden_corpus
+
+    spec = importlib.util.find_spec("nbprof")
+    assert spec is not None and spec.origin is not None
+    hidden = [*hidden_corpus(), REPO / "nbprof", Path(spec.origin).parent]
+    env = offline_env(tmp_path, installed.env(), hidden)
+    data = _site_data(installed)
+    for path in NOTEBOOKS:
+        run = execute(path, env, tmp_path, python=installed.python)
+        outputs = [o for c in run.nb.cells if c.cell_type == "code" for o in c.outputs]
+        assert not [o for o in outputs if o.get("output_type") == "error"], path.name
+        text = "\n".join(text_of(o) for o in outputs)
+        assert "RECORDED trace" in text, path.name
+        dashboards = [t for t in map(text_of, outputs) if t.startswith("nbprof ·")]
+        assert len(dashboards) == 1 and read_from(dashboards[0], data), path.name
+    assert not (installed.home / "cache").exists()  # nothing downloaded
 
 
 def test_without_a_compiler_the_wheel_reads_traces_in_python(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames, _group
+from nbprof.analysis import _frames, _group, roofline
 from nbprof.analysis._text import (
     Names,
     equals,
@@ -210,8 +210,6 @@ def roofline_bounds(
     ``flop_ops``: the outermost FLOP-counted ops of ``ops``
     (:func:`nbprof.analysis.roofline.flop_ops`) when the caller has them already.
     """
-    from nbprof.analysis import roofline
-
     out = np.full(len(kernels), "", dtype=object)
     if kernels.empty or roof.empty or ops.empty or all_cpu_ops.empty:
         return out

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from nbprof import units, vocab
 from nbprof.analysis.model import Basis, DeviceMetrics, Diagnosis, Verdict
 from nbprof.analysis.names import groups, kernel_group, op_group
 from nbprof.trace.model import Trace
@@ -150,34 +151,6 @@ _RESOLUTION: dict[str, float] = {
 }  # fmt: skip
 #: Three significant digits: the precision of the rates and large amounts shown.
 _RELATIVE = 5e-4
-
-#: What measures each bottleneck, and how the summary says it moved. The verdict of the
-#: "before" run picks it: did what limited that run go away?
-_DRIVERS: dict[str, tuple[str, str]] = {
-    "input_bound": ("span_input_pct", "the GPU waited on the DataLoader for {b} of the span {how}"),
-    "sync_bound": ("span_sync_pct", "the GPU sat idle on syncs for {b} of the span {how}"),
-    "transfer_bound": ("span_copy_only_pct", "only copies ran for {b} of the span {how}"),
-    "communication_bound": ("exposed_comm_pct", "collectives ran alone for {b} of the span {how}"),
-    "host_bound": ("span_host_pct", "the GPU waited on the host for {b} of the span {how}"),
-    "launch_bound": ("launch_us_per_kernel", "each kernel's launch call took {b} {how}"),
-    "compute_bound": ("tensor_core_pct", "Tensor Cores ran {b} of kernel time {how}"),
-}  # fmt: skip
-_DEFAULT_DRIVER = ("kernel_busy_pct", "kernels ran {b} of the GPU span {how}")
-
-#: A bottleneck in the words of "the GPU is now ...".
-_STATES: dict[str, str] = {
-    "compute_bound": "compute-bound",
-    "memory_bound": "memory-bound",
-    "host_bound": "host-bound",
-    "launch_bound": "launch-bound",
-    "input_bound": "starved by the input pipeline",
-    "sync_bound": "stalled on synchronizations",
-    "transfer_bound": "dominated by host-device copies",
-    "communication_bound": "communication-bound",
-    "idle": "mostly idle",
-    "insufficient_gpu_work": "given too little work to judge",
-    "cpu_only": "unused (no GPU activity recorded)",
-}
 
 #: Ops whose first input's leading dimension is the batch (N of NCHW, B of [B, ..., H]).
 _BATCH_OPS = frozenset(
@@ -689,32 +662,31 @@ def _warnings(b: Side, a: Side, step: StepTime) -> list[str]:
 
 def _fmt(unit: str, v: float) -> str:
     if unit == "%":
-        return f"{v:.1f}%"
+        return units.pct(v)
     if unit == "µs":
-        return f"{v / 1e3:.1f} ms" if abs(v) >= 1e3 else f"{v:.1f} µs"
-    return f"{v:.3g} {unit}"
+        return units.duration(v)
+    return f"{units.significant(v)} {unit}"
 
 
 def _ms(v: float) -> str:
-    """A time given in ms, in the unit it reads best in (0.15 ms is "150.0 µs")."""
-    if abs(v) >= 1e3:
-        return f"{v / 1e3:.2f} s"
-    return f"{v:.1f} ms" if abs(v) >= 1.0 else f"{v * 1e3:.1f} µs"
+    """A step time given in ms, in the unit it reads best in (0.15 ms is "150.0 µs"); from
+    a second on with two decimals, the sentence's precision since it was first written
+    (``nbprof.compare/1`` keeps its summaries)."""
+    return units.duration(v * 1e3, digits=2 if abs(v) >= 1e3 else 1)
 
 
 def state(bottleneck: str) -> str:
     """A bottleneck in words ("starved by the input pipeline"), unknown ones spelled out."""
-    return _STATES.get(bottleneck, bottleneck.replace("_", " "))
+    return vocab.term(bottleneck).phrase
 
 
 def _driver_clause(d: Diff) -> str:
     """How the measure of the before run's bottleneck moved; when it did not move, how the
     kernels' share of the span did (the measure of any bottleneck)."""
     known = []
-    for key, template in (
-        _DRIVERS.get(d.before.verdict.bottleneck, _DEFAULT_DRIVER),
-        _DEFAULT_DRIVER,
-    ):
+    # The before run's verdict picks the measure: did what limited that run go away?
+    for measure in (vocab.term(d.before.verdict.bottleneck).measure, vocab.KERNEL_BUSY):
+        key, template = measure.metric, measure.moved
         m = d.metric(key)
         if m.before is None or m.after is None:
             continue

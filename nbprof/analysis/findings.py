@@ -46,6 +46,8 @@ from nbprof.analysis.verdict import (
     too_little_work,
 )
 from nbprof.trace.model import Trace
+from nbprof.units import duration as _ms
+from nbprof.units import size
 
 logger = logging.getLogger(__name__)
 
@@ -57,18 +59,7 @@ def _r(x: float | None, nd: int = 1) -> float | None:
 
 
 def _size(n: int | None) -> str:
-    if n is None:
-        return "unknown size"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
-def _ms(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.1f} s"
-    return f"{us / 1e3:.1f} ms" if us >= 1000 else f"{us:.1f} µs"
+    return "unknown size" if n is None else size(n)
 
 
 def _severity(share: float) -> Severity:
@@ -236,7 +227,7 @@ def tensor_cores(s: Signals) -> Finding | None:
         "with torch.autocast('cuda', dtype=torch.bfloat16):\n"
         "    loss = model(x).loss(y)"
         if ampere
-        else "scaler = torch.cuda.amp.GradScaler()\n"
+        else 'scaler = torch.amp.GradScaler("cuda")\n'
         "with torch.autocast('cuda', dtype=torch.float16):\n"
         "    loss = model(x).loss(y)\n"
         "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()"

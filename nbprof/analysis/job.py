@@ -65,6 +65,8 @@ from nbprof.analysis.model import (
 from nbprof.analysis.rank import RankFailure, RankSummary
 from nbprof.analysis.verdict import FINDING_STALL_PCT, STALL_PCT, STALLS
 from nbprof.errors import TraceError, plain_text
+from nbprof.units import duration as _us
+from nbprof.units import share as _pct
 
 logger = logging.getLogger(__name__)
 
@@ -711,8 +713,6 @@ def _stragglers(
             f"{kinds[k]} of {of_kind[k]} {_plural(k)}"
             for k in sorted(kinds, key=lambda k: -kinds[k])
         )
-        from nbprof.analysis.verdict import _pct
-
         label = s.verdict.bottleneck.replace("_", "-")
         sentence = (
             f"rank {r} arrives last at {words}; the others wait {_us(per_peer)} each for it "
@@ -767,12 +767,6 @@ def _rank_fix(s: RankSummary) -> str:
         if f.id != "communication" and f.fix:
             return f.fix
     return ""
-
-
-def _us(us: float) -> str:
-    from nbprof.analysis.verdict import _us as fmt
-
-    return fmt(us)
 
 
 def _row(s: RankSummary, rank: int, shift: float | None, st: _RankStats) -> RankRow:
@@ -898,8 +892,6 @@ def _verdict(
     stragglers: list[Straggler],
     colls: list[CollectiveRow],
 ) -> JobVerdict:
-    from nbprof.analysis.verdict import _pct
-
     usable = [s for s in summaries if s.device]
     if not usable or not bd:
         busiest = summaries[0]

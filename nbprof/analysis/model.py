@@ -13,15 +13,11 @@ import pandas as pd
 
 from nbprof.analysis._sent import PackedWhenSent
 from nbprof.trace.model import NAN, Column, Table
+from nbprof.vocab import Bottleneck as Bottleneck
 
 SCHEMA = "nbprof.analysis/1"
 
 BasisKind = Literal["measured", "trace", "estimated", "unknown"]
-Bottleneck = Literal[
-    "compute_bound", "memory_bound", "host_bound", "launch_bound", "input_bound",
-    "sync_bound", "transfer_bound", "communication_bound", "idle", "insufficient_gpu_work",
-    "cpu_only",
-]  # fmt: skip
 Severity = Literal["high", "medium", "low", "info"]
 Confidence = Literal["high", "low"]
 #: Which evidence decided ``tensor_core_pct`` (DESIGN.md's metric contract).
@@ -33,6 +29,7 @@ VerdictBasis = Literal[
     "one_time_setup", "queued_idle", "kernel_busy", "hardware_counters", "roofline",
     "kernel_classes", "none", "",
 ]  # fmt: skip
+#: The verdicts' names (declared with their words in :mod:`nbprof.vocab`).
 BOTTLENECKS: tuple[str, ...] = get_args(Bottleneck)
 TENSOR_CORE_BASES: tuple[str, ...] = get_args(TensorCoreBasis)
 VERDICT_BASES: tuple[str, ...] = get_args(VerdictBasis)

@@ -42,15 +42,19 @@ faster is the first thing to fix, ahead of anything the kernels themselves could
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
+from nbprof import vocab
 from nbprof.analysis import _frames
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Bottleneck, Confidence, Verdict, VerdictBasis
 from nbprof.analysis.stalls import KERNEL_WAIT_US
 from nbprof.trace.model import Trace
+from nbprof.units import duration as _us
+from nbprof.units import share as _pct
+from nbprof.units import size as _size
 
 logger = logging.getLogger(__name__)
 
@@ -115,35 +119,11 @@ IDLE_HIGH_PCT = 90.0
 PRE_GPU_STEP_PCT = 50.0
 
 _KNOWN = ("tensor_core", "compute", "memory", "communication")
-#: Stall (span_breakdown key) -> (verdict, basis, what it means in a sentence).
+#: Stall (span_breakdown key) -> (verdict, basis, what it means in a sentence): the
+#: stalls of the vocabulary, in its order (which breaks ties between equal shares).
 STALLS: dict[str, tuple[Bottleneck, VerdictBasis, str]] = {
-    "exposed_comm": (
-        "communication_bound", "exposed_communication",
-        "collectives ran with no compute kernel beside them",
-    ),
-    "input": ("input_bound", "dataloader_gaps", "the GPU sat idle while the DataLoader fetched"),
-    "sync": (
-        "sync_bound", "sync_gaps",
-        "the GPU sat idle while the host was blocked waiting on it, or had just returned",
-    ),
-    "copy_only": ("transfer_bound", "copy_time", "only copies ran"),
-    "kernel_wait": (
-        "launch_bound", "kernel_gaps",
-        "work was queued back to back but each kernel was too short to cover the GPU's own "
-        "launch delay before the next",
-    ),
-    "host": (
-        "host_bound", "host_gaps",
-        "nothing was queued while the host ran Python/framework code between kernels",
-    ),
-    "setup": (
-        "idle", "one_time_setup",
-        "the host was in set-up calls (allocation, context creation, loading kernel code)",
-    ),
-    "dependency": (
-        "idle", "queued_idle", "work was queued but waited on another stream or device",
-    ),
-}  # fmt: skip
+    s.key: (s.verdict, cast("VerdictBasis", s.basis), s.meaning) for s in vocab.STALLS
+}
 
 
 class Decision(NamedTuple):
@@ -219,24 +199,6 @@ def too_little_work(s: Signals) -> str | None:
             f"time): too few and too short to tell what limits the work"
         )
     return None
-
-
-def _us(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.1f} s"
-    return f"{us / 1e3:.1f} ms" if us >= 1000 else f"{us:.1f} µs"
-
-
-def _pct(v: float) -> str:
-    """A share as the sentence quotes it: tenths below 10%, where 0% would mislead."""
-    return f"{v:.1f}%" if v < 10 else f"{v:.0f}%"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 _COPY_WORDS = {"DtoH": "device-to-host", "HtoD": "host-to-device", "DtoD": "device-to-device"}

@@ -50,9 +50,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import msgspec
 import numpy as np
 
-from nbprof import __version__, _memory
+from nbprof import _memory
 from nbprof._files import STALE_TEMP_S, atomic_output, env_folder, is_stale_temp, temp_target
 from nbprof._objects import distinct_objects
+from nbprof._version import __version__
 from nbprof.errors import OutputError, plain_text, valid_text
 from nbprof.trace.model import SCHEMA, TABLES, Table
 

@@ -1,13 +1,16 @@
-"""Colours, labels and small text helpers shared by the views (no metrics here)."""
+"""Colours, labels and small text helpers shared by the views (no metrics here).
+
+Numbers are formatted by :mod:`nbprof.units`, verdicts named by :mod:`nbprof.vocab`.
+"""
 
 from __future__ import annotations
 
 import html
-import math
 import re
 import textwrap
 from typing import Any
 
+from nbprof import units
 from nbprof.errors import plain_text
 
 #: Event class key -> (label, colour). The order fixes the class ids the timeline embeds.
@@ -68,20 +71,6 @@ SEVERITY_COLOURS: dict[str, str] = {
     "medium": "#a75400",
     "low": "#4f6272",
     "info": "#5f6b76",
-}
-
-BOTTLENECK_LABELS: dict[str, str] = {
-    "compute_bound": "Compute-bound",
-    "memory_bound": "Memory-bound",
-    "host_bound": "Host-bound",
-    "launch_bound": "Launch-bound",
-    "input_bound": "Starved by the input pipeline",
-    "sync_bound": "Stalled on synchronizations",
-    "transfer_bound": "Dominated by host-device copies",
-    "communication_bound": "Communication-bound",
-    "idle": "GPU mostly idle",
-    "insufficient_gpu_work": "Too little GPU work to judge",
-    "cpu_only": "CPU only (no GPU activity)",
 }
 
 #: span_breakdown keys (analysis' disjoint shares of the GPU span) in words.
@@ -210,45 +199,6 @@ def short_name(name: str, limit: int = 72) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def fmt_pct(v: float | None) -> str:
-    return "n/a" if v is None or _nan(v) else f"{v:.1f} %"
-
-
-def fmt_us(v: float | None) -> str:
-    """A duration in µs, in the unit a person reads best."""
-    if v is None or _nan(v):
-        return "n/a"
-    if abs(v) >= 1e6:
-        return f"{v / 1e6:.3f} s"
-    if abs(v) >= 1e3:
-        return f"{v / 1e3:.2f} ms"
-    return f"{v:.1f} µs"
-
-
-def fmt_bytes(v: float | None) -> str:
-    if v is None or _nan(v) or v < 0:
-        return "n/a"
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(v) < 1000 or unit == "GB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1000
-    return f"{v:.1f} TB"  # pragma: no cover - unreachable
-
-
-def fmt_tflops(v: float) -> str:
-    """TFLOP/s: two decimals without trailing zeros, two significant digits when tiny."""
-    if abs(v) < 0.1:
-        return f"{v:.2g}"
-    return f"{v:,.2f}".rstrip("0").rstrip(".")
-
-
-def fmt_flops_rate(tflops: float) -> tuple[str, str]:
-    """(number, unit): GFLOP/s under 0.1 TFLOP/s, where "3.7e-05 TFLOP/s" would not read."""
-    if abs(tflops) < 0.1:
-        return f"{tflops * 1000:.2g}", "GFLOP/s"
-    return fmt_tflops(tflops), "TFLOP/s"
-
-
 def fmt_evidence(v: Any) -> str:
     """A finding's evidence value: floats to 4 significant digits, mappings as a list."""
     if isinstance(v, float):
@@ -258,27 +208,16 @@ def fmt_evidence(v: Any) -> str:
     return str(v)
 
 
-def fmt_num(v: float | None, digits: int = 1) -> str:
-    return "n/a" if v is None or _nan(v) else f"{v:,.{digits}f}"
-
-
-def _nan(v: float) -> bool:
-    try:
-        return math.isnan(float(v))
-    except (TypeError, ValueError):
-        return True
-
-
 def fmt_breakdown(parts: dict[str, float], *, least: float = 0.05) -> str:
     """The span breakdown as "kernels 59.4% · idle: DataLoader 28.5% · …", largest first;
     shares under ``least`` percent are left out."""
     items = sorted(((v, k) for k, v in parts.items() if v >= least), reverse=True)
-    return " · ".join(f"{SPAN_PARTS.get(k, k)} {v:.1f}%" for v, k in items) or "n/a"
+    return " · ".join(f"{SPAN_PARTS.get(k, k)} {units.pct(v)}" for v, k in items) or units.NA
 
 
 def fmt_copy(c: dict[str, Any]) -> str:
     """One copy kind as "12 copies, 115.6 MB at 10.1 GB/s"."""
     n = int(c["count"])
-    rate = f" at {c['gbps']:,.1f} GB/s" if c.get("gbps") is not None else ""
-    size = fmt_bytes(c["bytes"]) if c.get("bytes") is not None else "bytes unknown"
+    rate = f" at {units.bandwidth(c['gbps'])}" if c.get("gbps") is not None else ""
+    size = units.size(c["bytes"]) if c.get("bytes") is not None else "bytes unknown"
     return f"{n:,} cop{'y' if n == 1 else 'ies'}, {size}{rate}"

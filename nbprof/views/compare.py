@@ -12,20 +12,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from nbprof.views._style import (
-    BOTTLENECK_LABELS,
-    clip,
-    esc,
-    fmt_bytes,
-    fmt_flops_rate,
-    fmt_num,
-    fmt_pct,
-    fmt_us,
-    plain,
-    short_name,
-    wrap,
-)
-from nbprof.views.assets import asset, scripts
+from nbprof import units, vocab
+from nbprof.views import dashboard, panel, timeline
+from nbprof.views._style import clip, esc, plain, short_name, wrap
+from nbprof.views.assets import SCRIPTS, asset, bundle
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,30 +45,16 @@ _KIND_LEGEND = (
 
 
 def fmt_value(unit: str, v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    if unit == "%":
-        return fmt_pct(v)
-    if unit == "µs":
-        return fmt_us(v)
-    if unit == "bytes":
-        return fmt_bytes(v)
-    if unit == "count":
-        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
-    if unit == "TFLOP/s":
-        n, u = fmt_flops_rate(v)
-        return f"{n} {u}"
-    return f"{fmt_num(v)} {unit}"
+    return units.amount(v, unit)
 
 
 def fmt_delta(unit: str, d: float | None) -> str:
-    if d is None:
-        return "n/a"
-    sign = "+" if d > 0 else "-" if d < 0 else "±"
-    mag = abs(d)
+    """A change: percentage points for a share, else the signed amount."""
+    if d is None or units.missing(d):
+        return units.NA
     if unit == "%":
-        return f"{sign}{mag:.1f} pts"
-    return sign + fmt_value(unit, mag)
+        return units.points(d)
+    return units.signed(units.amount(abs(d), unit), d)
 
 
 def judgement(m: MetricDelta) -> str:
@@ -117,7 +93,7 @@ def _shown(m: MetricDelta) -> bool:
 
 
 def _label(bottleneck: str) -> str:
-    return BOTTLENECK_LABELS.get(bottleneck, bottleneck.replace("_", " "))
+    return vocab.term(bottleneck).label
 
 
 def _per_words(d: Diff) -> str:
@@ -144,7 +120,7 @@ def _step_line(d: Diff) -> str:
     ]
     if st.before_ms is None or st.after_ms is None:
         return f"{what}: n/a (a run has nothing to measure it by)"
-    line = f"{what}: {fmt_us(st.before_ms * 1e3)} -> {fmt_us(st.after_ms * 1e3)}"
+    line = f"{what}: {units.duration(st.before_ms * 1e3)} -> {units.duration(st.after_ms * 1e3)}"
     r = st.ratio
     if st.change == "same":
         line += ", the same"
@@ -162,8 +138,8 @@ def _step_basis(d: Diff) -> str:
     text = st.basis
     if st.median_before_ms is not None and st.median_after_ms is not None:
         text += (
-            f"; medians {fmt_us(st.median_before_ms * 1e3)} and "
-            f"{fmt_us(st.median_after_ms * 1e3)}"
+            f"; medians {units.duration(st.median_before_ms * 1e3)} and "
+            f"{units.duration(st.median_after_ms * 1e3)}"
             + (f" ({st.median_ratio:.2f}x)" if st.median_ratio else "")
         )
     return text
@@ -253,7 +229,7 @@ def _names_text(t: pd.DataFrame, what: str, d: Diff, n: int, width: int) -> list
 
 def _time(us: float, count: float) -> str:
     """A group's time; "-" where the run has none of it (a new or a gone name)."""
-    return fmt_us(us) if count > 0 else "-"
+    return units.duration(us) if count > 0 else "-"
 
 
 def _attr(what: str) -> str:
@@ -261,7 +237,7 @@ def _attr(what: str) -> str:
 
 
 def _count(v: float) -> str:
-    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+    return units.count(v)
 
 
 # -- HTML -------------------------------------------------------------------------------
@@ -273,9 +249,6 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
     ``include_bokeh_js=False`` leaves BokehJS to the page (see
     :func:`nbprof.views.dashboard.page_loads_bokeh`); nbprof's own scripts are included.
     """
-    from nbprof.views import panel
-    from nbprof.views.dashboard import bokeh_js
-
     d = cmp.diff
     timelines, notes = _timelines_html(cmp, d)
     parts = [_head_html(cmp, d), _verdicts_html(d), _changed_html(d), _metrics_html(d)]
@@ -287,10 +260,10 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
         parts.append(f'<div class="nbp-notes"><h3>Notes</h3><ul>{items}</ul></div>')
     body = "\n".join(p for p in parts if p)
     css = panel.CSS + asset("compare.css")
-    js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
+    js = f"<script>{dashboard.bokeh_js()}</script>" if include_bokeh_js else ""
     return (
         f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
-        f"<script>{scripts()}\n{asset('compare.js')}</script>"
+        f"<script>{bundle(*SCRIPTS, 'compare_page.mjs')}</script>"
     )
 
 
@@ -310,8 +283,6 @@ def _head_html(cmp: Comparison, d: Diff) -> str:
 
 
 def _verdicts_html(d: Diff) -> str:
-    from nbprof.views import panel
-
     cells = []
     for side, s in (("before", d.before), ("after", d.after)):
         verdict = panel._verdict_html(
@@ -404,10 +375,7 @@ def _names_html(t: pd.DataFrame, what: str, d: Diff, *, open_: bool) -> str:
 
 def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
     """(the two timelines' HTML, notes). Each timeline is its own Bokeh document in its own
-    ``.nbprof`` section (js/embed.js draws each); js/compare.js links their x ranges."""
-    from nbprof.views import panel, timeline
-    from nbprof.views.dashboard import timeline_html
-
+    ``.nbprof`` section (js/embed.mjs draws each); js/compare.mjs links their x ranges."""
     notes: list[str] = []
     built: list[tuple[str, Side, Timeline | None]] = []
     for which, prof, side in (("before", cmp.before, d.before), ("after", cmp.after, d.after)):
@@ -437,7 +405,7 @@ def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
             f'data-nbp-shift="{esc(repr(shifts[which]))}"><h4>{which} · '
             f"<code>{esc(side.source.get('path', ''))}</code> "
             f'<span class="nbp-muted">(time from its {esc(side.origin_basis)})</span></h4>'
-            f"{timeline_html(tl)}</div>"
+            f"{dashboard.timeline_html(tl)}</div>"
         )
     html = (
         '<div class="nbp-legend-wrap"><h3>Timelines</h3>'
@@ -456,7 +424,7 @@ def share_scale(built: list[tuple[str, Side, Timeline | None]]) -> dict[str, flo
     Each keeps its own coordinates (µs since its first event); its shift is its origin (the
     first step or first GPU event) in them. Ticks are placed at round times since the
     origin and labelled so (compare_ticker.js, compare_tick_labels.js), and both ranges
-    start on, and may pan over, the same window: the union of both runs. js/compare.js
+    start on, and may pan over, the same window: the union of both runs. js/compare.mjs
     then moves each range with the other.
     """
     from bokeh.models import CustomJSTicker, CustomJSTickFormatter
@@ -491,11 +459,9 @@ def share_scale(built: list[tuple[str, Side, Timeline | None]]) -> dict[str, flo
 
 def mimebundle(cmp: Comparison) -> dict[str, Any]:
     """What ``Comparison._repr_mimebundle_`` returns: the HTML and the text."""
-    from nbprof.views.dashboard import page_loads_bokeh
-
     plain_text = text(cmp)
     try:
-        html = fragment(cmp, include_bokeh_js=not page_loads_bokeh())
+        html = fragment(cmp, include_bokeh_js=not dashboard.page_loads_bokeh())
     except Exception as e:  # never let display() raise: the text still says what changed
         logger.exception("comparison view failed")
         html = f'<pre class="nbprof">{esc(plain_text)}</pre><p>comparison view failed: {esc(e)}</p>'

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from nbprof.views import panel, text, timeline
 from nbprof.views._style import esc
+from nbprof.views.assets import asset, scripts
 
 if TYPE_CHECKING:
     from nbprof.result import Profile
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 JS_MIME = "application/javascript"
-#: Type of the <script> holding a dashboard's Bokeh document (read by js/embed.js).
+#: Type of the <script> holding a dashboard's Bokeh document (read by js/embed.mjs).
 PAYLOAD_TYPE = "application/vnd.nbprof+json"
 
 
@@ -56,8 +58,6 @@ def bokeh_js() -> str:
 
 def loader_js() -> str:
     """The load bundle's script: BokehJS, then the dashboards that waited for it."""
-    from nbprof.views.assets import asset
-
     return f"{bokeh_js()}\n{asset('loader.js')}"
 
 
@@ -200,8 +200,6 @@ _RANKS_HTML = (
 def timeline_section(tl: Any, title: str = "Timeline") -> str:
     """The timeline's section of a dashboard: its title, legend and zoom hint, then
     :func:`timeline_html`."""
-    from nbprof.views import panel, timeline
-
     hint = ""
     if tl.data.event_count:
         hint = (
@@ -218,7 +216,7 @@ def timeline_section(tl: Any, title: str = "Timeline") -> str:
 
 def timeline_html(tl: Any) -> str:
     """The timeline's container (search bar, Bokeh roots, details pane) and its payload;
-    js/embed.js draws it into the ``.nbp-timeline`` of the closest ``.nbprof`` element."""
+    js/embed.mjs draws it into the ``.nbp-timeline`` of the closest ``.nbprof`` element."""
     divs, payload = embed_payload(tl)
     search = (
         '<label class="nbp-search"><span>search</span><input type="search" '
@@ -240,9 +238,6 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
     ``include_bokeh_js=False`` leaves BokehJS out (the page loads it once; see
     :func:`publish_loader`); nbprof's own scripts are always included.
     """
-    from nbprof.views import panel, timeline
-    from nbprof.views.assets import scripts
-
     notes: list[str] = []
     tl_html = ""
     try:
@@ -268,8 +263,6 @@ def mimebundle(profile: Profile) -> dict[str, Any]:
     In a Jupyter kernel the dashboard leaves BokehJS to the page's load bundle, which this
     publishes first when the page may lack it.
     """
-    from nbprof.views import text
-
     plain = text.render(profile)
     try:
         html = fragment(profile, include_bokeh_js=not page_loads_bokeh())

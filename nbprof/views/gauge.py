@@ -32,7 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from nbprof import units
+from nbprof.telemetry import get_sampler
 from nbprof.telemetry.model import METRICS, Samples
+from nbprof.telemetry.recording import ReplaySource
 from nbprof.views._style import esc as _esc
 
 logger = logging.getLogger(__name__)
@@ -42,7 +45,6 @@ logger = logging.getLogger(__name__)
 CHARTS: tuple[str, ...] = ("util_gpu", "sm_util", "tensor_util", "dram_bw_util")
 _W, _H = 200, 48
 _BIN_PX = 2
-_GIB = 2**30
 #: Shortest span a chart is drawn over: the first samples do not fill it edge to edge.
 _MIN_SPAN_NS = 2_000_000_000
 
@@ -115,8 +117,6 @@ class GaugeWidget:
             if hasattr(source, "done"):
                 self._replay_source = source
         elif self.replay_path is not None:
-            from nbprof.telemetry.recording import ReplaySource
-
             # Read the file now: a bad path is a clear error at the call, not a blank gauge.
             self._replay_source = ReplaySource(
                 self.replay_path, speed, on_tick=self._on_tick, autostart=False
@@ -142,8 +142,6 @@ class GaugeWidget:
                 self._source = self._replay_source
                 start = self._replay_source.start
             else:
-                from nbprof.telemetry import get_sampler
-
                 sampler = self._sampler if self._sampler is not None else get_sampler()
                 self._source = sampler.subscribe(self.period_s, self._on_tick)
                 start = None
@@ -295,9 +293,7 @@ def _make_widget(value: str) -> tuple[Any, Any]:
 
 
 def _pct(v: float) -> str:
-    if v != v:
-        return "—"
-    return f"{v:.1f}%" if v < 10 else f"{v:.0f}%"
+    return "—" if units.missing(v) else units.share(v)
 
 
 def _clock(seconds: float) -> str:
@@ -458,14 +454,14 @@ def _memory(samples: Samples, gpu: int, part: Any) -> str:
     used = _latest(part, "mem_used") if part is not None else math.nan
     total = _latest(part, "mem_total") if part is not None else math.nan
     if not (used == used and total == total and total > 0):
-        return _fmt(samples, gpu, part, "mem_used", lambda v: f"{v / _GIB:.1f} GiB")
+        return _fmt(samples, gpu, part, "mem_used", units.gib)
     out = (
-        f"memory <b>{used / _GIB:.1f} / {total / _GIB:.1f} GiB</b>"
+        f"memory <b>{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}</b>"
         f' <progress max="{total:.0f}" value="{used:.0f}"></progress>'
     )
     reserved = _latest(part, "mem_reserved") if part is not None else math.nan
     if reserved == reserved:
-        out += f" (+{reserved / _GIB:.1f} GiB driver-reserved)"
+        out += f" (+{units.gib(reserved)} driver-reserved)"
     return out
 
 
@@ -590,7 +586,7 @@ def render_text(samples: Samples, *, state: str = "live") -> str:
         mu = _latest(part, "mem_used") if part is not None else math.nan
         mt = _latest(part, "mem_total") if part is not None else math.nan
         if mu == mu and mt == mt:
-            fields.append(f"memory {mu / _GIB:.1f}/{mt / _GIB:.1f} GiB")
+            fields.append(f"memory {units.gib(mu).removesuffix(' GiB')}/{units.gib(mt)}")
         pw = _latest(part, "power_w") if part is not None else math.nan
         if pw == pw:
             fields.append(f"power {pw:.0f} W")

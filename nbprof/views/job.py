@@ -12,7 +12,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from nbprof.views._style import BOTTLENECK_LABELS, esc, fmt_us
+from nbprof import units, vocab
+from nbprof.views import dashboard, panel, timeline
+from nbprof.views._style import esc
+from nbprof.views.assets import scripts
 
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
@@ -45,8 +48,8 @@ def heatmap(job: Job, value: str = "dur") -> LayoutDOM:
             "rank": st["rank"].astype(str).tolist(),
             "step": st["step"].astype(str).tolist(),
             "value": (st[value].fillna(0.0) / 1e3).tolist(),
-            "dur": [fmt_us(v) for v in st["dur"]],
-            "exposed": [fmt_us(v) for v in st["exposed_comm_us"]],
+            "dur": [units.duration(v) for v in st["dur"]],
+            "exposed": [units.duration(v) for v in st["exposed_comm_us"]],
         }
     )
     vals = src.data["value"] or [0.0]
@@ -89,13 +92,13 @@ def _rank_table(job: Job) -> str:
         steps = list(r.steps.values())
         rows.append(
             f"<tr{cls}><td>{r.rank}</td><td>{esc(r.device_name or r.device)}</td>"
-            f"<td>{esc(fmt_us(r.gpu_span_us))}</td><td>{_pct(r.kernel_busy_pct)}</td>"
+            f"<td>{esc(units.duration(r.gpu_span_us))}</td><td>{_pct(r.kernel_busy_pct)}</td>"
             f"<td>{_pct(r.compute_busy_pct)}</td><td>{_pct(r.exposed_comm_pct)}</td>"
             f"<td>{_pct(r.wait_pct)}</td><td>{_pct(r.idle.get('host'))}</td>"
             f"<td>{_pct(r.idle.get('sync'))}</td>"
-            f"<td>{esc(fmt_us(float(np.median(steps))) if steps else 'n/a')}</td>"
+            f"<td>{esc(units.duration(float(np.median(steps))) if steps else units.NA)}</td>"
             f"<td>{r.last_count} of {r.collective_count}</td>"
-            f"<td>{esc(BOTTLENECK_LABELS.get(r.bottleneck, r.bottleneck))}</td></tr>"
+            f"<td>{esc(vocab.term(r.bottleneck).label)}</td></tr>"
         )
     return (
         f'<table class="nbp-ranks">{head}{"".join(rows)}</table>'
@@ -105,7 +108,7 @@ def _rank_table(job: Job) -> str:
 
 
 def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1f}%"
+    return units.pct(v)
 
 
 def _verdict(job: Job) -> str:
@@ -113,7 +116,7 @@ def _verdict(job: Job) -> str:
     fixes = "".join(
         f'<div class="nbp-fix">Fix {i}: {esc(f)}</div>' for i, f in enumerate(v.fixes, 1)
     )
-    label = BOTTLENECK_LABELS.get(v.bottleneck, v.bottleneck)
+    label = vocab.term(v.bottleneck).label
     return (
         f'<div class="nbp-verdict"><h3>{esc(label)}</h3><p>{esc(v.summary)}</p>{fixes}'
         f'<div class="nbp-basis">{esc(v.confidence)} confidence · decided by '
@@ -123,8 +126,6 @@ def _verdict(job: Job) -> str:
 
 def timeline_section(job: Job) -> tuple[str, list[str]]:
     """The job's timeline (each rank's GPU streams, grouped by rank), and its notes."""
-    from nbprof.views import dashboard, timeline
-
     data, gaps = timeline.collect_job(job)
     tl = timeline.build(None, data=data, idle_gaps=gaps)
     return dashboard.timeline_section(tl, "Timeline of every rank"), list(tl.notes)
@@ -134,9 +135,6 @@ def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
     """The job dashboard as one HTML fragment (``include_bokeh_js=False``: the page loads
     BokehJS once, see :func:`nbprof.views.dashboard.publish_loader`)."""
     from bokeh.embed import components
-
-    from nbprof.views import dashboard, panel
-    from nbprof.views.assets import scripts
 
     d = job.diagnosis
     title = f"nbprof · {d.source} · job of {len(d.ranks)} ranks"
@@ -186,8 +184,6 @@ def page(job: Job) -> str:
 def mimebundle(job: Job) -> dict[str, Any]:
     """The job dashboard and its text report; in a Jupyter kernel BokehJS comes from the
     page's load bundle, published first when the page may lack it."""
-    from nbprof.views import dashboard
-
     plain = job.text()
     try:
         small = dashboard._kernel_shell() is not None and not dashboard._on_colab()

@@ -10,22 +10,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from nbprof import units, vocab
 from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
+from nbprof.telemetry.model import METRICS
 from nbprof.views._style import (
-    BOTTLENECK_LABELS,
     CLASSES,
     GAP_CAUSES,
     SEVERITY_ORDER,
     esc,
     fmt_breakdown,
-    fmt_bytes,
     fmt_copy,
     fmt_evidence,
-    fmt_flops_rate,
-    fmt_num,
-    fmt_pct,
-    fmt_tflops,
-    fmt_us,
     short_name,
 )
 from nbprof.views.assets import asset
@@ -48,22 +43,6 @@ TENSOR_CORE_BASIS_WORDS: dict[str, str] = {
 
 #: The dashboard's style sheet (package data: nbprof/views/js/nbprof.css).
 CSS = asset("nbprof.css")
-
-#: Verdict tag colours by what limits the run, in the timeline's hues (the memory-bound
-#: tag is brown like memory-bound kernels, not green), dark enough for white text (>= 4.5:1).
-_VERDICT_COLOURS: dict[str, str] = {
-    "compute_bound": "#7a22b8",
-    "memory_bound": "#8a5526",
-    "host_bound": "#a75400",
-    "launch_bound": "#a75400",
-    "input_bound": "#c62828",
-    "sync_bound": "#c62828",
-    "transfer_bound": "#0a7d85",
-    "communication_bound": "#a3244c",
-    "idle": "#5f6b76",
-    "insufficient_gpu_work": "#5f6b76",
-    "cpu_only": "#5f6b76",
-}
 
 
 def basis_label(dm: DeviceMetrics, metric: str) -> str:
@@ -167,8 +146,8 @@ def confidence_text(verdict: object) -> tuple[str, str]:
 
 
 def _verdict_html(bottleneck: str, summary: str, confidence: tuple[str, str] = ("", "")) -> str:
-    colour = _VERDICT_COLOURS.get(bottleneck, "#8c8c8c")
-    label = BOTTLENECK_LABELS.get(bottleneck, bottleneck)
+    term = vocab.term(bottleneck)
+    colour, label = term.colour, term.label
     conf, basis = confidence
     parts = [f"<b>{esc(conf)} confidence</b>"] if conf else []
     if basis:
@@ -197,9 +176,9 @@ def _card(
 
 
 def _pct_value(v: float | None) -> tuple[str, float | None]:
-    if v is None or v != v:
-        return "n/a", None
-    return f"{v:.1f}", float(v)
+    if v is None or units.missing(v):
+        return units.NA, None
+    return units.number(v), float(v)
 
 
 def _measured(dm: DeviceMetrics, attr: str, what: str) -> str:
@@ -207,7 +186,7 @@ def _measured(dm: DeviceMetrics, attr: str, what: str) -> str:
     v = getattr(dm, attr)
     if v is None:
         return ""
-    return f"{what}: {fmt_pct(v)} ({basis_label(dm, attr)})"
+    return f"{what}: {units.pct(v)} ({basis_label(dm, attr)})"
 
 
 def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
@@ -215,7 +194,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     v, bar = _pct_value(dm.kernel_busy_pct)
     cards.append(
         _card(
-            f"{utilization_tool(dm.vendor)} would report", v, " %" if bar is not None else "",
+            f"{utilization_tool(dm.vendor)} would report", v, "%" if bar is not None else "",
             basis_label(dm, "kernel_busy_pct"), bar,
             _measured(dm, "nvml_util_pct", "NVML sampled during the run"),
         )
@@ -223,12 +202,12 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     sm_key = "sm_active_pct" if dm.sm_active_pct is not None else "sm_efficiency_pct"
     v, bar = _pct_value(getattr(dm, sm_key))
     also = _measured(dm, "sm_efficiency_pct", "from the trace") if sm_key == "sm_active_pct" else ""
-    units = compute_units(dm.vendor)
+    sms = compute_units(dm.vendor)
     cards.append(
         _card(
-            f"{units} actually busy",
+            f"{sms} actually busy",
             v,
-            " %" if bar is not None else "",
+            "%" if bar is not None else "",
             basis_label(dm, sm_key),
             bar,
             also,
@@ -239,7 +218,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     tc_q = f"{matrix_units(dm.vendor)} working"
     cards.append(
         _card(
-            tc_q, v, " % of kernel time" if bar is not None else "",
+            tc_q, v, "% of kernel time" if bar is not None else "",
             basis_label(dm, "tensor_core_pct"), bar,
             _measured(dm, "tensor_active_pct", "Tensor Core activity sampled"),
         )
@@ -247,11 +226,11 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     if dm.achieved_tflops is not None:
         # A tiny rate is shown in GFLOP/s; then the peak names its own unit so the two are
         # not read as one.
-        value, unit = fmt_flops_rate(dm.achieved_tflops)
+        value, unit = units.flops(dm.achieved_tflops)
         tiny = unit != "TFLOP/s"
         peak_unit = " TFLOP/s" if tiny else ""
         peak = (
-            f" of {fmt_tflops(dm.peak_tflops)}{peak_unit} peak"
+            f" of {units.significant(dm.peak_tflops)}{peak_unit} peak"
             if dm.peak_tflops
             else " (peak unknown)"
         )
@@ -269,26 +248,27 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
             )
         )
     else:
-        cards.append(_card("Achieved TFLOP/s", "n/a", "", basis_label(dm, "achieved_tflops"), None))
+        basis = basis_label(dm, "achieved_tflops")
+        cards.append(_card("Achieved TFLOP/s", units.NA, "", basis, None))
 
     kv: list[tuple[str, str, str]] = [
-        ("GPU span", fmt_us(dm.gpu_span_us), "gpu_span_us"),
-        ("profiled window (any event)", fmt_us(dm.window_us), "window_us"),
+        ("GPU span", units.duration(dm.gpu_span_us), "gpu_span_us"),
+        ("profiled window (any event)", units.duration(dm.window_us), "window_us"),
         ("where the GPU span went", fmt_breakdown(dm.span_breakdown), "span_breakdown"),
-        ("GPU busy (kernels + copies + memsets)", fmt_pct(dm.gpu_busy_pct), "gpu_busy_pct"),
-        ("achieved occupancy", fmt_pct(dm.occupancy_pct), "occupancy_pct"),
-        ("kernels shorter than 10 µs", fmt_pct(dm.short_kernel_pct), "short_kernel_pct"),
+        ("GPU busy (kernels + copies + memsets)", units.pct(dm.gpu_busy_pct), "gpu_busy_pct"),
+        ("achieved occupancy", units.pct(dm.occupancy_pct), "occupancy_pct"),
+        ("kernels shorter than 10 µs", units.pct(dm.short_kernel_pct), "short_kernel_pct"),
         (
             "kernels / memcpys / memsets",
             f"{dm.kernel_count:,} / {dm.memcpy_count:,} / {dm.memset_count:,}",
             "kernel_count",
         ),
-        ("bytes copied", fmt_bytes(dm.memcpy_bytes), "memcpy_bytes"),
+        ("bytes copied", units.size(dm.memcpy_bytes), "memcpy_bytes"),
         ("pageable memcpys", f"{dm.pageable_memcpy_count:,}", "pageable_memcpy_count"),
-        ("of idle time: GPU waited for the host", fmt_pct(dm.idle.host_wait_pct), "idle"),
-        ("of idle time: kernel-to-kernel gaps", fmt_pct(dm.idle.kernel_wait_pct), "idle"),
-        ("of idle time: other", fmt_pct(dm.idle.other_pct), "idle"),
-        ("of idle time: work queued", fmt_pct(dm.idle_queued_pct), "idle_queued_pct"),
+        ("of idle time: GPU waited for the host", units.pct(dm.idle.host_wait_pct), "idle"),
+        ("of idle time: kernel-to-kernel gaps", units.pct(dm.idle.kernel_wait_pct), "idle"),
+        ("of idle time: other", units.pct(dm.idle.other_pct), "idle"),
+        ("of idle time: work queued", units.pct(dm.idle_queued_pct), "idle_queued_pct"),
     ]
     optional = [
         ("achieved bandwidth", dm.achieved_gbps, "GB/s", "achieved_gbps"),
@@ -305,11 +285,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
         ("host blocked in blocking calls", dm.sync_pct, "% of span", "sync_pct"),
         ("DRAM bandwidth (sampled)", dm.dram_bw_pct, "%", "dram_bw_pct"),
     ]
-    kv += [
-        (label, fmt_us(v) if unit == "µs" else f"{fmt_num(v)} {unit}", key)
-        for label, v, unit, key in optional
-        if v is not None
-    ]
+    kv += [(label, units.amount(v, unit), key) for label, v, unit, key in optional if v is not None]
     # Copies per direction and host memory: a rate only means something per kind.
     kv += [(f"copies {c['kind']}", fmt_copy(c), "copies") for c in dm.copies]
     rows = "".join(
@@ -321,7 +297,7 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     head = (
         f"{'rank ' + esc(dm.rank) + ' · ' if multi else ''}GPU {esc(dm.device)}"
         f" — {esc(dm.name or 'unknown GPU')}"
-        f' <span class="nbp-muted">({esc(dm.sm_count) if dm.sm_count else "?"} {units}'
+        f' <span class="nbp-muted">({esc(dm.sm_count) if dm.sm_count else "?"} {sms}'
         f"{', compute capability ' + esc(dm.compute_capability) if dm.compute_capability else ''}"
         f"{', ' + esc(dm.vendor) if dm.vendor and dm.vendor != 'nvidia' else ''})</span>"
     )
@@ -370,11 +346,11 @@ def _top_kernels_html(diag: Diagnosis, n: int, ranks: int = 1) -> str:
     t = diag.top_kernels
     if not len(t):
         return ""
-    # Numbers sort by data-v (js/embed.js); a row zooms the timeline to that kernel.
+    # Numbers sort by data-v (js/tables.mjs); a row zooms the timeline to that kernel.
     rows = "".join(
         f'<tr data-nbp-kernel="{esc(r.name)}" title="{esc(r.name)}">'
-        f'<td data-v="{float(r.pct):.6g}">{fmt_num(r.pct)} %</td>'
-        f'<td data-v="{float(r.total_us):.6g}">{esc(fmt_us(r.total_us))}</td>'
+        f'<td data-v="{float(r.pct):.6g}">{units.pct(r.pct)}</td>'
+        f'<td data-v="{float(r.total_us):.6g}">{esc(units.duration(r.total_us))}</td>'
         f'<td data-v="{int(r.count)}">{int(r.count):,}</td>'
         f"<td>{esc(CLASSES.get(str(r.cls), (r.cls,))[0])}"
         f"{' (TC)' if bool(getattr(r, 'tensor_core', False)) else ''}</td>"
@@ -418,7 +394,7 @@ def _cpu_only_html(profile: Profile) -> str:
         )
         rows = "".join(
             f'<tr title="{esc(name)}"><td data-v="{float(r["sum"]):.6g}">'
-            f'{esc(fmt_us(float(r["sum"])))}</td><td data-v="{int(r["count"])}">'
+            f'{esc(units.duration(float(r["sum"])))}</td><td data-v="{int(r["count"])}">'
             f"{int(r['count']):,}</td><td>{esc(short_name(str(name)))}</td></tr>"
             for name, r in g.iterrows()
         )
@@ -443,8 +419,6 @@ def sample_notes(profile: Profile) -> list[str]:
         return []
     if samples.unavailable:
         return [f"No NVML samples: {samples.unavailable}"]
-    from nbprof.telemetry.model import METRICS
-
     by_reason: dict[tuple[int, str], list[str]] = {}
     for (gpu, metric), reason in sorted(samples.reasons.items()):
         by_reason.setdefault((gpu, reason), []).append(METRICS.get(metric, (metric,))[0])

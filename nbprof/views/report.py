@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from nbprof.views._style import esc
+from nbprof.views.dashboard import fragment
 
 if TYPE_CHECKING:
     from nbprof.result import Profile
@@ -21,8 +22,6 @@ _PAGE_CSS = (
 def render(profile: Profile) -> str:
     """A complete HTML document: panel, legend and timeline, BokehJS and nbprof's scripts
     inline (one self-contained file)."""
-    from nbprof.views.dashboard import fragment
-
     body = fragment(profile, include_bokeh_js=True)
     title = f"nbprof · {profile.trace.source}"
     return (

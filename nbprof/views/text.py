@@ -9,23 +9,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from nbprof import units, vocab
 from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
 from nbprof.views._style import (
-    BOTTLENECK_LABELS,
     SEVERITY_ORDER,
     clip,
     fmt_breakdown,
-    fmt_bytes,
     fmt_copy,
     fmt_evidence,
-    fmt_flops_rate,
-    fmt_num,
-    fmt_pct,
-    fmt_tflops,
-    fmt_us,
     plain,
     wrap,
 )
+from nbprof.views.panel import basis_label, confidence_text, sample_notes
 
 if TYPE_CHECKING:
     from nbprof.analysis.job import JobDiagnosis
@@ -50,10 +45,8 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
         lines += wrap(f"Analysis failed: {type(e).__name__}: {e}", width)
         lines += _notes(profile, width)
         return "\n".join(lines) + "\n"
-    label = BOTTLENECK_LABELS.get(diag.verdict.bottleneck, diag.verdict.bottleneck)
+    label = vocab.term(diag.verdict.bottleneck).label
     lines += wrap(f"Verdict: {label}. {diag.verdict.summary}", width, indent="         ")
-    from nbprof.views.panel import confidence_text
-
     conf, basis = confidence_text(diag.verdict)
     said = [f"{conf} confidence" if conf else "", f"decided by: {basis}" if basis else ""]
     if any(said):
@@ -78,47 +71,44 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
 
 
 def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
-    from nbprof.views.panel import basis_label
-
     where = f"rank {dm.rank} · " if multi else ""
-    units = compute_units(dm.vendor)
-    sms = f"{dm.sm_count} {units}" if dm.sm_count else f"{units[:-1]} count unknown"
+    sm_word = compute_units(dm.vendor)
+    sms = f"{dm.sm_count} {sm_word}" if dm.sm_count else f"{sm_word[:-1]} count unknown"
     cc = f", cc {dm.compute_capability}" if dm.compute_capability else ""
     out = [
         clip(
             plain(
                 f"{where}GPU {dm.device}: {dm.name or 'unknown GPU'} ({sms}{cc}),"
-                f" span {fmt_us(dm.gpu_span_us)}"
+                f" span {units.duration(dm.gpu_span_us)}"
             ),
             width,
         )
     ]
     # Sampled (NVML/GPM) readings, when analysis has them, beat the trace's estimate.
     sm_act = dm.sm_active_pct
-    flops = "n/a"
+    flops = units.NA
     if dm.achieved_tflops is not None:
-        value, unit = fmt_flops_rate(dm.achieved_tflops)
-        flops = f"{value} {unit}" + (
-            f" of {fmt_tflops(dm.peak_tflops)} TFLOP/s peak" if dm.peak_tflops else ""
+        flops = units.amount(dm.achieved_tflops, "TFLOP/s") + (
+            f" of {units.significant(dm.peak_tflops)} TFLOP/s peak" if dm.peak_tflops else ""
         )
     rows = [
         (
             f"{utilization_tool(dm.vendor)} would report",
-            fmt_pct(dm.kernel_busy_pct),
+            units.pct(dm.kernel_busy_pct),
             basis_label(dm, "kernel_busy_pct"),
         ),
         (
-            f"{units} actually busy",
-            fmt_pct(sm_act if sm_act is not None else dm.sm_efficiency_pct),
+            f"{sm_word} actually busy",
+            units.pct(sm_act if sm_act is not None else dm.sm_efficiency_pct),
             basis_label(dm, "sm_active_pct" if sm_act is not None else "sm_efficiency_pct"),
         ),
         (
             f"{matrix_units(dm.vendor)} working",
-            fmt_pct(dm.tensor_core_pct),
+            units.pct(dm.tensor_core_pct),
             basis_label(dm, "tensor_core_pct"),
         ),
         *[
-            (label, fmt_pct(getattr(dm, attr)), basis_label(dm, attr))
+            (label, units.pct(getattr(dm, attr)), basis_label(dm, attr))
             for label, attr in (
                 ("NVML utilization sampled", "nvml_util_pct"),
                 ("Tensor Core activity sampled", "tensor_active_pct"),
@@ -127,12 +117,12 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
             if getattr(dm, attr) is not None
         ],
         ("FLOP/s achieved", flops, basis_label(dm, "achieved_tflops")),
-        ("GPU busy incl. copies", fmt_pct(dm.gpu_busy_pct), basis_label(dm, "gpu_busy_pct")),
-        ("kernels < 10 µs", fmt_pct(dm.short_kernel_pct), basis_label(dm, "short_kernel_pct")),
+        ("GPU busy incl. copies", units.pct(dm.gpu_busy_pct), basis_label(dm, "gpu_busy_pct")),
+        ("kernels < 10 µs", units.pct(dm.short_kernel_pct), basis_label(dm, "short_kernel_pct")),
         (
             "idle: host / k2k / other",
-            f"{fmt_pct(dm.idle.host_wait_pct)} / {fmt_pct(dm.idle.kernel_wait_pct)}"
-            f" / {fmt_pct(dm.idle.other_pct)}",
+            f"{units.pct(dm.idle.host_wait_pct)} / {units.pct(dm.idle.kernel_wait_pct)}"
+            f" / {units.pct(dm.idle.other_pct)}",
             basis_label(dm, "idle"),
         ),
         (
@@ -140,15 +130,9 @@ def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
             f"{dm.kernel_count:,} / {dm.memcpy_count:,} / {dm.memset_count:,}",
             "read from the trace",
         ),
-        ("bytes copied", fmt_bytes(dm.memcpy_bytes), basis_label(dm, "memcpy_bytes")),
+        ("bytes copied", units.size(dm.memcpy_bytes), basis_label(dm, "memcpy_bytes")),
         *[
-            (
-                label,
-                fmt_us(getattr(dm, attr))
-                if unit == "µs"
-                else f"{fmt_num(getattr(dm, attr))} {unit}",
-                basis_label(dm, attr),
-            )
+            (label, units.amount(getattr(dm, attr), unit), basis_label(dm, attr))
             for label, attr, unit in (
                 ("profiled window", "window_us", "µs"),
                 ("ProfilerStep (median)", "step_us", "µs"),
@@ -217,7 +201,7 @@ def _top_kernels(diag: Diagnosis, width: int) -> list[str]:
     for r in t.head(TOP_KERNELS).itertuples(index=False):
         out.append(
             clip(
-                f"  {fmt_num(r.pct):>7} {fmt_us(r.total_us):>10} {int(r.count):>8,}"
+                f"  {units.number(r.pct):>7} {units.duration(r.total_us):>10} {int(r.count):>8,}"
                 f"  {plain(r.name)}",
                 width,
             )
@@ -226,8 +210,6 @@ def _top_kernels(diag: Diagnosis, width: int) -> list[str]:
 
 
 def _notes(profile: Profile, width: int) -> list[str]:
-    from nbprof.views.panel import sample_notes
-
     notes = [*profile.notes, *profile.trace.notes, *sample_notes(profile)]
     if not notes:
         return []
@@ -261,7 +243,7 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
         "=" * width,
     ]
     v = d.verdict
-    label = BOTTLENECK_LABELS.get(v.bottleneck, v.bottleneck)
+    label = vocab.term(v.bottleneck).label
     head, rest = label, v.summary
     if v.summary.lower().startswith(label.lower()) and ": " in v.summary:
         head, rest = v.summary.split(": ", 1)
@@ -299,7 +281,7 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
         rank_view = job.rank(s.rank)
         rd = rank_view.diagnosis
         lines += ["", f"Rank {s.rank}, the straggler, on its own:"]
-        lab = BOTTLENECK_LABELS.get(rd.verdict.bottleneck, rd.verdict.bottleneck)
+        lab = vocab.term(rd.verdict.bottleneck).label
         lines += wrap(f"Verdict: {lab}. {rd.verdict.summary}", width, first="  ",
                        indent="           ")  # fmt: skip
         lines += _findings(rd, width)[1:]
@@ -331,14 +313,14 @@ def _job_ranks(job: Job, width: int) -> list[str]:
         idle = r.idle
         rest = sum(v for k, v in idle.items() if k not in ("host", "sync"))
         st = list(r.steps.values())
-        step = fmt_us(float(np.median(st))) if st else "n/a"
+        step = units.duration(float(np.median(st))) if st else units.NA
         mark = " *" if r.rank in job.stragglers else ""
         out.append(
             clip(
-                f"  {r.rank:>4} {fmt_us(r.gpu_span_us):>9} {_p(r.kernel_busy_pct):>7} "
+                f"  {r.rank:>4} {units.duration(r.gpu_span_us):>9} {_p(r.kernel_busy_pct):>7} "
                 f"{_p(r.compute_busy_pct):>7} {_p(r.exposed_comm_pct):>7} {_p(r.wait_pct):>7} "
                 f"{_p(idle.get('host')):>5} {_p(idle.get('sync')):>5} {_p(rest):>5} "
-                f"{step:>9} {_SHORT_VERDICT.get(r.bottleneck, r.bottleneck)}{mark}",
+                f"{step:>9} {vocab.term(r.bottleneck).short}{mark}",
                 width,
             )
         )
@@ -355,16 +337,9 @@ def _job_ranks(job: Job, width: int) -> list[str]:
     return out
 
 
-_SHORT_VERDICT = {
-    "communication_bound": "comm", "host_bound": "host", "launch_bound": "launch",
-    "input_bound": "input", "sync_bound": "sync", "transfer_bound": "copies",
-    "compute_bound": "compute", "memory_bound": "memory", "idle": "idle",
-    "insufficient_gpu_work": "too little", "cpu_only": "cpu only",
-}  # fmt: skip
-
-
 def _p(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1f}"
+    """A share in a column headed by its unit (%)."""
+    return units.number(v)
 
 
 def _job_skew(d: JobDiagnosis, width: int) -> list[str]:
@@ -374,25 +349,26 @@ def _job_skew(d: JobDiagnosis, width: int) -> list[str]:
         out += ["", "Skew (ProfilerStep durations across ranks):"]
     for s in sk.get("steps", []):
         if not s["spread_us"]:
-            out += wrap(f"step {s['step']}: {fmt_us(s['max_us'])} on every rank", width,
+            out += wrap(f"step {s['step']}: {units.duration(s['max_us'])} on every rank", width,
                          first="  ", indent="    ")  # fmt: skip
             continue
         line = (
-            f"step {s['step']}: {fmt_us(s['min_us'])} (rank {s['fastest_rank']}) to "
-            f"{fmt_us(s['max_us'])} (rank {s['slowest_rank']}), spread {fmt_us(s['spread_us'])}"
+            f"step {s['step']}: {units.duration(s['min_us'])} (rank {s['fastest_rank']}) to "
+            f"{units.duration(s['max_us'])} (rank {s['slowest_rank']}), "
+            f"spread {units.duration(s['spread_us'])}"
         )
         if s.get("spread_pct") is not None:
-            line += f" ({s['spread_pct']:.0f}% of the median)"
+            line += f" ({units.pct(s['spread_pct'], 0)} of the median)"
         if s.get("start_spread_us") is not None:
             line += (
-                f"; the ranks started it {fmt_us(s['start_spread_us'])} apart and ended it "
-                f"{fmt_us(s['end_spread_us'])} apart"
+                f"; the ranks started it {units.duration(s['start_spread_us'])} apart and ended it "
+                f"{units.duration(s['end_spread_us'])} apart"
             )
         out += wrap(line, width, first="  ", indent="    ")
     if sk.get("start_spread_us"):
         out += wrap(
             f"first events: rank {sk['last_to_start']} started "
-            f"{fmt_us(sk['start_spread_us'])} after rank {sk['first_to_start']}",
+            f"{units.duration(sk['start_spread_us'])} after rank {sk['first_to_start']}",
             width,
             first="  ",
             indent="    ",
@@ -416,13 +392,13 @@ def _job_collectives(d: JobDiagnosis, width: int) -> list[str]:
     ]
     for c in top:
         worst = max(c.wait_us, key=lambda r: c.wait_us[r]) if c.wait_us else None
-        wait = f"{fmt_us(c.wait_us[worst])} ({worst})" if worst is not None else "n/a"
+        wait = f"{units.duration(c.wait_us[worst])} ({worst})" if worst is not None else units.NA
         out.append(
             clip(
-                f"  {c.index:>3} {_KIND_WORDS.get(c.kind, c.kind):<12} {fmt_bytes(c.bytes):>9} "
-                f"{c.group_size:>3} {c.last:>4} {fmt_us(c.duration_us):>9} "
-                f"{_gbps(c.algbw_gbps):>7} {_gbps(c.busbw_gbps):>7} "
-                f"{(f'{c.peak_gbps:.0f}' if c.peak_gbps else 'unknown'):>7} {wait:>13}",
+                f"  {c.index:>3} {_KIND_WORDS.get(c.kind, c.kind):<12} {units.size(c.bytes):>9} "
+                f"{c.group_size:>3} {c.last:>4} {units.duration(c.duration_us):>9} "
+                f"{units.significant(c.algbw_gbps):>7} {units.significant(c.busbw_gbps):>7} "
+                f"{(units.significant(c.peak_gbps) if c.peak_gbps else 'unknown'):>7} {wait:>13}",
                 width,
             )
         )
@@ -441,9 +417,3 @@ def _job_collectives(d: JobDiagnosis, width: int) -> list[str]:
         indent="        ",
     )
     return out
-
-
-def _gbps(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:.3g}" if v < 100 else f"{v:.0f}"

@@ -1,7 +1,7 @@
 /*
  * The tail of nbprof's load bundle, run right after BokehJS itself: dashboards that
  * rendered before BokehJS was on the page (they wait in globalThis.__nbprof_pending, see
- * embed.js) are drawn now.
+ * embed.mjs) are drawn now.
  */
 (function (root) {
   "use strict";

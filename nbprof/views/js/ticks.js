@@ -1,4 +1,4 @@
 // Body of the timeline's CustomJSTickFormatter (Bokeh passes `tick`): time axis labels in
-// s / ms / µs, formatted by the same function as the details pane (lod.js fmtTime).
-const lod = globalThis.nbprof && globalThis.nbprof.lod;
-return lod ? lod.fmtTime(tick) : String(tick);
+// s / ms / µs, formatted by the same function as the details pane (format.mjs fmtTime).
+const format = globalThis.nbprof && globalThis.nbprof.format;
+return format ? format.fmtTime(tick) : String(tick);
