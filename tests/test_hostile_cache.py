@@ -443,12 +443,12 @@ def test_a_blank_or_relative_cache_folder_is_refused_in_one_line(
     assert not any(no_table_cache_env.iterdir())  # nothing made in the working folder
 
 
-def format_1_entry(path: Path, of: str) -> None:
-    """An entry as nbprof wrote them before they were namespaced: named by the hash alone,
-    its facts in a ``header`` member, written by ``np.savez``."""
+def unnamespaced_entry(path: Path, of: str, fmt: int) -> None:
+    """An entry as nbprof wrote them before they were namespaced (formats 1 and 2): named
+    by the hash alone, its facts in a ``header`` member, written by ``np.savez``."""
     key = {"path": of, "size": 1, "mtime_ns": 1, "ctime_ns": 1, "inode": 1,
-           "version": "0.1.0", "format": 1}  # fmt: skip
-    header = {"format": 1, "key": key, "tables": {}, "info": {}}
+           "version": "0.1.0", "format": fmt}  # fmt: skip
+    header = {"format": fmt, "key": key, "tables": {}, "info": {}}
     np.savez(path, ts=np.zeros(1000), header=np.frombuffer(json.dumps(header).encode(), np.uint8))
 
 
@@ -459,7 +459,9 @@ def test_entries_of_the_format_before_are_removed_and_nothing_else(tmp_path: Pat
     assert folder is not None
     folder.mkdir(parents=True)
     old_entry = folder / ("0123456789abcdef" * 2 + ".npz")
-    format_1_entry(old_entry, str(tmp_path / "gone.json"))
+    unnamespaced_entry(old_entry, str(tmp_path / "gone.json"), 1)
+    old_entry_2 = folder / ("1123456789abcdef" * 2 + ".npz")
+    unnamespaced_entry(old_entry_2, str(tmp_path / "gone2.json"), 2)
     old_temp = folder / f".{'fedcba9876543210' * 2}.npz.0badc0de.tmp"
     old_temp.write_bytes(b"PK\x03\x04 half an entry")
     os.utime(old_temp, (1, 1))  # written long ago: its writer is gone
@@ -474,7 +476,7 @@ def test_entries_of_the_format_before_are_removed_and_nothing_else(tmp_path: Pat
     kept = {n: (folder / n).read_bytes() for n, _ in theirs.values()}
     p = write_old(build(), tmp_path)
     read(p, progress=False, cache=True)  # a write, then the folder's clean-up
-    assert not old_entry.exists() and not old_temp.exists()
+    assert not old_entry.exists() and not old_entry_2.exists() and not old_temp.exists()
     assert recent_temp.exists()
     for name, data in kept.items():
         assert (folder / name).read_bytes() == data, name

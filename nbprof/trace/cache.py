@@ -65,7 +65,8 @@ else:
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever what is stored, or how, changes: older entries are then rebuilt.
-FORMAT = 2
+#: 2: runtime.wait_on_stream; 3: entries namespaced, the marker their first member.
+FORMAT = 3
 CACHE_ENV = "NBPROF_CACHE_DIR"
 #: The tables' folder itself, when it should be elsewhere than the rest of nbprof's cache.
 TABLE_CACHE_ENV = "NBPROF_TABLE_CACHE"
@@ -78,11 +79,12 @@ MAX_BYTES = 4 << 30
 _HEADER = "nbprof_tables_header"
 _PREFIX = "nbprof-tables-"
 _ENTRY = re.compile(_PREFIX + r"[0-9a-f]{32}\.npz")
-#: An entry as nbprof wrote them before entries were namespaced (format 1: the hash alone,
-#: its header the last member), and the temporary file of one: never read again, removed.
+#: An entry as nbprof wrote them before entries were namespaced (formats 1 and 2: the hash
+#: alone, its header the last member), and the temporary file of one: never read again, removed.
 _LEGACY = re.compile(r"[0-9a-f]{32}\.npz")
 _LEGACY_TEMP = re.compile(r"\.[0-9a-f]{32}\.npz\.[0-9a-f]{8}\.tmp")
 _LEGACY_HEADER = "header.npy"
+_LEGACY_FORMATS = (1, 2)
 #: The zip local header of an entry's first member: signature, 22 bytes, name length.
 _LOCAL = b"PK\x03\x04"
 _MARKER_NAME = (_HEADER + ".npy").encode()
@@ -641,8 +643,8 @@ def _evict(keep: Path) -> None:
 
 
 def _old_and_ours(name: str, path: str, st: os.stat_result) -> bool:
-    """Whether ``path`` is what an nbprof that wrote format 1 left: an entry (a zip whose
-    ``header.npy`` member holds that format's facts), or a temporary file of one written
+    """Whether ``path`` is what an nbprof that wrote format 1 or 2 left: an entry (a zip
+    whose ``header.npy`` member holds that format's facts), or a temporary file of one written
     more than :data:`STALE_TEMP_S` ago (its name alone is nbprof's)."""
     if name.endswith(".tmp"):
         return time.time() - st.st_mtime > STALE_TEMP_S
@@ -658,7 +660,7 @@ def _old_and_ours(name: str, path: str, st: os.stat_result) -> bool:
         return False
     return (
         isinstance(header, dict)
-        and header.get("format") == 1
+        and header.get("format") in _LEGACY_FORMATS
         and isinstance(header.get("key"), dict)
         and "path" in header["key"]
     )
