@@ -397,13 +397,16 @@ def _dumps(obj: Any) -> str:
         return orjson.dumps(obj, option=opts, default=str).decode()
     except TypeError:
         # A name that is not UTF-8 (a file's, from os.fsdecode): JSON holds text only, so
-        # its bytes are written out, as plain_text shows them.
+        # its bytes are written out, as plain_text shows them. An integer orjson cannot
+        # write (beyond 64 bits, read from a trace) is written as its digits, in a string.
         return orjson.dumps(_valid(obj), option=opts, default=str).decode()
 
 
 def _valid(obj: Any) -> Any:
     if isinstance(obj, str):
         return valid_text(obj)
+    if isinstance(obj, int) and not isinstance(obj, bool) and not -(2**63) <= obj < 2**64:
+        return str(obj)
     if isinstance(obj, dict):
         return {_valid(k): _valid(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

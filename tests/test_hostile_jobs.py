@@ -88,6 +88,50 @@ def test_a_million_ranks_missing_is_one_line(
     assert out.count("no trace file") <= 2  # the missing-ranks line, and the note
 
 
+@pytest.mark.parametrize("world", [2**63, 2**64, 10**40])
+def test_a_world_beyond_64_bits_is_no_count_and_json_still_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], world: int
+) -> None:
+    """Such a number is not believed, not listed, and not handed to the JSON writer, which
+    holds 64-bit integers only (it ended in "internal error: TypeError")."""
+    folder = claimed_world(tmp_path / "job", world)
+    code = main(["analyze", "--json", "--workers", "1", str(folder)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["job"]["world_size"] is None
+    assert [m for m in doc["job"]["missing"] if m["path"] is None] == []
+    assert any(f"world_size ({world:,}) is no rank count" in n for n in doc["job"]["notes"])
+
+
+@pytest.mark.parametrize("rank", [2**63, -(2**63), 10**30])
+def test_a_rank_index_beyond_64_bits_is_no_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rank: int
+) -> None:
+    """Said as a file without a rank; with --job the files are numbered by their order and
+    the JSON is written."""
+    info = {0: {"backend": "nccl", "rank": 0, "world_size": 2},
+            1: {"backend": "nccl", "rank": rank, "world_size": 2}}  # fmt: skip
+    write_job(tmp_path, world=2, info=info)
+    code = main(["analyze", "--workers", "1", str(tmp_path)])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1
+    assert "no rank in distributedInfo: rank1.json" in err
+    code = main(["analyze", "--json", "--job", "--workers", "1", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert [r["rank"] for r in json.loads(out)["job"]["ranks"]] == [0, 1]
+
+
+def test_json_output_writes_an_integer_beyond_64_bits_as_its_digits() -> None:
+    from nbprof import cli
+
+    assert json.loads(cli._dumps({"n": 10**40, "m": [2**64 - 1, -(2**63)]})) == {
+        "n": str(10**40),
+        "m": [2**64 - 1, -(2**63)],
+    }
+
+
 def test_a_believable_world_still_names_its_missing_ranks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

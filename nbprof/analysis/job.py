@@ -113,8 +113,15 @@ def _disagree(what: str, values: dict[str, Any]) -> str:
     return f"{what} differ: " + "; ".join(parts)
 
 
+#: A rank or world size beyond what a 64-bit integer holds is no count a job can have:
+#: such a number is read as no number (JSON output holds 64-bit integers only).
+_INT_RANGE = 2**63
+
+
 def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(v, int) and not isinstance(v, bool) and -_INT_RANGE < v < _INT_RANGE:
+        return v
+    return None
 
 
 def check(summaries: list[RankSummary]) -> str | None:
@@ -351,7 +358,10 @@ def analyze_job(
     notes: list[str] = []
     ranks = _numbering(summaries, forced, notes)
     info = summaries[0].info
-    world = _int(info.get("world_size"))
+    claimed = info.get("world_size")
+    world = _int(claimed)
+    if world is None and isinstance(claimed, int) and not isinstance(claimed, bool):
+        notes.append(f"distributedInfo's world_size ({claimed:,}) is no rank count: ignored")
     backend = info.get("backend") if isinstance(info.get("backend"), str) else None
     believed = believed_world(world, len(summaries) + len(failures))
     missing = _missing(ranks, summaries, failures, world)
