@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbprof import _memory
 from nbprof._version import __version__
-from nbprof.errors import NbprofError, OutputError, plain_text, valid_text
+from nbprof.errors import NbprofError, OutputError, plain_json, plain_lines, plain_text, valid_text
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Diagnosis
@@ -394,12 +394,13 @@ def _dumps(obj: Any) -> str:
     # NaN becomes null (valid JSON); numpy scalars serialize as numbers.
     opts = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
     try:
-        return orjson.dumps(obj, option=opts, default=str).decode()
+        text = orjson.dumps(obj, option=opts, default=str).decode()
     except TypeError:
         # A name that is not UTF-8 (a file's, from os.fsdecode): JSON holds text only, so
         # its bytes are written out, as plain_text shows them. An integer orjson cannot
         # write (beyond 64 bits, read from a trace) is written as its digits, in a string.
-        return orjson.dumps(_valid(obj), option=opts, default=str).decode()
+        text = orjson.dumps(_valid(obj), option=opts, default=str).decode()
+    return plain_json(text)
 
 
 def _valid(obj: Any) -> Any:
@@ -418,7 +419,9 @@ def _write(text: str) -> None:
     """``text`` on standard output; an OutputError naming it (never the input) when it
     cannot be written (``> /dev/full``, a closed pipe is left to the caller)."""
     try:
-        sys.stdout.write(valid_text(text if text.endswith("\n") else text + "\n"))
+        # Every line escaped, whatever view made it: a trace's string cannot reach the
+        # terminal as an escape sequence, a bidirectional control or a forged line.
+        sys.stdout.write(plain_lines(text if text.endswith("\n") else text + "\n"))
         sys.stdout.flush()
     except BrokenPipeError:
         _drop_stdout()

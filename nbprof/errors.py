@@ -67,6 +67,39 @@ def plain_text(value: object) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
+def plain_lines(text: str) -> str:
+    """``text`` with each of its lines made :func:`plain_text`: the newlines between them
+    are kept, everything else a terminal would act on is escaped."""
+    if text.isprintable():
+        return text
+    return "\n".join(plain_text(line) for line in text.split("\n"))
+
+
+def _json_escape(m: re.Match[str]) -> str:
+    o = ord(m.group())
+    if o >= 0x10000:  # JSON writes it as its UTF-16 surrogate pair
+        o -= 0x10000
+        return f"\\u{0xD800 + (o >> 10):04x}\\u{0xDC00 + (o & 0x3FF):04x}"
+    return f"\\u{o:04x}"
+
+
+def plain_json(text: str) -> str:
+    """JSON text, the same JSON, with what a terminal would act on inside its strings
+    written as JSON's own ``\\uXXXX`` escapes (the bidirectional controls, C1 controls and
+    line separators a JSON writer leaves raw): ``--json`` printed on a terminal cannot
+    reorder or forge what it shows. Lone surrogates are :func:`valid_text`'s."""
+    if text.isprintable() or not _UNSAFE_IN_JSON.search(text):
+        return text
+    return _UNSAFE_IN_JSON.sub(_json_escape, text)
+
+
+#: What :data:`_UNSAFE` holds beyond the JSON whitespace between values (a writer escapes
+#: the C0 controls inside strings itself) and lone surrogates.
+_UNSAFE_IN_JSON = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+
 _LONE = re.compile("[\ud800-\udfff]")
 
 

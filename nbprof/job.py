@@ -341,7 +341,10 @@ def load_job(
         if len(failures) == 1:
             raise TraceError(failures[0].path, failures[0].reason)
         why = "; ".join(f"{_base(x.path)}: {x.reason}" for x in failures[:3])
-        raise TraceError(label, f"no rank file could be read ({why})")
+        more = len(failures) - 3
+        if more > 0:
+            why += f"; and {more:,} more"
+        raise TraceError(label, f"no rank file of {len(failures):,} could be read ({why})")
     problem = check(summaries)
     if problem is not None and not job:
         raise NotOneJob(

@@ -191,3 +191,16 @@ def test_sizes_in_words_never_round_to_zero(size: int) -> None:
     words = _memory.not_enough(size, 8 * 10**9)
     assert "0 MB" not in words.replace("10 MB", "")
     assert _memory.gb(size) != "0 MB"
+
+
+@pytest.mark.timeout(120)
+def test_a_folder_of_ten_thousand_empty_files_is_one_line_that_counts_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for r in range(10_000):
+        (tmp_path / f"rank{r}.json").touch()
+    code = main(["analyze", "--workers", "1", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1
+    assert "no rank file of 10,000 could be read" in err
+    assert "rank0.json: file is empty" in err and "and 9,997 more" in err

@@ -225,6 +225,82 @@ def test_trace_strings_in_the_text_report_are_escaped(
     assert "forged" in out and not any(x.startswith("nbprof: error") for x in out.splitlines())
 
 
+def hostile_strings_trace(path: Path, scale: float = 1.0, backend: str = "nccl") -> Path:
+    """A one-rank trace whose kernel, op, annotation, device and backend names are HOSTILE."""
+    text = HOSTILE.replace("\udcff", "")  # JSON text holds no lone surrogate
+    b = KinetoBuilder(device_name=f"GPU {text}")
+    b.step(1, 0.0, 1000.0)
+    b.kernel(f"kernel {text}", 10.0, 100.0 * scale)
+    b.kernel(f"ncclDevKernel_AllReduce {text}", 200.0, 100.0 * scale)
+    b.cpu_op(f"op {text}", 0.0, 5.0)
+    b.cpu_op(f"range {text}", 0.0, 5.0, cat="user_annotation")
+    doc = b.document()
+    doc["distributedInfo"] = {"backend": backend + text, "rank": 0, "world_size": 1}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def strings_in(doc: Any) -> list[str]:
+    if isinstance(doc, str):
+        return [doc]
+    if isinstance(doc, dict):
+        return [s for k, v in doc.items() for s in strings_in(k) + strings_in(v)]
+    if isinstance(doc, list):
+        return [s for v in doc for s in strings_in(v)]
+    return []
+
+
+def assert_terminal_safe(text: str) -> None:
+    assert not any(c in text.replace("\n", "") for c in RAW if c != "\n")
+    assert not any(x.startswith("nbprof: error: forged") for x in text.split("\n"))
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_trace_strings_in_a_comparison_are_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_json: bool
+) -> None:
+    """Its JSON too: bidirectional controls and line separators, which a JSON writer leaves
+    raw, are written as JSON's own escapes, so the JSON reads back the same names."""
+    before = hostile_strings_trace(tmp_path / "before.json")
+    after = hostile_strings_trace(tmp_path / "after.json", scale=2.0)
+    code, out, err = run(["compare", *(["--json"] if as_json else []), str(before), str(after)],
+                         capsys)  # fmt: skip
+    assert code == 0, err
+    assert_terminal_safe(out)
+    assert "forged" in out
+    if as_json:
+        assert any(HOSTILE.replace("\udcff", "") in v for v in strings_in(json.loads(out)))
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_trace_strings_in_a_job_report_are_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], as_json: bool
+) -> None:
+    """The backend's name in the job's heading was printed raw."""
+    text = HOSTILE.replace("\udcff", "")
+    info = {r: {"backend": "nccl" + text, "rank": r, "world_size": 2} for r in range(2)}
+    write_job(tmp_path, world=2, info=info)
+    code, out, err = run(["analyze", *(["--json"] if as_json else []), str(tmp_path)], capsys)
+    assert code == 0, err
+    assert_terminal_safe(out)
+    assert "forged" in out
+    if as_json:
+        assert json.loads(out)["job"]["backend"] == "nccl" + text
+    else:
+        assert nbprof.load(str(tmp_path)).text().count("forged") == out.count("forged")
+        assert_terminal_safe(nbprof.load(str(tmp_path)).text())
+
+
+def test_trace_strings_in_a_single_traces_json_are_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = hostile_strings_trace(tmp_path / "t.json")
+    code, out, err = run(["analyze", "--json", str(path)], capsys)
+    assert code == 0, err
+    assert_terminal_safe(out)
+    assert json.loads(out)["devices"][0]["name"] == "GPU " + HOSTILE.replace("\udcff", "")
+
+
 # -- names that make a regex backtrack ---------------------------------------------------------
 
 MB = 1 << 20
