@@ -191,6 +191,28 @@ def test_a_fifo_at_an_entry_is_not_read_and_is_replaced(tmp_path: Path) -> None:
     assert entry.is_file() and not entry.is_fifo()
 
 
+def test_a_folder_at_an_entry_is_left_alone_and_costs_only_that_trace_its_cache(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It may hold someone's files: it is not removed, and not read (one warning says so);
+    the cache folder stays in use for every other trace, where giving the whole folder up
+    left the rest uncached."""
+    p, entry = cached(tmp_path)
+    truth = read(p, progress=False, cache=False)
+    entry.unlink()
+    entry.mkdir()
+    (entry / "theirs.txt").write_text("kept")
+    (tmp_path / "other").mkdir()
+    other = write_old(build(), tmp_path / "other")
+    with caplog.at_level(logging.INFO, "nbprof"):
+        assert_same(read(p, progress=False, cache=True), truth)
+        read(other, progress=False, cache=True)
+    assert (entry / "theirs.txt").read_text() == "kept"
+    [warned] = warnings_of(caplog)  # the entry, once; not the whole folder
+    assert entry.name in warned and "cannot be used" not in warned
+    assert entry_of(other).is_file()
+
+
 @linux_only
 @pytest.mark.parametrize("target", ["a valid entry", "a folder", "nothing"])
 def test_a_symlink_entry_is_ignored_and_replaced(
