@@ -52,10 +52,10 @@ import numpy as np
 
 from nbprof import _memory
 from nbprof._files import STALE_TEMP_S, atomic_output, env_folder, is_stale_temp, temp_target
-from nbprof._objects import distinct_objects
 from nbprof._version import __version__
 from nbprof.errors import OutputError, plain_text, valid_text
-from nbprof.trace.model import SCHEMA, TABLES, Table
+from nbprof.trace.model import SCHEMA, TABLES, TEXT, Table
+from nbprof.trace.text import categorical
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -339,7 +339,7 @@ def _why_stale(stored: Any, key: Key) -> str:
 def expected_kind(dtype: str) -> str:
     """How a column of a declared dtype is stored: "text" (codes into distinct values) for
     text, else its NumPy ``dtype.str``."""
-    return "text" if dtype == "object" else np.dtype(dtype).str
+    return "text" if dtype in (TEXT, "object") else np.dtype(dtype).str
 
 
 def _frame(
@@ -384,7 +384,7 @@ def _frame(
             n = len(col)
         elif len(col) != n:
             raise _Bad(f"column {table.name}.{name} has {len(col)} rows, expected {n}")
-        cols[name] = pd.Series(col, dtype=object, copy=False) if kind == "text" else col
+        cols[name] = col
     lacking = [c for c in declared if c not in cols]
     if lacking:
         raise _Bad(f"table {table.name} lacks its column {lacking[0]}")
@@ -392,8 +392,10 @@ def _frame(
     return pd.DataFrame(cols, copy=False)
 
 
-def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> np.ndarray:
-    if not len(offsets):
+def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> pd.Categorical:
+    if codes.dtype != np.int32 or offsets.dtype != np.int64 or blob.dtype != np.uint8:
+        raise _Bad("a text column has the wrong dtypes")
+    if codes.ndim != 1 or offsets.ndim != 1 or blob.ndim != 1 or not len(offsets):
         raise _Bad("a text column has the wrong shape")
     if offsets[0] != 0 or offsets[-1] != len(blob) or (np.diff(offsets) < 0).any():
         raise _Bad("a text column's offsets do not fit its text")
@@ -408,9 +410,7 @@ def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> np.ndarra
         values = [s[a:b] for a, b in itertools.pairwise(ends)]
     else:
         values = [raw[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(ends)]
-    uniq = np.empty(n, dtype=object)
-    uniq[:] = values
-    return uniq[codes]
+    return categorical(codes, values)
 
 
 def racy(key: Key) -> bool:
@@ -550,8 +550,12 @@ def _encode(frames: dict[str, pd.DataFrame], info: Info) -> tuple[dict[str, np.n
         for name in f.columns:
             if not isinstance(name, str):
                 raise _Bad(f"table {t} has a column named {name!r}")
-            col = f[name].to_numpy()
-            if col.dtype == object:
+            col = (
+                f[name].array
+                if isinstance(f[name].dtype, pd.CategoricalDtype)
+                else f[name].to_numpy()
+            )
+            if isinstance(col, pd.Categorical):
                 names = [f"a{len(arrays)}", f"a{len(arrays) + 1}", f"a{len(arrays) + 2}"]
                 arrays.update(zip(names, _encode_text(col, t, name), strict=True))
                 spec.append([name, "text", names])
@@ -572,11 +576,9 @@ def _encode(frames: dict[str, pd.DataFrame], info: Info) -> tuple[dict[str, np.n
     return arrays, {"tables": tables, "info": info}
 
 
-def _encode_text(col: np.ndarray, table: str, name: str) -> list[np.ndarray]:
-    # By identity: a trace's text column holds one object per distinct name, and
-    # factorizing by value hashed every row (a third of writing an entry). Two objects of
-    # one value are two values here, each decoded to the same text.
-    codes, uniques = distinct_objects(col)
+def _encode_text(col: pd.Categorical, table: str, name: str) -> list[np.ndarray]:
+    # A trace's text columns are dictionary-encoded already: their codes and categories.
+    codes, uniques = np.asarray(col.codes), col.categories.tolist()
     parts: list[bytes] = []
     for u in uniques:
         if type(u) is not str:

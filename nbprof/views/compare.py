@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from nbprof import units, vocab
 from nbprof.views import dashboard, panel, timeline
 from nbprof.views._style import clip, esc, plain, short_name, wrap
-from nbprof.views.assets import SCRIPTS, asset, bundle
+from nbprof.views.assets import asset, scripts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -263,7 +263,7 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
     js = f"<script>{dashboard.bokeh_js()}</script>" if include_bokeh_js else ""
     return (
         f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
-        f"<script>{bundle(*SCRIPTS, 'compare_page.mjs')}</script>"
+        f"<script>{scripts('compare_page.mjs')}</script>"
     )
 
 
