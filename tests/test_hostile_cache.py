@@ -51,13 +51,13 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
 def reads_trace(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Records each trace file the reader parses (a cache hit parses none)."""
     seen: list[str] = []
-    real = reader_mod._streamed
+    real = reader_mod._read_file
 
     def spy(f: Path, *args: Any) -> Any:
         seen.append(str(f))
         return real(f, *args)
 
-    monkeypatch.setattr(reader_mod, "_streamed", spy)
+    monkeypatch.setattr(reader_mod, "_read_file", spy)
     return seen
 
 
