@@ -162,11 +162,9 @@ def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
         logger.exception("job heatmap failed")
         parts.append(f"<p>The heatmap could not be drawn: {esc(type(e).__name__)}: {esc(e)}</p>")
     if d.missing:
-        items = "".join(
-            f"<li>rank {esc(m['rank'] if m['rank'] is not None else '?')}"
-            f"{(' (' + esc(m['path']) + ')') if m.get('path') else ''}: {esc(m['reason'])}</li>"
-            for m in d.missing
-        )
+        from nbprof.analysis.job import describe_missing
+
+        items = "".join(f"<li>{esc(describe_missing(m))}</li>" for m in d.missing)
         parts.append(f"<h3>Missing ranks</h3><ul>{items}</ul>")
     if d.stragglers:
         s = d.stragglers[0]
