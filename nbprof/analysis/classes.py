@@ -39,6 +39,7 @@ from nbprof.analysis._text import (
     equals,
     has_bigram,
     matches,
+    name_column,
     name_pattern,
     text_codes,
     token_matches,
@@ -218,7 +219,9 @@ def possible_comm(
 _MEMORY_FIRST = name_pattern(
     r"^triton_(?:poi|red|per)_|"
     r"at::native::(?:\w+_)?elementwise_kernel|at::native::reduce_kernel|"
-    r"splitKreduce|cublasLt::epilogue|cublas\w*::(?:scal|axpy|copy|swap)",
+    # "cublas", word characters but no second "cublas" (one scan per word, not one per
+    # repeat), "::": the texts cublas\w*:: matches.
+    r"splitKreduce|cublasLt::epilogue|cublas(?:(?!cublas)\w)*::(?:scal|axpy|copy|swap)",
     re.IGNORECASE,
 )
 _MEMORY = name_pattern(
@@ -392,7 +395,7 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     cols = list(TOP_KERNELS_TABLE.names)
     if kernels.empty:
         return _frames.empty(cols)
-    names = _frames.column(kernels, "name")
+    names = name_column(kernels, "name")
     if not _group.all_text(names):
         return _top_kernels_grouped(kernels, classes, n)
     dur = _frames.column(kernels, "dur", "float64")

@@ -170,6 +170,9 @@ _AMD_BY_SHAPE: tuple[tuple[int, float, float, Peak], ...] = (
 )
 
 _GIB = 1024**3
+# "H100.*NVL" retried the rest of the name from every "H100" in it: quadratic. "H100, then
+# anything but another H100, then NVL" matches the same names, in one pass.
+_NVL = re.compile(r"H100(?:(?!H100).)*NVL|H200(?:(?!H200).)*NVL|GH200")
 
 
 def lookup(
@@ -220,7 +223,7 @@ def _nvidia(n: str, mem_gb: float | None) -> Peak | None:
         if "40GB" in n or (mem_gb is not None and mem_gb < 48):
             return _A100_40
         return None
-    if re.search(r"H100.*NVL|H200.*NVL|GH200", n):
+    if _NVL.search(n):
         return None
     if "H100" in n:
         if "PCIE" in n:

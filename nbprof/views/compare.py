@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from nbprof import units, vocab
 from nbprof.views import dashboard, panel, timeline
 from nbprof.views._style import clip, esc, plain, short_name, wrap
-from nbprof.views.assets import SCRIPTS, asset, bundle
+from nbprof.views.assets import asset, scripts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -209,7 +209,7 @@ def text(cmp: Comparison, *, width: int = WIDTH) -> str:
     except Exception as e:  # a failed analysis still says which side and why
         logger.exception("comparison failed")
         lines += wrap(f"The comparison failed: {type(e).__name__}: {e}", width)
-        return "\n".join(lines) + "\n"
+        return "\n".join(map(plain, lines)) + "\n"
     for w in d.warnings:
         lines += wrap(f"WARNING: {w}", width, indent="  ")
     if d.warnings:
@@ -225,7 +225,7 @@ def text(cmp: Comparison, *, width: int = WIDTH) -> str:
     lines += ["", *_metrics_text(d, width)]
     lines += ["", *_names_text(d.kernels, "Kernels", d, TEXT_KERNELS, width)]
     lines += ["", *_names_text(d.ops, "Top-level CPU ops", d, TEXT_OPS, width)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(plain, lines)) + "\n"
 
 
 def _metrics_text(d: Diff, width: int) -> list[str]:
@@ -311,7 +311,7 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
     js = f"<script>{dashboard.bokeh_js()}</script>" if include_bokeh_js else ""
     return (
         f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
-        f"<script>{bundle(*SCRIPTS, 'compare_page.mjs')}</script>"
+        f"<script>{scripts('compare_page.mjs')}</script>"
     )
 
 

@@ -10,6 +10,7 @@ traces (file names, device names, verdicts that quote them) is escaped.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nbprof import units, vocab
@@ -79,10 +80,14 @@ def heatmap(job: Job, value: str = "dur") -> LayoutDOM:
 
 def _rank_table(job: Job) -> str:
     d = job.diagnosis
+    # One GPU model on every rank is said once, below the table, not on each row.
+    gpus = list(dict.fromkeys(r.device_name or r.device for r in d.ranks))
+    shared = gpus[0] if len(gpus) == 1 else None
+    gpu_head = "" if shared is not None else "<th>GPU</th>"
     head = (
-        "<tr><th>rank</th><th>GPU</th><th>span</th><th>kernels busy</th><th>compute busy</th>"
+        f"<tr><th>rank</th>{gpu_head}<th>span</th><th>kernels busy</th><th>compute busy</th>"
         "<th>exposed comm</th><th>waiting for others</th><th>idle: host</th><th>idle: sync</th>"
-        "<th>steps (median)</th><th>last at</th><th>its own verdict</th></tr>"
+        "<th>steps (median)</th><th>last to arrive at</th><th>its own verdict</th></tr>"
     )
     rows = []
     import numpy as np
@@ -90,20 +95,22 @@ def _rank_table(job: Job) -> str:
     for r in d.ranks:
         cls = ' class="nbp-straggler"' if r.rank in job.stragglers else ""
         steps = list(r.steps.values())
+        gpu = "" if shared is not None else f"<td>{esc(r.device_name or r.device)}</td>"
         rows.append(
-            f"<tr{cls}><td>{r.rank}</td><td>{esc(r.device_name or r.device)}</td>"
+            f"<tr{cls}><td>{r.rank}</td>{gpu}"
             f"<td>{esc(units.duration(r.gpu_span_us))}</td><td>{_pct(r.kernel_busy_pct)}</td>"
             f"<td>{_pct(r.compute_busy_pct)}</td><td>{_pct(r.exposed_comm_pct)}</td>"
             f"<td>{_pct(r.wait_pct)}</td><td>{_pct(r.idle.get('host'))}</td>"
             f"<td>{_pct(r.idle.get('sync'))}</td>"
             f"<td>{esc(units.duration(float(np.median(steps))) if steps else units.NA)}</td>"
-            f"<td>{r.last_count} of {r.collective_count}</td>"
+            f"<td>{r.last_count} of the {r.collective_count} collectives</td>"
             f"<td>{esc(vocab.term(r.bottleneck).label)}</td></tr>"
         )
+    on = f"every rank on {esc(shared)} · " if shared is not None else ""
     return (
         f'<table class="nbp-ranks">{head}{"".join(rows)}</table>'
-        f'<div class="nbp-basis">% of each rank\'s GPU span, read from the trace; waits: '
-        f"{esc(d.clock.label())}</div>"
+        f'<div class="nbp-basis">{on}% of each rank\'s GPU span, read from the trace; '
+        f"waits: {esc(d.clock.label())}</div>"
     )
 
 
@@ -138,8 +145,15 @@ def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
     from bokeh.embed import components
 
     d = job.diagnosis
-    title = f"nbprof · {d.source} · job of {len(d.ranks)} ranks"
-    parts = [f"<h2>{esc(title)}</h2>", _verdict(job), "<h3>Ranks</h3>", _rank_table(job)]
+    # The folder's name reads at a glance; its full path is on hover.
+    name = Path(d.source).name or d.source
+    title = f"nbprof · {name} · job of {len(d.ranks)} ranks"
+    parts = [
+        f'<h2 title="{esc(d.source)}">{esc(title)}</h2>',
+        _verdict(job),
+        "<h3>Ranks</h3>",
+        _rank_table(job),
+    ]
     js = f"<script>{dashboard.bokeh_js()}</script>" if include_bokeh_js else ""
     try:
         hm = heatmap(job)
@@ -149,11 +163,9 @@ def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
         logger.exception("job heatmap failed")
         parts.append(f"<p>The heatmap could not be drawn: {esc(type(e).__name__)}: {esc(e)}</p>")
     if d.missing:
-        items = "".join(
-            f"<li>rank {esc(m['rank'] if m['rank'] is not None else 'unknown')}"
-            f"{(' (' + esc(m['path']) + ')') if m.get('path') else ''}: {esc(m['reason'])}</li>"
-            for m in d.missing
-        )
+        from nbprof.analysis.job import describe_missing
+
+        items = "".join(f"<li>{esc(describe_missing(m))}</li>" for m in d.missing)
         parts.append(f"<h3>Missing ranks</h3><ul>{items}</ul>")
     if d.stragglers:
         s = d.stragglers[0]
