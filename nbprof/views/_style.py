@@ -5,7 +5,6 @@ Numbers are formatted by :mod:`nbprof.units`, verdicts named by :mod:`nbprof.voc
 
 from __future__ import annotations
 
-import html
 import re
 import textwrap
 from typing import Any
@@ -91,11 +90,6 @@ SPAN_PARTS: dict[str, str] = {
 SEVERITY_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2, "info": 3}
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def esc(value: object) -> str:
-    """HTML-escape anything (trace names, analysis text) for element content or attributes."""
-    return html.escape(str(value), quote=True)
 
 
 def plain(value: object) -> str:

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from markupsafe import escape as _esc
 
 from nbprof import units
 from nbprof.telemetry import get_sampler
 from nbprof.telemetry.model import METRICS, Samples
 from nbprof.telemetry.recording import ReplaySource
-from nbprof.views._style import esc as _esc
 
 logger = logging.getLogger(__name__)
 
