@@ -122,14 +122,19 @@ class Dataset:
 # unchanged, which is what their hashes pin).
 _REGISTRY: tuple[Dataset, ...] = (
     Dataset(
-        name="dlrm-a100-sync-bound",
-        title="DLRM-style training on an A100, rank 0 of 16: stalled on a tiny copy",
+        name="dlrm-a100-queued-idle",
+        title=(
+            "DLRM-style training on an A100, rank 0 of 16: the GPU idles with work queued, "
+            "the host blocked on a tiny copy behind it"
+        ),
         description=(
             "Recommendation-model training (DLRM style), rank 0 of a 16-rank job, from "
-            "HolisticTraceAnalysis's test data. Every step the host blocks for about 150 ms "
-            "in a device-to-host copy of a few hundred bytes while the GPU idles "
-            "(sync-bound), although most kernels run under 10 µs; pageable copies, NCCL "
-            "send/receive, TF32 tensor-op GEMMs."
+            "HolisticTraceAnalysis's test data. The GPU idles more than half the time with "
+            "work queued 164 ms ahead, waiting on work outside the trace (CUDA graph "
+            "replays that pause with nothing running); every step the host blocks for about "
+            "150 ms in a device-to-host copy of a few hundred bytes that waits on that same "
+            "queue, a consequence, not the cause; most kernels run under 10 µs; pageable "
+            "copies, NCCL send/receive, TF32 tensor-op GEMMs."
         ),
         gpu="NVIDIA A100-SXM4-80GB",
         repository="facebookresearch/HolisticTraceAnalysis",
@@ -308,9 +313,11 @@ _REGISTRY: tuple[Dataset, ...] = (
 
 #: Old names that still resolve, with a DeprecationWarning: name -> current name.
 _ALIASES: dict[str, str] = {
-    # It was registered for its tiny kernels; the diagnosis finds the host blocked in a
-    # device-to-host copy instead, and the name says what the trace shows.
-    "dlrm-a100-launch-bound": "dlrm-a100-sync-bound",
+    # It was registered for its tiny kernels, then for the host blocked in a device-to-host
+    # copy; the diagnosis finds the GPU's queued work waiting on work outside the trace,
+    # the copy waiting on that queue, and the name says what the trace shows.
+    "dlrm-a100-launch-bound": "dlrm-a100-queued-idle",
+    "dlrm-a100-sync-bound": "dlrm-a100-queued-idle",
 }
 
 #: Where bundled traces (and their licence texts) live inside the installed package.

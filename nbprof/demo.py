@@ -36,10 +36,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: The demo's trace when it has no GPU: the finding a first look should see. The host blocks
-#: ~150 ms per step in a device-to-host copy of a few hundred bytes while nvidia-smi would
-#: read 32%: a stall no utilization number reveals, found and fixed from the trace alone.
-DEFAULT_DATASET = "dlrm-a100-sync-bound"
+#: The demo's trace when it has no GPU: the finding a first look should see. nvidia-smi would
+#: read 32%; the GPU idles more than half the time with work queued inside CUDA-graph
+#: replays, and the host's ~150 ms a step in a device-to-host copy of a few hundred bytes
+#: is not the cause: the copy waits on that same queue.
+DEFAULT_DATASET = "dlrm-a100-queued-idle"
 DEFAULT_OUTPUT = "nbprof-demo.html"
 #: The width of the text report, which the demo's own lines match.
 RULE_WIDTH = 88

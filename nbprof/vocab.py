@@ -86,7 +86,8 @@ _VERDICTS = (
     ),
     Term(
         "input_bound", "Starved by the input pipeline", "input",
-        "starved by the input pipeline", "the GPU sits idle while the DataLoader fetches",
+        "starved by the input pipeline",
+        "the GPU sits idle while the DataLoader fetches or the host preprocesses on the CPU",
         "#c62828",
         Measure("span_input_pct", "the GPU waited on the DataLoader for {b} of the span {how}"),
     ),
@@ -160,11 +161,12 @@ STALLS: tuple[Stall, ...] = (
         "collectives ran with no compute kernel beside them",
     ),
     Stall(
-        "input", "input_bound", "dataloader_gaps", "the GPU sat idle while the DataLoader fetched",
+        "input", "input_bound", "dataloader_gaps",
+        "the GPU sat idle while the host ran the input pipeline (DataLoader, CPU preprocessing)",
     ),
     Stall(
         "sync", "sync_bound", "sync_gaps",
-        "the GPU sat idle while the host was blocked waiting on it, or had just returned",
+        "the GPU sat idle, nothing queued, while the host was blocked waiting on it",
     ),
     Stall("copy_only", "transfer_bound", "copy_time", "only copies ran"),
     Stall(
@@ -181,7 +183,11 @@ STALLS: tuple[Stall, ...] = (
         "the host was in set-up calls (allocation, context creation, loading kernel code)",
     ),
     Stall(
+        "possible_comm", "communication_bound", "exposed_communication",
+        "only kernels that behave as communication kernels do ran (possibly communication)",
+    ),
+    Stall(
         "dependency", "idle", "queued_idle",
-        "work was queued but waited on another stream or device",
+        "work was queued but waited on work outside the trace (nothing ran on any stream)",
     ),
 )  # fmt: skip

@@ -180,6 +180,35 @@ class KinetoBuilder:
             }
         )
 
+    def stream_wait(self, ts: float, stream: int, wait_on_stream: int, *, device: int = 0) -> None:
+        """A ``cudaStreamWaitEvent`` call at ``ts``, and the ``cuda_sync`` "Stream Wait Event"
+        record newer Kineto writes with it (on the device's row, ``tid`` the waiting stream)."""
+        corr = self.runtime("cudaStreamWaitEvent", ts, 1.0)
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_sync",
+                "name": "Stream Wait Event",
+                "pid": device,
+                "tid": stream,
+                "ts": self.base_us + ts,
+                "dur": 1.0,
+                "args": {
+                    "cuda_sync_kind": "Stream Wait Event",
+                    "wait_on_stream": wait_on_stream,
+                    "wait_on_cuda_event_record_corr_id": -1,
+                    "stream": stream,
+                    "correlation": corr,
+                    "device": device,
+                },
+            }
+        )
+
+    def python_frame(self, name: str, ts: float, dur: float) -> None:
+        """A ``with_stack=True`` Python frame (``python_function``), e.g.
+        ``torchvision/transforms/transforms.py(95): __call__``."""
+        self.cpu_op(name, ts, dur, cat="python_function")
+
     def step(self, n: int, ts: float, dur: float) -> None:
         self.cpu_op(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
 

@@ -71,11 +71,25 @@ COMM_NAMES = [
     "void c10d::symmetric_memory::one_shot_all_reduce_kernel<c10::BFloat16, 8>(c10::BFloat16*)",
     "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals)",
     "rcclGenericKernel<1, false>(ncclDevComm*, unsigned long, ncclWork*)",
+    # Expert-parallel exchanges and other communication libraries, by their own words.
+    "void deep_ep::intranode::dispatch<8, 768, 4096>(int4*, float*, int*, long*, float*)",
+    "void deep_ep::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*)",
+    "void deep_ep::internode_ll::combine<false, 7168>(void*, void*, int*, void const*)",
+    "void deep_ep::internode::cached_notify<false>(int, int, int, int, int, int*)",
+    "void nvshmemi_transfer_rma_kernel<float>(float*, float const*, unsigned long, int)",
+    "nvshmemx_barrier_all_on_stream_kernel",
+    "mscclKernel_Sum_float_Simple_false(ncclDevComm*, mscclAlgo*, mscclWork*)",
+    "void pplx::dispatchKernel<64, true>(int, int, unsigned char*)",
+    "void tensorrt_llm::kernels::ar_fusion::allreduce_fusion_kernel_oneshot_lamport<true>(int)",
 ]
 OTHER_NAMES = [
     CUSTOM,
     "<img src=x onerror=alert(1)>",
     "my_kernel",
+    # A MoE layer's own dispatch/combine kernels move tokens on one GPU: no library says
+    # they communicate, so their names alone claim nothing.
+    "moe_dispatch_kernel",
+    "void combine_kernel<float>(float*, int)",
     # Older Inductor names carry no kind: pointwise, reduction and template look alike.
     "triton__0d1d2d3d4d5d6d",
     # FlashInfer's sampling kernels are no flash attention.
@@ -296,3 +310,133 @@ def test_class_column_holds_one_object_per_class() -> None:
     if getattr(column.dtype, "storage", "python") != "python":
         pytest.skip("pandas holds this text in Arrow: no Python objects to count")
     assert len({id(v) for v in cls}) == 4
+
+
+# -- communication by behaviour: "possibly communication" ---------------------------------
+
+OPAQUE = "void opaque_kernel<4>(int*)"
+
+
+def exchange_run(
+    *, grid: int = 8, stream: int = 30, dur: float = 1500, side: int = 7, steps: int = 10
+) -> KinetoBuilder:
+    """Steps of 3000 µs on a 132-SM GPU: a 1000 µs GEMM on stream 7, then an unknown
+    kernel of ``grid`` blocks on ``stream`` (from t+1000, ``dur`` µs, alone), then a 400
+    µs elementwise kernel on stream ``side`` at t+2500 and a 100 µs gap."""
+    b = KinetoBuilder()
+    for i in range(steps):
+        t = 3000.0 * i
+        b.kernel(GEMM, t, 1000, stream=7, launch_ts=t - 10, grid=(264, 1, 1))
+        b.kernel(OPAQUE, t + 1000, dur, stream=stream, launch_ts=t - 5, grid=(grid, 1, 1))
+        b.kernel(ELEMENTWISE, t + 2500, 400, stream=side, launch_ts=t, grid=(512, 1, 1))
+    return b
+
+
+def test_a_dedicated_stream_of_small_long_grids_is_possibly_communication(
+    tmp_path: Path,
+) -> None:
+    d = diagnose(exchange_run(), tmp_path)
+    m = d.devices[0]
+    span = 9 * 3000 + 2900.0
+    # 8 blocks on 132 SMs for 1500 µs (the other stream's median kernel: 700 µs), on a
+    # stream running nothing else: 1500 of 2900 µs of kernel time a step, alone.
+    assert m.comm_pct == 0.0
+    assert m.possible_comm_pct == pytest.approx(1500 / 2900 * 100)
+    assert m.span_breakdown["possible_comm"] == pytest.approx(10 * 1500 / span * 100)
+    assert m.span_breakdown["compute"] == pytest.approx(10 * 1400 / span * 100)
+    assert m.basis["possible_comm_pct"].kind == "estimated"
+    assert "streams 30; grids of 8-8 blocks on 132 SMs" in m.basis["possible_comm_pct"].how
+    v = d.verdict
+    assert (v.bottleneck, v.confidence) == ("communication_bound", "low")
+    assert "possibly communication" in v.summary
+    assert "cannot classify" not in v.summary
+
+
+@pytest.mark.parametrize(
+    ("grid", "stream", "dur", "side"),
+    [(264, 30, 1500, 7), (8, 7, 1500, 9), (8, 30, 300, 7)],
+    ids=["fills_the_gpu", "on_the_compute_stream", "shorter_than_the_compute"],
+)
+def test_without_every_behaviour_an_unknown_kernel_stays_unclassified(
+    tmp_path: Path, grid: int, stream: int, dur: float, side: int
+) -> None:
+    # Its grid fills the 132 SMs, or it shares stream 7 with the GEMMs (the elementwise
+    # kernels on a side stream), or it runs 300 µs, shorter than the compute stream's
+    # median kernel (700 µs): nothing says it communicates; it stays an unknown kernel.
+    b = exchange_run(grid=grid, stream=stream, dur=dur, side=side)
+    m = diagnose(b, tmp_path).devices[0]
+    assert m.possible_comm_pct == 0.0
+    assert m.span_breakdown["possible_comm"] == 0.0
+
+
+def test_named_exchanges_are_communication_in_the_time_accounting(tmp_path: Path) -> None:
+    b = exchange_run()
+    for e in b.events:
+        if e.get("name") == OPAQUE:
+            e["name"] = "void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(int4*)"
+    d = diagnose(b, tmp_path)
+    m = d.devices[0]
+    span = 9 * 3000 + 2900.0
+    assert m.comm_pct == pytest.approx(1500 / 2900 * 100)
+    assert m.possible_comm_pct == 0.0
+    assert m.span_breakdown["exposed_comm"] == pytest.approx(10 * 1500 / span * 100)
+    assert (d.verdict.bottleneck, d.verdict.confidence) == ("communication_bound", "high")
+
+
+def _opaque(t: object) -> object:
+    """The trace with its NCCL kernels renamed to a name no rule knows."""
+    import dataclasses
+
+    k = t.kernels.copy()  # type: ignore[attr-defined]
+    nccl = k["name"].str.contains("nccl").to_numpy()
+    k.loc[nccl, "name"] = OPAQUE
+    return dataclasses.replace(t, kernels=k)  # type: ignore[type-var]
+
+
+def test_corpus_nccl_kernels_without_their_names_are_possibly_communication(
+    corpus: Path,
+) -> None:
+    path = corpus / "hta__negative_queue_length_values_check__rank0.json.gz"
+    if not path.is_file():
+        pytest.skip("no DLRM A100 trace")
+    t = read_trace(path)
+    named = analyze(t).devices[0]
+    m = analyze(_opaque(t)).devices[0]  # type: ignore[arg-type]
+    # Its NCCL SendRecv kernels run on streams 84, 285 and 363, which run nothing else,
+    # with 2-24 blocks on 108 SMs, for 25 µs to 26 ms (the compute streams' median
+    # kernel: 4 µs): by behaviour alone all of them are found, 47.4% of kernel time, and
+    # the 15% of the span they ran alone is possibly communication, not compute.
+    assert named.comm_pct == pytest.approx(47.4, abs=0.1) and named.possible_comm_pct == 0.0
+    assert m.comm_pct == 0.0
+    assert m.possible_comm_pct == pytest.approx(named.comm_pct)
+    assert m.span_breakdown["possible_comm"] == pytest.approx(named.span_breakdown["exposed_comm"])
+    assert m.span_breakdown["compute"] == pytest.approx(named.span_breakdown["compute"])
+    assert "streams 84, 285, 363; grids of 2-24 blocks on 108 SMs" in (
+        m.basis["possible_comm_pct"].how
+    )
+
+
+def test_corpus_dlrm_rank_without_nccl_names_is_possibly_communication_bound(
+    corpus: Path,
+) -> None:
+    files = sorted((corpus / "param__dlrm_kineto_8ranks").glob("*worker1_*.json.gz"))
+    if not files:
+        pytest.skip("no DLRM rank folder")
+    t = read_trace(files[0])
+    d = analyze(_opaque(t))  # type: ignore[arg-type]
+    m = d.devices[0]
+    # Rank 1's all-to-alls and all-reduces (stream 84, 1-12 blocks on 80 SMs, 132-7635 µs)
+    # ran alone 59% of its span: named, that is communication-bound; unnamed, possibly.
+    assert m.span_breakdown["possible_comm"] == pytest.approx(59.0, abs=0.5)
+    v = d.verdict
+    assert (v.bottleneck, v.confidence) == ("communication_bound", "low")
+    assert "possibly communication" in v.summary
+
+
+def test_no_corpus_trace_has_possible_communication_beside_its_named_collectives(
+    corpus: Path,
+) -> None:
+    # Every corpus trace's unknown kernels fail one of the behaviours: none is claimed.
+    for path in sorted(corpus.glob("*.json.gz")):
+        for m in analyze(read_trace(path)).devices:
+            assert not m.possible_comm_pct, path.name

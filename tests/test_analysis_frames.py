@@ -314,15 +314,19 @@ def test_gap_table_by_arrays_is_the_gap_table_by_pandas_sort() -> None:
     from nbprof.analysis import stalls
 
     host: Any = SimpleNamespace(describe=lambda a, b: f"{a:g}-{b:g}")
+    queue: Any = SimpleNamespace(describe=lambda i, cause, g1: f"queued {i} {cause} {g1:g}")
     idle = (np.array([0.0, 10.0, 20.0]), np.array([5.0, 12.0, 30.0]))
     dur = np.array([5.0, 2.0, 10.0])
     main = np.array(["host_wait", "dependency", "other"])
-    args = (idle, dur, np.zeros(3), main, host, 0, "0")
+    args = (idle, dur, np.array([0.0, 2.0, 0.0]), main, host, 0, "0", queue)
     got = stalls._gap_table(*args)
     pd.testing.assert_frame_equal(got, stalls._gap_table_sorted(*args))
     assert got["start"].tolist() == [20.0, 0.0, 10.0]
+    assert got["queued"].tolist() == [False, False, True]
+    assert got["queued_us"].tolist() == [0.0, 0.0, 2.0]
     assert got["cpu_work"].tolist()[:2] == ["20-30", "0-5"]
-    assert got["cpu_work"].tolist()[2] == "queued work waiting on another stream or device"
+    # A queued gap says what its work waited on, asked by its place in time order.
+    assert got["cpu_work"].tolist()[2] == "queued 1 dependency 12"
 
 
 def test_constructed_is_the_public_constructor() -> None:

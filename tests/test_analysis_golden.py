@@ -126,17 +126,19 @@ def test_idle_breakdown_host_kernel_other(tmp_path: Path) -> None:
     b.kernel(SGEMM, 13, 10, launch_ts=2)
     # Queued early, gap 40 µs: other (waiting on something else).
     b.kernel(SGEMM, 63, 10, launch_ts=4)
-    # Launched 20 µs after the previous kernel ended at 73, gap 30: host wait.
+    # Launched 20 µs after the previous kernel ended at 73, gap 30: the host's until its
+    # launch call returned at 95 (93 + the builder's 2 µs call), then 8 µs of the GPU's
+    # own delay before the kernel started at 103.
     b.kernel(SGEMM, 103, 10, launch_ts=93)
     d = diagnose(b, tmp_path)
     m = d.devices[0]
     idle = m.idle
     total = 3 + 40 + 30
     assert idle.idle_us == pytest.approx(total)
-    assert idle.kernel_wait_pct == pytest.approx(3 / total * 100)
+    assert idle.kernel_wait_pct == pytest.approx((3 + 8) / total * 100)
     assert idle.other_pct == pytest.approx(40 / total * 100)
-    assert idle.host_wait_pct == pytest.approx(30 / total * 100)
-    assert m.idle_queued_pct == pytest.approx((3 + 40) / total * 100)
+    assert idle.host_wait_pct == pytest.approx(22 / total * 100)
+    assert m.idle_queued_pct == pytest.approx((3 + 40 + 8) / total * 100)
     gaps = d.idle_gaps
     assert list(gaps.columns[:8]) == [
         "rank", "device", "stream", "start", "end", "dur", "cause", "cpu_work",
@@ -252,12 +254,19 @@ def test_syncs_table_and_sync_pct(tmp_path: Path) -> None:
     # Host sync time, counted once (.item() encloses the sync), clipped to the GPU span:
     # the first .item() starts 2 µs before the first kernel, the last ends 2 µs after the last.
     assert d.devices[0].sync_pct == pytest.approx((12 + (n - 2) * 14 + 12) / span * 100)
-    # Each 45 µs gap: 2 µs still blocked, then the 14 µs .item() block's release window,
-    # and the next .item() starts 2 µs before the next kernel: 18 µs of each gap are the
-    # syncs'; the other 27 µs are the host's own work.
+    # Each 45 µs gap [t+10, t+55): the .item() still blocks 2 µs (to t+12); the next
+    # .item() blocks from t+53, 1 µs before the next kernel's launch call returns at t+54:
+    # 3 µs are the syncs'. From t+54 the kernel is queued (1 µs of the GPU's own delay).
+    # Once .item() has returned, the host's Python runs: 41 µs are the host's, 14 µs of
+    # them right after the 14 µs block (the queue it drained).
     sb = d.devices[0].span_breakdown
-    assert sb["sync"] == pytest.approx((n - 1) * 18 / span * 100)
-    assert sb["host"] == pytest.approx((n - 1) * 27 / span * 100)
+    assert sb["sync"] == pytest.approx((n - 1) * 3 / span * 100)
+    assert sb["kernel_wait"] == pytest.approx((n - 1) * 1 / span * 100)
+    assert sb["host"] == pytest.approx((n - 1) * 41 / span * 100)
+    assert d.verdict.bottleneck == "host_bound"
+    assert f"{(n - 1) * 14 / span * 100:.0f}% of the span right after a blocking call" in (
+        d.verdict.summary
+    )
     # .item() holds the synchronize: each µs of idle time is charged to one of them only.
     f = {x.id: x for x in d.findings}["sync_stalls"]
     assert sum(f.evidence["blocking_calls"].values()) == pytest.approx(sb["sync"], abs=0.1)
@@ -288,50 +297,75 @@ def blocking_run(*, blocking: bool, copy: bool = False) -> KinetoBuilder:
     return b
 
 
-def test_a_blocking_sync_explains_the_gap_after_it(tmp_path: Path) -> None:
+def test_a_blocking_sync_gets_only_its_blocked_time(tmp_path: Path) -> None:
     d = diagnose(blocking_run(blocking=True), tmp_path)
     m = d.devices[0]
     span = (CYCLES - 1) * 2010 + KERNEL_LONG
-    # Each gap T+1005..T+2015: 1 µs blocked, 1003 µs inside the release window of the
-    # 1003 µs block, and the next cycle's sync blocks from T+2013: 1006 µs are the syncs';
-    # 4 µs (T+2009..T+2013) are left for the host.
-    assert m.span_breakdown["sync"] == pytest.approx((CYCLES - 1) * 1006 / span * 100)
-    assert m.span_breakdown["host"] == pytest.approx((CYCLES - 1) * 4 / span * 100)
-    assert d.verdict.bottleneck == "sync_bound"
-    assert d.verdict.basis == "sync_gaps"
-    assert "cudaStreamSynchronize" in d.verdict.summary
-    f = {x.id: x for x in d.findings}["sync_stalls"]
-    assert ".item()" in (f.code or "")
-    assert f.evidence["idle_charged_to_sync_pct"] == pytest.approx(
-        (CYCLES - 1) * 1006 / span * 100, abs=0.05
-    )
+    # Each gap T+1005..T+2015: the sync still blocks 1 µs (to T+1006); then the host's
+    # Python until the next launch call returns at T+2012 (1006 µs, the first 1003 of them
+    # inside the block's own length after it: the queue it drained); the next sync blocks
+    # from T+2013 with the GEMM queued since T+2012: 3 µs of the GPU's own delay.
+    assert m.span_breakdown["sync"] == pytest.approx((CYCLES - 1) * 1 / span * 100)
+    assert m.span_breakdown["host"] == pytest.approx((CYCLES - 1) * 1006 / span * 100)
+    assert m.span_breakdown["kernel_wait"] == pytest.approx((CYCLES - 1) * 3 / span * 100)
+    assert d.verdict.bottleneck == "host_bound"
+    drained = (CYCLES - 1) * 1003 / span * 100
+    assert f"{drained:.0f}% of the span right after a blocking call returned" in d.verdict.summary
+    assert "sync_stalls" not in {x.id for x in d.findings}
 
 
 def test_an_instant_sync_explains_nothing_of_the_gap(tmp_path: Path) -> None:
     d = diagnose(blocking_run(blocking=False), tmp_path)
     m = d.devices[0]
     span = (CYCLES - 1) * 2010 + KERNEL_LONG
-    # The 1 µs sync runs inside the gap (1 µs blocked) and releases 1 µs; the other
-    # 1008 µs of each 1010 µs gap are the host's work.
-    assert m.span_breakdown["sync"] == pytest.approx((CYCLES - 1) * 2 / span * 100)
-    assert m.span_breakdown["host"] == pytest.approx((CYCLES - 1) * 1008 / span * 100)
+    # Each 1010 µs gap: the 1 µs sync blocks 1 µs; the GEMM is queued from T+2012 (its
+    # launch call returned), 3 µs before it starts; the other 1006 µs are the host's work.
+    assert m.span_breakdown["sync"] == pytest.approx((CYCLES - 1) * 1 / span * 100)
+    assert m.span_breakdown["host"] == pytest.approx((CYCLES - 1) * 1006 / span * 100)
     assert d.verdict.bottleneck == "host_bound"
     assert "sync_stalls" not in {x.id for x in d.findings}
 
 
-def test_a_blocking_device_to_host_copy_is_a_sync(tmp_path: Path) -> None:
+def test_a_blocking_device_to_host_copy_is_charged_as_a_sync_is(tmp_path: Path) -> None:
     d = diagnose(blocking_run(blocking=True, copy=True), tmp_path)
     m = d.devices[0]
     span = (CYCLES - 1) * 2010 + 1002.0  # the last copy ends 2 µs after the last GEMM
-    # Each gap T+1007..T+2015: 1 µs blocked, 1005 µs released, and the next copy call
-    # blocks from T+2013: all 1008 µs are the copy's.
-    assert m.span_breakdown["sync"] == pytest.approx((CYCLES - 1) * 1008 / span * 100)
-    assert d.verdict.bottleneck == "sync_bound"
-    assert "cudaMemcpyAsync (DtoH)" in d.verdict.summary
-    assert "704 B device-to-host copy" in d.verdict.summary
+    # Each gap T+1007..T+2015: the copy call still blocks 1 µs (to T+1008), then 1004 µs
+    # of the host's work until the next launch call returns at T+2012; 3 µs queued.
+    assert m.span_breakdown["sync"] == pytest.approx((CYCLES - 1) * 1 / span * 100)
+    assert m.span_breakdown["host"] == pytest.approx((CYCLES - 1) * 1004 / span * 100)
+    assert d.verdict.bottleneck != "sync_bound"
+    assert d.verdict.basis in ("host_gaps", "launch_gaps")
     syncs = d.syncs.set_index("name")
     assert syncs.loc["cudaMemcpyAsync (DtoH)", "count"] == CYCLES
     assert syncs.loc["cudaMemcpyAsync (DtoH)", "total_us"] == pytest.approx(CYCLES * 1005)
+
+
+def staging_run() -> KinetoBuilder:
+    """``CYCLES`` cycles of 1000 µs: a 200 µs GEMM (T+5 to T+205), then a blocking 64 MB
+    pageable cudaMemcpy called at T+205 that returns at T+1000, its copy running only from
+    T+945 to T+995 (the host stages the data first); the next GEMM is launched at T+1000
+    (its call returning at T+1002) and starts at T+1005."""
+    b = KinetoBuilder()
+    for i in range(CYCLES):
+        t = 1000.0 * i
+        b.kernel(SGEMM, t + 5, 200, launch_ts=t)
+        b.memcpy(t + 945, 50, 64 << 20, launch_ts=t + 205, launch_dur=795, call="cudaMemcpy")
+    return b
+
+
+def test_a_host_blocked_with_nothing_queued_is_sync_bound(tmp_path: Path) -> None:
+    d = diagnose(staging_run(), tmp_path)
+    m = d.devices[0]
+    span = (CYCLES - 1) * 1000 + 990.0
+    # Each cycle idles T+205..T+945 with the host in the copy call and nothing queued
+    # (740 µs, the sync's); between cycles, T+995..T+1005: still blocked to T+1000 (5 µs
+    # more), the host's to T+1002, then the GEMM queued 3 µs.
+    assert m.span_breakdown["sync"] == pytest.approx((CYCLES * 740 + (CYCLES - 1) * 5) / span * 100)
+    assert m.span_breakdown["kernel_wait"] == pytest.approx((CYCLES - 1) * 3 / span * 100)
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("sync_bound", "sync_gaps")
+    assert "cudaMemcpy (HtoD)" in d.verdict.summary
+    assert "sync_stalls" in {x.id for x in d.findings}
 
 
 def test_an_asynchronous_copy_that_returns_early_is_no_sync(tmp_path: Path) -> None:
@@ -360,12 +394,14 @@ def test_host_bound_when_the_host_spends_far_more_than_the_launch_per_kernel(
     d = diagnose(paced_run(50, period=50, kernel=5, call=5, start=7), tmp_path)
     m = d.devices[0]
     span = 49 * 50 + 5
-    assert m.span_breakdown["host"] == pytest.approx(49 * 45 / span * 100)
+    # Each 45 µs gap: 43 µs until the launch call returns, 2 µs of the GPU's own delay.
+    assert m.span_breakdown["host"] == pytest.approx(49 * 43 / span * 100)
+    assert m.span_breakdown["kernel_wait"] == pytest.approx(49 * 2 / span * 100)
     assert m.host_us_per_kernel == pytest.approx(50)
     assert m.launch_us_per_kernel == pytest.approx(5)
     assert m.launch_to_start_us == pytest.approx(7)
-    assert m.idle.host_wait_pct == pytest.approx(100.0)
-    assert m.idle_queued_pct == pytest.approx(0.0)
+    assert m.idle.host_wait_pct == pytest.approx(43 / 45 * 100)
+    assert m.idle_queued_pct == pytest.approx(2 / 45 * 100)
     assert (d.verdict.bottleneck, d.verdict.basis) == ("host_bound", "host_gaps")
     assert "50.0 µs per kernel, 5.0 µs of it in the launch call" in d.verdict.summary
     f = {x.id: x for x in d.findings}["host_overhead"]
@@ -392,13 +428,15 @@ def test_launch_bound_when_queued_kernels_are_shorter_than_the_gaps_between_them
 def test_launch_bound_when_the_launch_calls_take_the_host_time(tmp_path: Path) -> None:
     # 2 µs kernels, an 8 µs launch call every 10 µs, each kernel starting 1 µs after its
     # call returns: the next call is still running when a kernel ends, so nothing is
-    # queued in any gap, and the calls take 8 of the host's 10 µs per kernel.
+    # queued in a gap until that call returns 1 µs before its kernel starts, and the
+    # calls take 8 of the host's 10 µs per kernel.
     d = diagnose(paced_run(100, period=10, kernel=2, call=8, start=9), tmp_path)
     m = d.devices[0]
     span = 99 * 10 + 2
     assert m.short_kernel_pct == pytest.approx(100.0)
     assert m.kernel_busy_pct == pytest.approx(100 * 2 / span * 100)
-    assert m.span_breakdown["host"] == pytest.approx(99 * 8 / span * 100)
+    assert m.span_breakdown["host"] == pytest.approx(99 * 7 / span * 100)
+    assert m.span_breakdown["kernel_wait"] == pytest.approx(99 * 1 / span * 100)
     assert (m.host_us_per_kernel, m.launch_us_per_kernel) == (pytest.approx(10), pytest.approx(8))
     assert (d.verdict.bottleneck, d.verdict.basis) == ("launch_bound", "launch_gaps")
     f = {x.id: x for x in d.findings}["launch_overhead"]
@@ -483,8 +521,8 @@ def test_compute_and_memory_bound_by_kernel_class(tmp_path: Path) -> None:
 
 def test_idle_verdict_when_no_cause_dominates(tmp_path: Path) -> None:
     # Cycles of 1000 µs: a 300 µs GEMM, then a 700 µs gap shared by three causes: a 230 µs
-    # DataLoader fetch, 230 µs of set-up (cudaMalloc) and 240 µs of Python, none of them a
-    # quarter of the span.
+    # DataLoader fetch, 230 µs of set-up (cudaMalloc) and 237 µs of Python (then 3 µs
+    # between the launch call's return and the GEMM), none of them a quarter of the span.
     b = KinetoBuilder()
     for i in range(20):
         t = 1000.0 * i
@@ -496,7 +534,7 @@ def test_idle_verdict_when_no_cause_dominates(tmp_path: Path) -> None:
     span = 19 * 1000 + 300.0
     assert sb["input"] == pytest.approx(19 * 230 / span * 100)
     assert sb["setup"] == pytest.approx(19 * 230 / span * 100)
-    assert sb["host"] == pytest.approx(19 * 240 / span * 100)
+    assert sb["host"] == pytest.approx(19 * 237 / span * 100)
     assert (d.verdict.bottleneck, d.verdict.confidence) == ("idle", "low")
     assert "no one cause covers 25%" in d.verdict.summary
     assert "gpu_idle" in {f.id for f in d.findings}
@@ -895,9 +933,9 @@ def test_queued_work_waiting_is_a_dependency(tmp_path: Path) -> None:
     assert "queued_idle" in {f.id for f in d.findings}
 
 
-def test_a_host_blocked_on_queued_work_that_waits_is_sync_bound(tmp_path: Path) -> None:
-    # As above, but the host blocks in a synchronize while the queued work waits: the
-    # host waits on work that waits: the block serialises the run.
+def test_a_host_blocked_on_queued_work_that_waits_is_not_sync_bound(tmp_path: Path) -> None:
+    # As above, but the host blocks in a synchronize while the queued work waits: it waits
+    # on that same queue, a consequence of the wait: the time stays the dependency's.
     b = KinetoBuilder()
     for i in range(10):
         t = 7000.0 * i
@@ -906,8 +944,17 @@ def test_a_host_blocked_on_queued_work_that_waits_is_sync_bound(tmp_path: Path) 
         b.runtime("cudaStreamSynchronize", t + 20, 6980)
     d = diagnose(b, tmp_path)
     span = 70000.0
-    assert d.devices[0].span_breakdown["sync"] == pytest.approx(10 * 5000 / span * 100)
-    assert (d.verdict.bottleneck, d.verdict.basis) == ("sync_bound", "sync_gaps")
+    sb = d.devices[0].span_breakdown
+    # Each 5000 µs gap (t+1000..t+6000) had the stream-9 kernel queued since t+12.
+    assert sb["dependency"] == pytest.approx(10 * 5000 / span * 100)
+    assert sb["sync"] == 0.0
+    assert (d.verdict.bottleneck, d.verdict.basis) == ("idle", "queued_idle")
+    assert "a consequence, not the cause" in d.verdict.summary
+    ids = {f.id for f in d.findings}
+    assert "sync_stalls" not in ids and "queued_idle" in ids
+    f = {x.id: x for x in d.findings}["queued_idle"]
+    assert f.evidence["host_blocked_behind_pct"] == pytest.approx(10 * 5000 / span * 100, abs=0.05)
+    assert all("synchronize" not in (x.fix or "") for x in d.findings)
 
 
 def test_one_time_setup_is_blamed_on_the_runtime_calls(tmp_path: Path) -> None:

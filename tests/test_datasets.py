@@ -41,7 +41,7 @@ def test_registry_names_are_unique_and_cover_the_required_traces() -> None:
     for required in (
         "resnet50-v100-workers0",
         "resnet50-v100-workers4",
-        "dlrm-a100-sync-bound",
+        "dlrm-a100-queued-idle",
         "dlrm-v100-8ranks",
         "qwen-h100-inference",
         "bert-small-h100-host-bound",
@@ -53,11 +53,12 @@ def test_registry_names_are_unique_and_cover_the_required_traces() -> None:
     assert len(folders) == len(set(folders)) and all(folders)
 
 
-def test_the_old_name_of_the_sync_bound_trace_still_resolves_and_warns() -> None:
-    with pytest.warns(DeprecationWarning, match="dlrm-a100-sync-bound"):
-        ds = datasets.info("dlrm-a100-launch-bound")
-    assert ds is datasets.info("dlrm-a100-sync-bound")
-    assert "dlrm-a100-launch-bound" not in datasets.names()
+@pytest.mark.parametrize("old", ["dlrm-a100-launch-bound", "dlrm-a100-sync-bound"])
+def test_the_old_names_of_the_dlrm_a100_trace_still_resolve_and_warn(old: str) -> None:
+    with pytest.warns(DeprecationWarning, match="dlrm-a100-queued-idle"):
+        ds = datasets.info(old)
+    assert ds is datasets.info("dlrm-a100-queued-idle")
+    assert old not in datasets.names()
 
 
 @pytest.mark.parametrize("name", datasets.names())
@@ -93,10 +94,11 @@ def test_entry_is_complete_and_pinned(name: str) -> None:
 
 DATA = Path(datasets.__file__).parent / "data"
 BUNDLED = [n for n in datasets.names() if datasets.info(n).bundled]
-#: What the bundle must cover: the demo's default (a host-side stall), the DataLoader pair,
-#: a Hopper Tensor-Core run, a host-bound small-kernel run and a multi-rank job.
+#: What the bundle must cover: the demo's default (queued work waiting, the host blocked
+#: behind it), the DataLoader pair, a Hopper Tensor-Core run, a host-bound small-kernel run
+#: and a multi-rank job.
 REQUIRED_BUNDLED = {
-    "dlrm-a100-sync-bound",
+    "dlrm-a100-queued-idle",
     "resnet50-v100-workers0",
     "resnet50-v100-workers4",
     "qwen-h100-inference",
@@ -209,7 +211,7 @@ def test_the_deprecated_name_loads_the_same_trace(
     monkeypatch.setenv(datasets.CORPUS_ENV, str(corpus))
     with pytest.warns(DeprecationWarning):
         old = datasets.path("dlrm-a100-launch-bound", download=False)
-    assert old == datasets.path("dlrm-a100-sync-bound", download=False)
+    assert old == datasets.path("dlrm-a100-queued-idle", download=False)
 
 
 def test_the_bundled_8_rank_job_loads_as_8_ranks() -> None:

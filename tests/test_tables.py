@@ -34,7 +34,9 @@ def test_the_column_tuples_keep_their_values() -> None:
         "rank", "device", "stream", "name", "ts", "dur", "correlation", "bytes", "launch_ts",
         "launch_name", "op", "op_index",
     )  # fmt: skip
-    assert tm.RUNTIME_COLUMNS == ("rank", "pid", "tid", "name", "ts", "dur", "correlation", "cat")
+    assert tm.RUNTIME_COLUMNS == (
+        "rank", "pid", "tid", "name", "ts", "dur", "correlation", "cat", "wait_on_stream",
+    )  # fmt: skip
     assert tm.CPU_OP_COLUMNS == (
         "rank", "pid", "tid", "name", "ts", "dur", "external_id", "flops", "input_dims",
         "input_types", "depth",
@@ -68,6 +70,7 @@ def test_the_dtypes_keep_their_values() -> None:
         "on_gpu": "bool", "step": "int64", "sm_count": "int64", "total_memory": "int64",
         "max_threads_per_sm": "int64", "value": "float64", "group_size": "int64",
         "seq": "int64", "in_nelems": "int64", "out_nelems": "int64",
+        "wait_on_stream": "int64",
     }  # fmt: skip
     for table in SCHEMA:
         empty = empty_table(table.name)

@@ -210,7 +210,7 @@ DAMAGE = {
     "garbage": (_garbage, "damaged"),
     "flipped_byte": (_flip_a_byte, "Bad CRC-32"),
     "foreign": (_foreign, "belongs to another file"),
-    "older_format": (None, "cache format 0, this nbprof writes 1"),
+    "older_format": (None, f"cache format 0, this nbprof writes {table_cache.FORMAT}"),
 }
 
 

@@ -204,7 +204,7 @@ def test_demo_with_no_gpu_no_corpus_and_no_network(installed: Installed, tmp_pat
     data = _site_data(installed)
     assert f"Licence: MIT; its text ships with nbprof: {data / ds.licence_file}." in header
     assert f"Read from: {data / ds.file_name} (bundled with nbprof)." in header
-    assert "Verdict: Stalled on synchronizations. NVIDIA A100-SXM4-80GB:" in out
+    assert "Verdict: GPU mostly idle. NVIDIA A100-SXM4-80GB:" in out
     assert "LIVE CPU PROFILE" not in out and "CPU only" not in out
     html = tmp_path / "nbprof-demo.html"
     assert f"Dashboard written to {html}" in out
@@ -221,7 +221,7 @@ def test_demo_list_there_shows_the_bundled_traces_first(
     proc = installed.run("demo", "--list", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     bundled, downloadable = proc.stdout.split("\nDownloadable")
-    assert "dlrm-a100-sync-bound  [default]" in bundled
+    assert "dlrm-a100-queued-idle  [default]" in bundled
     in_package = [n for n in datasets.names() if datasets.info(n).bundled]
     assert bundled.count("here: bundled with nbprof)") == len(in_package)
     assert "here:" not in downloadable.replace("not here:", "")

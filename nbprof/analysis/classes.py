@@ -2,7 +2,11 @@
 
 A class is a claim about what limited a kernel, so each needs evidence:
 
-- ``communication``: collectives (NCCL/RCCL, symmetric-memory and custom all-reduce);
+- ``communication``: collectives and expert-parallel exchanges, by the words of their
+  names: NCCL/RCCL/MSCCL, NVSHMEM, DeepEP (``deep_ep::intranode::dispatch``,
+  ``notify_dispatch``, ``combine``), pplx, PyTorch symmetric memory, vLLM's and
+  TensorRT-LLM's custom all-reduce. A kernel no name rule knows that behaves like one is
+  reported as *possibly* communication (:func:`possible_comm`), never counted as compute;
 - ``tensor_core``: the Tensor Core evidence of :mod:`nbprof.analysis.tensorcores`;
 - ``compute``: GEMM, convolution, attention (prefill, forward/backward) and FFT families;
 - ``memory``: kernel families that are bandwidth-bound by construction (PyTorch's
@@ -46,15 +50,24 @@ logger = logging.getLogger(__name__)
 #: Every class ``kernel_classes`` can return, in the order the timeline stacks them.
 CLASSES: tuple[str, ...] = ("tensor_core", "compute", "memory", "communication", "other")
 
-#: Kernel-name words (see ``name_tokens``) that name a collective on their own.
-_COMM_WORDS = frozenset(
-    {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "multimem"}
-)
+#: Kernel-name words (see ``name_tokens``) that name a collective on their own:
+#: collectives, DeepEP's intranode / internode (and low-latency ``internode_ll``)
+#: namespaces, pplx-kernels' own, TensorRT-LLM's Lamport all-reduce.
+_COMM_WORDS = frozenset({
+    "allreduce", "allgather", "reducescatter", "alltoall", "alltoallv", "sendrecv",
+    "multimem", "intranode", "internode", "pplx", "lamport",
+})  # fmt: skip
+#: Name prefixes of communication libraries' kernels (the word's start): NCCL, RCCL,
+#: MSCCL and MSCCL++, NVSHMEM (nvshmem_, nvshmemi_, nvshmemx_).
+_COMM_PREFIXES = ("nccl", "rccl", "msccl", "nvshmem")
 #: Adjacent word pairs that name a collective: ``all_reduce``, ``one_shot`` (PyTorch
-#: symmetric-memory all-reduce), ``cross_device_reduce`` (vLLM's custom all-reduce) ...
+#: symmetric-memory all-reduce), ``deep_ep`` (DeepEP's namespace), ``notify_dispatch``,
+#: ``symmetric_memory`` (PyTorch's c10d::symmetric_memory kernels) ...
 _COMM_PAIRS = frozenset({
     ("all", "reduce"), ("all", "gather"), ("reduce", "scatter"), ("all", "to"),
-    ("send", "recv"), ("one", "shot"), ("two", "shot"),
+    ("send", "recv"), ("one", "shot"), ("two", "shot"), ("deep", "ep"),
+    ("notify", "dispatch"), ("notify", "combine"), ("symmetric", "memory"),
+    ("custom", "ar"),
 })  # fmt: skip
 #: Words that name matrix math (GEMM/GEMV, convolution, FFT, attention, MMA instructions).
 _COMPUTE_WORDS = frozenset({
@@ -129,7 +142,9 @@ def _is_compute(tokens: tuple[str, ...]) -> bool:
 
 
 def _is_comm(tokens: tuple[str, ...]) -> bool:
-    if any(t.startswith(("nccl", "rccl")) or t in _COMM_WORDS for t in tokens):
+    if tokens[:1] == ("triton",) and tokens[1:2] in (("poi",), ("red",), ("per",)):
+        return False  # Inductor's generated pointwise/reduction kernels, named by their ops
+    if any(t.startswith(_COMM_PREFIXES) or t in _COMM_WORDS for t in tokens):
         return True
     if has_bigram(tokens, _COMM_PAIRS):
         return True
@@ -149,10 +164,53 @@ def _is_moe_helper(tokens: tuple[str, ...]) -> bool:
 
 
 def is_collective(names: Names) -> np.ndarray:
-    """Collective-communication kernels: NCCL/RCCL and symmetric-memory / custom
-    all-reduce kernels (``multimem_all_reduce``, ``one_shot_all_reduce``,
-    ``cross_device_reduce``)."""
+    """Communication kernels by the words of their names: NCCL/RCCL/MSCCL collectives,
+    NVSHMEM, DeepEP and pplx dispatch/combine, symmetric-memory and custom all-reduce
+    kernels (``multimem_all_reduce``, ``one_shot_all_reduce``, ``cross_device_reduce``)."""
     return token_matches(names, _is_comm, kernel_identity)
+
+
+def possible_comm(
+    streams: np.ndarray,
+    dur: np.ndarray,
+    grid: np.ndarray,
+    cls: np.ndarray,
+    sm_count: int | None,
+) -> np.ndarray:
+    """Kernels that behave as communication kernels do, though no name rule knows them:
+    what a custom collective or expert-parallel exchange looks like on the timeline.
+
+    A communication kernel runs on a stream of its own beside the compute (so that it can
+    overlap it), and it launches few blocks (a handful of channels, a few SMs set aside)
+    that run long (they wait for peers and move data at link speed, not at the SMs').
+    A kernel is *possibly communication* when all of it holds:
+
+    - its class is ``other`` (no name rule knows it);
+    - its stream runs no kernel a name rule calls compute, memory or Tensor Core work, and
+      other streams run kernels: a dedicated stream beside the compute. (Whether its
+      kernels did overlap the compute is not asked: communication nothing overlapped,
+      exposed, is the kind that matters most.)
+    - its grid is smaller than the GPU's SM count (it cannot fill the GPU), and it runs
+      longer than the median kernel of the other streams.
+
+    Each alone is weak (a side-stream prefetch, a small latency-bound kernel); together
+    they are the shape of communication, but still no proof: the caller reports these as
+    possibly communication, never as collectives."""
+    n = len(dur)
+    out = np.zeros(n, dtype=bool)
+    if not n or sm_count is None or sm_count <= 0:
+        return out
+    cls = np.asarray(cls, dtype=object)
+    other = cls == "other"
+    known_work = np.isin(cls, ["tensor_core", "compute", "memory"])
+    small = (grid > 0) & (grid < sm_count)
+    for s in np.unique(streams[other & small]):
+        mine = streams == s
+        if known_work[mine].any() or mine.all():
+            continue  # not a dedicated stream, or the only one
+        long = dur > float(np.median(dur[~mine]))
+        out |= mine & other & small & long
+    return out
 
 
 # Families whose names could also hit the compute words (an Inductor pointwise kernel fused

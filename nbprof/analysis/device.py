@@ -36,7 +36,13 @@ from nbprof.analysis import (
     intervals as iv,
 )
 from nbprof.analysis._text import matches, name_pattern, text_column
-from nbprof.analysis.classes import class_shares, is_collective, kernel_classes, roofline_bounds
+from nbprof.analysis.classes import (
+    class_shares,
+    is_collective,
+    kernel_classes,
+    possible_comm,
+    roofline_bounds,
+)
 from nbprof.analysis.model import (
     Basis,
     BasisKind,
@@ -201,10 +207,17 @@ class Device:
                 found = uniq[at] == corr
                 call_dur = np.where(found, c_dur[first][at], 0.0)
                 call_dur[np.isnan(call_dur)] = 0.0
+        names = (
+            np.concatenate([_frames.column(f, c, object) for f in parts])
+            if parts
+            else np.zeros(0, dtype=object)
+            for c in ("name", "launch_name")
+        )
+        name, launch_name = names
         return idle.gpu_events(
             self.k, self.mc, self.ms,
             {"table": tables, "correlation": corr,
-             "launch_end": launch + call_dur},
+             "launch_end": launch + call_dur, "name": name, "launch_name": launch_name},
         )  # fmt: skip
 
     @cached_property
@@ -257,6 +270,17 @@ class Device:
         return inputs.dataloader_ops(self.cpu, self.annotations)
 
     @cached_property
+    def input_work(self) -> pd.DataFrame:
+        """The input pipeline's host calls: the fetches and CPU preprocessing."""
+        return inputs.input_ops(self.cpu, self.annotations, self.fetches)
+
+    @cached_property
+    def waits(self) -> pd.DataFrame:
+        """This device's "Stream Wait Event" records: stream (the waiting one), ts,
+        wait_on_stream."""
+        return host.stream_waits(self.runtime, self.device)
+
+    @cached_property
     def setup(self) -> pd.DataFrame:
         return host.setup_calls(self.runtime, self.capture.windows)
 
@@ -279,10 +303,11 @@ class Device:
     def activity(self) -> stalls.HostActivity:
         return stalls.host_activity(
             self.blocking,
-            inputs.dataloader_set(self.fetches),
+            inputs.dataloader_set(self.input_work),
             self.setup,
             self.cpu,
             self.capture.windows,
+            self.input_work,
         )
 
     @cached_property
@@ -290,7 +315,12 @@ class Device:
         comm = np.concatenate(
             (self.collective, np.zeros(len(self.events) - len(self.k), dtype=bool))
         )
-        return stalls.account(self.events, comm, self.activity, self.rank, self.device)
+        maybe = np.concatenate(
+            (self.possible_comm, np.zeros(len(self.events) - len(self.k), dtype=bool))
+        )
+        return stalls.account(
+            self.events, comm, self.activity, self.rank, self.device, self.waits, maybe
+        )
 
     # -- kernels: Tensor Cores, classes, roofline -------------------------------------
 
@@ -365,6 +395,21 @@ class Device:
     @cached_property
     def class_pct(self) -> dict[str, float]:
         return class_shares(self.kdur, _frames.column(self.classes, "cls"))
+
+    @cached_property
+    def possible_comm(self) -> np.ndarray:
+        """Kernels no name rule knows that behave as communication kernels do
+        (:func:`~nbprof.analysis.classes.possible_comm`)."""
+        k = self.k
+        if k.empty:
+            return np.zeros(0, bool)
+        return possible_comm(
+            _frames.column(k, "stream"),
+            self.kdur,
+            _frames.column(k, "grid", "float64"),
+            _frames.column(self.classes, "cls"),
+            self.sm_count,
+        )
 
     @property
     def ktime(self) -> float:
@@ -500,9 +545,10 @@ def _idle(d: Device) -> Measure:
             idle_us=a.idle_us,
         )
     how = (
-        "idle gaps of the whole device (union over streams): host_wait if nothing was "
-        "queued when the GPU went idle, kernel_wait if work was queued and the gap is "
-        f"shorter than {stalls.KERNEL_WAIT_US:g} µs, else other; shares of idle time"
+        "idle gaps of the whole device (union over streams), each cut where its earliest "
+        "waiting work was launched: host_wait before (nothing queued), kernel_wait after "
+        f"when that part is shorter than {stalls.KERNEL_WAIT_US:g} µs, else other; "
+        "shares of idle time"
     )
     return value, Basis("trace", how)
 
@@ -511,7 +557,10 @@ def _idle_queued(d: Device) -> Measure:
     a = d.accounting
     if a.idle_us <= 0:
         return None, Basis("trace", "the device was never idle inside its span")
-    how = "idle time during which launched work had not started (launch and start times)"
+    how = (
+        "idle time during which launched work had not started, over the whole of each gap "
+        "(launch call returns and start times)"
+    )
     return a.queued_idle_us / a.idle_us * 100.0, Basis("trace", how)
 
 
@@ -520,6 +569,7 @@ def _span_breakdown(d: Device) -> Measure:
     parts = {
         "compute": a.compute_us,
         "exposed_comm": a.exposed_comm_us,
+        "possible_comm": a.possible_comm_us,
         "copy_only": a.copy_only_us,
         **a.causes,
     }
@@ -533,8 +583,39 @@ def _span_breakdown(d: Device) -> Measure:
 def _comm_pct(d: Device) -> Measure:
     if d.ktime <= 0:
         return None, Basis("unknown", "no kernel time")
-    how = "collective kernels' time ÷ kernel time (NCCL/RCCL, symmetric-memory all-reduce)"
+    how = (
+        "communication kernels' time ÷ kernel time, by the words of their names (NCCL/RCCL/"
+        "MSCCL, NVSHMEM, DeepEP, pplx, symmetric-memory and custom all-reduce)"
+    )
     return float(d.kdur[d.collective].sum() / d.ktime * 100.0), Basis("trace", how)
+
+
+def _possible_comm(d: Device) -> Measure:
+    if d.ktime <= 0:
+        return None, Basis("unknown", "no kernel time")
+    if d.sm_count is None:
+        return None, Basis("unknown", "SM count unknown: a grid's size says nothing")
+    mask = d.possible_comm
+    value = float(d.kdur[mask].sum() / d.ktime * 100.0)
+    how = (
+        "estimated from behaviour, not names: kernels no name rule knows, on a stream of "
+        "their own beside the compute streams, with fewer blocks than SMs, running longer "
+        "than the other streams' median kernel"
+    )
+    if mask.any():
+        streams = sorted({int(x) for x in _frames.column(d.k, "stream")[mask]})
+        grid = _frames.column(d.k, "grid")[mask]
+        how += (
+            f" (streams {', '.join(map(str, streams))}; grids of {int(grid.min())}-"
+            f"{int(grid.max())} blocks on {d.sm_count} SMs; "
+            f"{_span_of(d.kdur[mask])} each)"
+        )
+    return value, Basis("estimated", how)
+
+
+def _span_of(dur: np.ndarray) -> str:
+    lo, hi = float(dur.min()), float(dur.max())
+    return f"{lo:.0f}-{hi:.0f} µs" if hi > lo else f"{lo:.0f} µs"
 
 
 def _exposed_comm(d: Device) -> Measure:
@@ -790,6 +871,7 @@ METRICS: tuple[tuple[str, Callable[[Device], Measure]], ...] = (
     ("short_kernel_pct", _short),
     ("idle", _idle),
     ("comm_pct", _comm_pct),
+    ("possible_comm_pct", _possible_comm),
     ("exposed_comm_pct", _exposed_comm),
     ("comm_overlap_pct", _comm_overlap),
     ("window_us", _window),
@@ -885,7 +967,7 @@ class Signals:
     def gpu_busy_us(self) -> float:
         """Time at least one kernel, copy or memset ran."""
         a = self.accounting
-        return a.compute_us + a.exposed_comm_us + a.copy_only_us
+        return a.compute_us + a.exposed_comm_us + a.possible_comm_us + a.copy_only_us
 
     @property
     def tc_capable(self) -> bool:
@@ -926,7 +1008,8 @@ class Signals:
         each kernel's own best evidence: the roofline bound of the FLOP-counted op that
         launched it, else its kernel class. ``roof_*`` are the parts the roofline decided."""
         v = self.view
-        keep = ~v.collective
+        # Collectives, and kernels that are possibly communication, are neither side.
+        keep = ~v.collective & ~v.possible_comm
         dur = v.kdur[keep]
         total = float(dur.sum())
         zero = {"compute": 0.0, "memory": 0.0, "roof_compute": 0.0, "roof_memory": 0.0}

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Finding, Severity, compute_units
+from nbprof.analysis.stalls import RAN
 from nbprof.analysis.tensorcores import cc_value
 from nbprof.analysis.verdict import (
     CLASS_COVER_PCT,
@@ -37,6 +38,7 @@ from nbprof.analysis.verdict import (
     TC_SHARE_OF_GEMM,
     TF32_CC,
     blocker_clause,
+    input_work,
     is_launch_bound,
     kernel_busy_us,
     other_pct,
@@ -73,16 +75,27 @@ def input_pipeline(s: Signals) -> Finding | None:
     if (dl is None or dl < INPUT_STEP_PCT) and gap < FINDING_STALL_PCT:
         return None
     sev: Severity = "high" if (dl or 0) >= INPUT_STEP_HIGH_PCT or gap >= STALL_PCT else "medium"
-    return Finding(
-        id="input_pipeline",
-        severity=sev,
-        title="The GPU waits for the DataLoader",
-        detail=(
+    work = input_work(s)
+    if work.startswith("the DataLoader"):
+        title = "The GPU waits for the DataLoader"
+        detail = (
             f"DataLoader __next__ took {(dl or 0.0):.1f}% of step time, and the whole GPU sat "
             f"idle with nothing queued while it ran for {gap:.1f}% of the "
             f"{_ms(m.gpu_span_us)} span. Batches are prepared on the training "
             f"process's own thread between steps."
-        ),
+        )
+    else:
+        title = "The GPU waits for CPU preprocessing"
+        detail = (
+            f"The whole GPU sat idle with nothing queued for {gap:.1f}% of the "
+            f"{_ms(m.gpu_span_us)} span while {work}, on the training process's own "
+            f"thread between steps."
+        )
+    return Finding(
+        id="input_pipeline",
+        severity=sev,
+        title=title,
+        detail=detail,
         evidence={"dataloader_pct": _r(dl), "idle_in_dataloader_pct": _r(gap)},
         fix=(
             "Load and transform batches in worker processes and pin them, so the next batch "
@@ -104,8 +117,8 @@ def sync_stalls(s: Signals) -> Finding | None:
         return None
     top = sorted(a.blockers.items(), key=lambda kv: -kv[1])[:3]
     parts = [
-        f"{blocker_clause(s, name)}; the GPU idle {a.pct(us):.1f}% of the span meanwhile or "
-        f"right after"
+        f"{blocker_clause(s, name)}; the GPU idle, nothing queued, {a.pct(us):.1f}% of the "
+        f"span meanwhile"
         for name, us in top
     ]
     copies = any("(" in n for n, _ in top)
@@ -125,9 +138,8 @@ def sync_stalls(s: Signals) -> Finding | None:
         severity=_severity(share),
         title="The host blocks on the GPU, and the GPU idles meanwhile",
         detail=(
-            f"{share:.1f}% of the span is whole-GPU idle time while the host was blocked in a "
-            f"blocking call or had just returned from one (a block of B µs accounts for at "
-            f"most B µs of the idle time after it): " + "; ".join(parts) + "."
+            f"{share:.1f}% of the span is whole-GPU idle time, nothing queued, while the host "
+            f"was blocked in a blocking call: " + "; ".join(parts) + "."
         ),
         evidence={
             "idle_charged_to_sync_pct": _r(share),
@@ -564,37 +576,94 @@ def graph_capture(s: Signals) -> Finding | None:
 
 def queued_idle(s: Signals) -> Finding | None:
     m = s.metrics
+    a = s.accounting
     share = m.span_breakdown.get("dependency", 0.0)
     if share < FINDING_STALL_PCT:
         return None
+    dep = a.causes.get("dependency", 0.0)
+    graph = a.graph_wait_us / dep * 100.0 if dep > 0 else 0.0
+    detail = (
+        f"For {share:.1f}% of the span the whole GPU was idle although work had been "
+        f"launched and not started ({m.idle_queued_pct or 0:.0f}% of idle time had work "
+        f"queued), and nothing ran on any stream meanwhile: no work the trace shows on this "
+        f"GPU is what it waited for. It waited on work outside the trace: another rank or "
+        f"process, a host callback, an event recorded outside the profiled window, or GPU "
+        f"work the profiler did not record."
+    )
+    if graph >= 5.0:
+        detail += (
+            f" {graph:.0f}% of this time the waiting work belonged to CUDA/HIP graph "
+            f"replays: a graph paused before or between its nodes."
+        )
+    evidence: dict[str, object] = {
+        "queued_idle_pct": _r(share),
+        "idle_queued_pct": _r(m.idle_queued_pct),
+        "graph_share_pct": _r(graph),
+    }
+    if a.blocked_behind:
+        name, us = max(a.blocked_behind.items(), key=lambda kv: kv[1])
+        detail += (
+            f" The host was blocked in {name} for {a.pct(us):.1f}% of the span meanwhile: "
+            f"it waits on that same queue, so dropping the call would not start the work."
+        )
+        evidence["host_blocked_behind_pct"] = _r(a.pct(us))
     return Finding(
         id="queued_idle",
         severity=_severity(share),
-        title="The GPU idles with work queued",
-        detail=(
-            f"For {share:.1f}% of the span the whole GPU was idle although work had been "
-            f"launched and not started ({m.idle_queued_pct or 0:.0f}% of idle time had work "
-            f"queued): it waited on something else first: an event on another stream, a "
-            f"graph's dependency, a peer rank."
-        ),
-        evidence={"queued_idle_pct": _r(share), "idle_queued_pct": _r(m.idle_queued_pct)},
-        fix=(
-            "Find what the queued work waits for (the timeline's streams around the gaps): "
-            "cross-stream waits on late events, or work on another device or rank."
-        ),
+        title="The GPU idles with work queued behind work outside the trace",
+        detail=detail,
+        evidence=evidence,
+        fix=dependency_fix(s),
     )
+
+
+#: From this share of the queued idle time at graph replays' nodes on, the graphs are
+#: where to look first.
+GRAPH_FIRST_PCT = 50.0
+
+
+def dependency_fix(s: Signals) -> str:
+    """Where to look for what queued work waited on, in the order the trace points: the
+    CUDA/HIP graphs first when most of the waiting is at their nodes, then the other ranks
+    and processes; and never the host's blocking calls that waited on the same queue."""
+    a = s.accounting
+    dep = a.causes.get("dependency", 0.0)
+    graph = a.graph_wait_us / dep * 100.0 if dep > 0 else 0.0
+    inside = (
+        f"inside the CUDA/HIP graphs ({graph:.0f}% of this waiting is at their nodes): "
+        "profile the same steps with every graph node traced (Nsight Systems: nsys "
+        "profile --cuda-graph-trace=node) or run them once without graphs, to see what a "
+        "graph holds that this trace does not show"
+    )
+    elsewhere = (
+        "the other ranks' traces at the same moment, other processes on the GPU "
+        "(nvidia-smi), events recorded before the profile began"
+    )
+    if graph >= GRAPH_FIRST_PCT:
+        fix = f"Find what the queued work waits for, {inside}; then {elsewhere}."
+    elif graph >= 5.0:
+        fix = f"Find what the queued work waits for: {elsewhere}; and {inside}."
+    else:
+        fix = f"Find what the queued work waits for: {elsewhere}."
+    if a.blocked_behind:
+        name = max(a.blocked_behind.items(), key=lambda kv: kv[1])[0]
+        fix += (
+            f" Leave the host's {name} as it is: it waits on this same queue, and removing "
+            "it would not start the work."
+        )
+    return fix
 
 
 def mostly_idle(s: Signals) -> Finding | None:
     m = s.metrics
     sb = m.span_breakdown
-    idle = 100.0 - sum(sb.get(k, 0.0) for k in ("compute", "exposed_comm", "copy_only"))
+    idle = 100.0 - sum(sb.get(k, 0.0) for k in RAN)
     if idle < IDLE_PCT:
         return None
     stalls = stall_shares(s)
     key, share = next(iter(stalls.items()))
-    if share >= STALL_PCT and key not in ("setup", "dependency"):
-        return None  # a named cause: its own finding says it
+    if share >= STALL_PCT and key != "setup":
+        return None  # a named cause: its own finding (queued_idle for dependency) says it
     top = {k: _r(v) for k, v in list(stalls.items())[:3]}
     work = ", ".join(f"{k.replace('_', ' ')} {v:.1f}%" for k, v in top.items() if v)
     return Finding(
@@ -608,8 +677,11 @@ def mostly_idle(s: Signals) -> Finding | None:
         ),
         evidence={"idle_pct": _r(idle, 2), "kernel_busy_pct": _r(m.kernel_busy_pct, 2), **top},
         fix=(
-            "Find the host work in the largest gaps (timeline) and move it off the critical "
-            "path: prefetch inputs, avoid per-step synchronization, batch small requests."
+            dependency_fix(s)
+            if key == "dependency"
+            else "Find the host work in the largest gaps (timeline) and move it off the "
+            "critical path: prefetch inputs, avoid per-step synchronization, batch small "
+            "requests."
         ),
     )
 

@@ -231,6 +231,28 @@ def setup_calls(runtime: pd.DataFrame, captured: iv.Set) -> pd.DataFrame:
     )
 
 
+def stream_waits(runtime: pd.DataFrame, device: str) -> pd.DataFrame:
+    """The "Stream Wait Event" records Kineto writes for ``cudaStreamWaitEvent`` calls (on
+    the device's row: pid = device, tid = the waiting stream): stream, ts, wait_on_stream
+    (the stream whose event it waits on); empty when the trace has none."""
+    cols = ("stream", "ts", "wait_on_stream")
+    if runtime.empty or "wait_on_stream" not in runtime.columns:
+        return _frames.empty(list(cols))
+    target = _frames.column(runtime, "wait_on_stream")
+    ok = (target >= 0) & (_frames.column(runtime, "cat") == "cuda_sync")
+    if device.lstrip("-").isdigit():
+        ok &= _frames.column(runtime, "pid") == int(device)
+    rows = np.flatnonzero(ok)
+    rows = rows[_frames.column(runtime, "name")[rows] == "Stream Wait Event"]
+    return _frames.frame(
+        {
+            "stream": _frames.column(runtime, "tid", "int64")[rows],
+            "ts": _frames.column(runtime, "ts", "float64")[rows],
+            "wait_on_stream": target[rows].astype("int64"),
+        }
+    )
+
+
 def window(frames: list[pd.DataFrame]) -> tuple[float, float]:
     """(first start, last end) over events of any kind; (0, 0) without events."""
     return window_of(

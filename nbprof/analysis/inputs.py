@@ -4,6 +4,12 @@ PyTorch records a batch fetch as ``enumerate(DataLoader)#_SingleProcessDataLoade
 __next__``, as a ``cpu_op`` in older releases and a ``user_annotation`` in newer ones; a
 trace taken with ``with_stack=True`` adds the Python frame
 ``torch/utils/data/dataloader.py(...): __next__``. Any of them marks a fetch.
+
+The input pipeline is more than the fetch: CPU preprocessing done in the training loop
+itself (image transforms, tokenizers, numpy/scipy work on the batch) keeps the GPU
+waiting just the same. It is recognised by what the trace shows of it: the Python frames
+of those libraries (kept by the reader, ``nbprof.trace.tables.INPUT_FRAME``), and
+``record_function`` ranges the user named for it (:data:`INPUT_WORDS`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import pandas as pd
 
 from nbprof.analysis import _frames
 from nbprof.analysis import intervals as iv
-from nbprof.analysis._text import matches, name_column, name_pattern
+from nbprof.analysis._text import has_bigram, matches, name_column, name_pattern, token_matches
 from nbprof.trace.model import frame_from_arrays
 
 logger = logging.getLogger(__name__)
@@ -65,9 +71,51 @@ def dataloader_ops(cpu_ops: pd.DataFrame, annotations: pd.DataFrame | None = Non
 
 _FETCH_COLUMNS = ("rank", "tid", "name", "ts", "dur")
 
+#: Words of a range's name (``record_function("preprocess")``) that say it is input work.
+INPUT_WORDS = frozenset({
+    "preprocess", "preprocessing", "tokenize", "tokenizer", "tokenization", "collate",
+    "augment", "augmentation", "transforms", "dataloader", "dataset",
+})  # fmt: skip
+_INPUT_PAIRS = frozenset({("load", "batch"), ("data", "loading"), ("load", "data")})
+#: Python frames the reader keeps for the input pipeline: a ``file.py(N): function`` name.
+_FRAME = name_pattern(r"\.py\(\d+\): ")
+
+
+def _input_words(tokens: tuple[str, ...]) -> bool:
+    return bool(INPUT_WORDS & set(tokens)) or has_bigram(tokens, _INPUT_PAIRS)
+
+
+def input_ops(
+    cpu_ops: pd.DataFrame, annotations: pd.DataFrame, fetches: pd.DataFrame
+) -> pd.DataFrame:
+    """The input pipeline's host calls: rank, tid, name, ts, dur of the DataLoader
+    ``fetches``, the preprocessing libraries' Python frames among the CPU-side
+    ``annotations``, and the ranges (annotations, top-level CPU ops) named for input work."""
+    parts = [fetches] if not fetches.empty else []
+    for f, top in ((annotations, False), (cpu_ops, True)):
+        if f is None or f.empty:
+            continue
+        names = name_column(f, "name")
+        hit = token_matches(names, _input_words)
+        if not top:
+            hit |= matches(names, _FRAME)
+        if "on_gpu" in f:
+            hit &= ~_frames.column(f, "on_gpu", bool)
+        if top and "depth" in f:
+            hit &= _frames.column(f, "depth") == 0
+        # A fetch is already in; DataLoader frames are fetches.
+        hit &= ~matches(names, _DATALOADER)
+        rows = np.flatnonzero(hit)
+        if len(rows):
+            parts.append(f.iloc[rows][list(_FETCH_COLUMNS)])
+    if len(parts) <= 1:
+        return parts[0] if parts else fetches
+    return pd.concat(parts, ignore_index=True)
+
 
 def dataloader_set(fetches: pd.DataFrame) -> iv.Set:
-    """The time the host spent fetching batches, as an interval set."""
+    """The time the host spent in these calls (fetching batches, or all of the input
+    pipeline's :func:`input_ops`), as an interval set."""
     if fetches.empty:
         return iv.EMPTY
     s = _frames.column(fetches, "ts", "float64")

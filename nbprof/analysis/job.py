@@ -27,7 +27,12 @@ The straggler
     The rank the others wait for: the waits at a collective are charged to its last
     arrival. A rank is a straggler when the wait it causes, per other rank, is at least
     :data:`~nbprof.analysis.verdict.FINDING_STALL_PCT` of the median GPU span (a stall worth
-    a finding of its own); its own bottleneck is its rank's verdict.
+    a finding of its own); its own bottleneck is its rank's verdict. A straggler may be
+    late only because it began its profiled window late: at the first collective it
+    shares with a peer, as much of the peer's wait as it started after that peer came
+    into the trace with it, and what caused it lies before the trace. That part is
+    named, and where it is most of the waits, the fix is to profile more steps, not to
+    blame the straggler's own limit inside the trace.
 
 The verdict
     The job's GPU time (all ranks' spans together) is cut as each rank's span is
@@ -37,8 +42,11 @@ The verdict
     the job's GPU time, as it does for one device: exposed communication makes the job
     communication-bound, *because of skew* when the waits are the larger part (the fix is
     the slow rank's, not the network's) and *because of exposed communication* otherwise
-    (overlap, bucketing). Any other stall gives its own verdict; with none, the ranks' own
-    verdicts (the busiest rank's) stand.
+    (overlap, bucketing). Any other stall gives its own verdict, weighed against the
+    communication share: a close call unless the waits are mostly for a straggler whose
+    own limit is that stall, or mostly a late start whose cause the trace cannot hold and
+    which stays below :data:`~nbprof.analysis.verdict.CLOSE_CALL` of that stall. With no
+    stall, the ranks' own verdicts (the busiest rank's) stand.
 """
 
 from __future__ import annotations
@@ -63,7 +71,8 @@ from nbprof.analysis.model import (
     VerdictBasis,
 )
 from nbprof.analysis.rank import RankFailure, RankSummary
-from nbprof.analysis.verdict import FINDING_STALL_PCT, STALL_PCT, STALLS
+from nbprof.analysis.stalls import RAN
+from nbprof.analysis.verdict import CLOSE_CALL, FINDING_STALL_PCT, STALL_PCT, STALLS, shares_of
 from nbprof.errors import TraceError
 from nbprof.units import duration as _us
 from nbprof.units import share as _pct
@@ -247,6 +256,19 @@ class Straggler:
     summary: str
     fix: str
     sentence: str
+    #: The part of ``caused_wait_us`` its late start explains: at the first collective it
+    #: shares with each peer, as much of that peer's wait as it began its profiled window
+    #: after that peer. It brought that lateness into the trace: its cause precedes it.
+    inherited_wait_us: float = 0.0
+    #: How much later than the first rank to start it began its profiled window (µs; None
+    #: without a shared clock), and that rank.
+    late_start_us: float | None = None
+    first_rank: int | None = None
+
+    @property
+    def inherited_share(self) -> float:
+        """The share of the waits it caused that its late start explains (0 to 1)."""
+        return self.inherited_wait_us / self.caused_wait_us if self.caused_wait_us > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -334,8 +356,13 @@ def analyze_job(
     colls = _match(summaries, records, ranks, shifts, world, notes)
     per_rank = _per_rank(summaries, records, ranks, colls)
     median_span = float(np.median([s.metrics.gpu_span_us for s in summaries if s.device]))
-    stragglers = _stragglers(summaries, ranks, colls, per_rank, median_span)
-    rows = [_row(s, ranks[i], shifts[i], per_rank[ranks[i]]) for i, s in enumerate(summaries)]
+    # Each rank's first event on the job's time axis (shifts: one per summary).
+    starts = [
+        (sh + s.window[0]) if sh is not None else None
+        for sh, s in zip(shifts, summaries, strict=True)
+    ]
+    stragglers = _stragglers(summaries, ranks, colls, per_rank, median_span, starts)
+    rows = [_row(s, ranks[i], starts[i], per_rank[ranks[i]]) for i, s in enumerate(summaries)]
     rows.sort(key=lambda r: r.rank)
     skew = _skew(summaries, ranks, shifts)
     breakdown = _breakdown(summaries, ranks, per_rank)
@@ -619,8 +646,12 @@ def _stragglers(
     colls: list[CollectiveRow],
     stats: dict[int, _RankStats],
     median_span: float,
+    starts: list[float | None],
 ) -> list[Straggler]:
+    """The ranks the others wait for (see the module's docstring). ``starts``: each rank's
+    first event on the job's time axis (None without a clock)."""
     n = len(ranks)
+    start_of = dict(zip(ranks, starts, strict=True))
     if n < 2 or median_span <= 0:
         return []
     out: list[Straggler] = []
@@ -641,9 +672,24 @@ def _stragglers(
             for k in sorted(kinds, key=lambda k: -kinds[k])
         )
         label = s.verdict.bottleneck.replace("_", "-")
+        inherited = _inherited(r, colls, start_of)
+        known = [(v, rr) for rr, v in start_of.items() if v is not None]
+        mine_start = start_of.get(r)
+        late_by, first = None, None
+        if mine_start is not None and len(known) == len(start_of):
+            v0, first = min(known)
+            late_by = mine_start - v0
+        came = ""
+        if st.caused_us > 0 and inherited >= INHERITED_SHARE * st.caused_us and late_by:
+            came = (
+                f", {_pct(inherited / st.caused_us * 100.0)} of it because it started its "
+                f"profiled window {_us(late_by)} after rank {first} (what delayed it precedes "
+                f"the trace)"
+            )
         sentence = (
             f"rank {r} arrives last at {words}; the others wait {_us(per_peer)} each for it "
-            f"({_pct(pct)} of the median span); it is {label}: {_first_clause(s.verdict.summary)}"
+            f"({_pct(pct)} of the median span){came}; it is {label}: "
+            f"{_first_clause(s.verdict.summary)}"
         )
         out.append(
             Straggler(
@@ -658,10 +704,55 @@ def _stragglers(
                 summary=s.verdict.summary,
                 fix=fix,
                 sentence=sentence,
+                inherited_wait_us=inherited,
+                late_start_us=late_by,
+                first_rank=first,
             )
         )
     out.sort(key=lambda s: -s.caused_wait_us)
     return out
+
+
+#: A straggler's late start is named when it explains at least this share of the waits
+#: it caused; from half on, it is what the waits mostly are (:func:`_late_start_fix`).
+INHERITED_SHARE = 0.25
+
+
+def _inherited(r: int, colls: list[CollectiveRow], start_of: dict[int, float | None]) -> float:
+    """The waits rank ``r`` caused that its late start explains: for each peer, at the
+    first collective the two share (in time order), as much of the peer's wait there as
+    ``r`` began its window after the peer, when ``r`` was that collective's last arrival.
+    From there on the peer had waited for it: the two ran in step, and later waits were
+    gained inside the trace. Collectives are in time order (:func:`_match`)."""
+    mine = start_of.get(r)
+    if mine is None:
+        return 0.0
+    met: set[int] = set()
+    out = 0.0
+    for c in colls:
+        if r not in c.ranks or len(c.ranks) < 2 or not _clocked(c):
+            continue
+        for p in c.ranks:
+            if p == r or p in met:
+                continue
+            met.add(p)
+            theirs = start_of.get(p)
+            if c.last == r and theirs is not None:
+                out += min(c.wait_us.get(p, 0.0), max(0.0, mine - theirs))
+    return out
+
+
+def _late_start_fix(s: Straggler) -> str:
+    """The fix when a straggler's late start is most of the waits it caused: the trace
+    cannot show why, a longer one can."""
+    if s.inherited_share < 0.5 or not s.late_start_us:
+        return ""
+    return (
+        f"Profile several steps in a row (torch.profiler.schedule(wait=1, warmup=1, "
+        f"active=3)): rank {s.rank} started this one {_us(s.late_start_us)} after rank "
+        f"{s.first_rank}, and what delayed it (the step before, data loading, a checkpoint "
+        f"or an evaluation on that rank) lies before this trace."
+    )
 
 
 def _plural(kind: str) -> str:
@@ -696,7 +787,7 @@ def _rank_fix(s: RankSummary) -> str:
     return ""
 
 
-def _row(s: RankSummary, rank: int, shift: float | None, st: _RankStats) -> RankRow:
+def _row(s: RankSummary, rank: int, start: float | None, st: _RankStats) -> RankRow:
     m: DeviceMetrics | None = s.metrics if s.device else None
     sb = m.span_breakdown if m else {}
     span = m.gpu_span_us if m else 0.0
@@ -714,10 +805,10 @@ def _row(s: RankSummary, rank: int, shift: float | None, st: _RankStats) -> Rank
         compute_busy_pct=sb.get("compute") if m else None,
         exposed_comm_pct=m.exposed_comm_pct if m else None,
         wait_pct=st.exposed_wait_us / span * 100.0 if span > 0 else None,
-        idle={k: v for k, v in sb.items() if k not in ("compute", "exposed_comm", "copy_only")},
+        idle={k: v for k, v in sb.items() if k not in RAN},
         steps={int(a): float(b) for a, b in zip(step_no, dur, strict=True)},
         step_exposed_comm_us={int(a): float(b) for a, b in zip(step_no, exposed, strict=True)},
-        start_us=(shift + s.window[0]) if shift is not None else None,
+        start_us=start,
         bottleneck=s.verdict.bottleneck,
         summary=s.verdict.summary,
         last_count=st.last,
@@ -827,8 +918,10 @@ def _verdict(
             "No rank ran GPU work: " + busiest.verdict.summary, [], busiest.verdict.confidence,
             busiest.verdict.basis,
         )  # fmt: skip
-    stalls = {k: bd.get(k, 0.0) for k in STALLS}
-    key, share = max(stalls.items(), key=lambda kv: kv[1])
+    # The communication share (collectives alone, and idle time queued behind one) and
+    # every other stall, compared as they are: the largest decides.
+    stalls = shares_of(bd)
+    (key, share), (key2, share2) = list(stalls.items())[:2]
     n = len(usable)
     exposed, wait, transfer = (
         bd.get("exposed_comm", 0.0),
@@ -861,7 +954,10 @@ def _verdict(
                 f"them for {_pct(exposed)} {where}, {_pct(wait)} of it spent waiting for a "
                 f"later rank. {s.sentence[0].upper()}{s.sentence[1:]}"
             )
-            fixes.append(skew_fix)
+            # A straggler that is late mostly because it started late is not balanced by
+            # moving its work: what held it back is before the trace.
+            late_fix = _late_start_fix(s)
+            fixes.extend([late_fix, skew_fix] if late_fix else [skew_fix])
             if transfer >= FINDING_STALL_PCT:
                 fixes.append(overlap_fix)
             return JobVerdict("communication_bound", "skew", summary, fixes, "high", "skew_wait")
@@ -887,10 +983,46 @@ def _verdict(
             f"{what}; the largest share is on rank {busiest.rank} "
             f"({_pct(busiest.metrics.span_breakdown.get(key, 0.0))} of its span)."
         )
+        confidence: Confidence = "high"
+        late = stragglers[0] if stragglers else None
+        # Waits worth a finding, mostly for a rank that began its window late: the trace
+        # cannot say why, a longer one can.
+        late_fix = _late_start_fix(late) if late and wait >= FINDING_STALL_PCT else ""
+        if key2 == "exposed_comm" and share2 >= CLOSE_CALL * share:
+            if late is not None and wait >= transfer and late.inherited_share >= 0.5:
+                # Most of the waiting is for a rank that began its window late: that
+                # lateness came into the trace, its cause is before it; what the trace
+                # holds of the job is this stall. Close only if that unexplained part of
+                # the waits comes near this stall's share.
+                unexplained = wait * late.inherited_share
+                if unexplained >= CLOSE_CALL * share:
+                    confidence = "low"
+                summary += (
+                    f" Collectives ran alone for {_pct(exposed)} of the job's GPU time, "
+                    f"{_pct(wait)} of it waiting for a later rank, most of that for a rank "
+                    f"that started late:"
+                )
+            elif late is not None and wait >= transfer and late.bottleneck == kind:
+                # The collectives' exposed time is mostly ranks waiting for a rank whose
+                # own limit is this one, gained inside the trace: it is this stall's cost,
+                # seen at the collectives.
+                summary += (
+                    f" Collectives ran alone for {_pct(exposed)} of the job's GPU time, "
+                    f"{_pct(wait)} of the job's GPU time waiting for a later rank whose own "
+                    f"limit is the same:"
+                )
+            else:
+                confidence = "low"
+                summary += (
+                    f" A close call: communication takes {_pct(share2)} of the job's GPU time "
+                    f"(collectives alone {_pct(exposed)}, waiting for a later rank {_pct(wait)})."
+                )
         if stragglers:
-            summary += f" {stragglers[0].sentence[0].upper()}{stragglers[0].sentence[1:]}"
+            first = stragglers[0].sentence
+            summary += f" {first if summary.endswith(':') else first[0].upper() + first[1:]}"
         fix = _rank_fix(busiest)
-        return JobVerdict(kind, key, summary, [fix] if fix else [], "high", basis)
+        fixes = [f for f in (fix, late_fix) if f]
+        return JobVerdict(kind, key, summary, fixes, confidence, basis)
     busiest = max(usable, key=lambda s: s.metrics.gpu_span_us * (s.metrics.kernel_busy_pct or 0))
     v = busiest.verdict
     summary = (
@@ -926,7 +1058,7 @@ def _findings(
                     "caused_wait_us": round(s.caused_wait_us, 1),
                     "caused_wait_pct_of_median_span": round(s.caused_wait_pct, 1),
                 },
-                fix=s.fix or "Balance the work across ranks.",
+                fix=_late_start_fix(s) or s.fix or "Balance the work across ranks.",
                 device=str(s.rank),
             )
         )

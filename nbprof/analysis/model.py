@@ -26,7 +26,7 @@ TensorCoreBasis = Literal["measured", "kernel_names", "ops", "unknown"]
 VerdictBasis = Literal[
     "no_gpu_events", "little_gpu_work", "graph_capture", "exposed_communication",
     "dataloader_gaps", "sync_gaps", "copy_time", "host_gaps", "launch_gaps", "kernel_gaps",
-    "one_time_setup", "queued_idle", "kernel_busy", "hardware_counters", "roofline",
+    "one_time_setup", "queued_idle", "comm_wait", "kernel_busy", "hardware_counters", "roofline",
     "kernel_classes", "none", "",
 ]  # fmt: skip
 #: The verdicts' names (declared with their words in :mod:`nbprof.vocab`).
@@ -113,6 +113,10 @@ class DeviceMetrics:
     #: Share of kernel time in collectives; share of the span where a collective runs and
     #: no compute kernel does; share of collective time with a compute kernel beside it.
     comm_pct: float | None = None
+    #: Share of kernel time in kernels no name rule knows that behave as communication
+    #: does (a dedicated stream beside the compute, small grids running long): possibly
+    #: communication, estimated; None when the SM count is unknown.
+    possible_comm_pct: float | None = None
     exposed_comm_pct: float | None = None
     comm_overlap_pct: float | None = None
     #: First to last event of any kind on this device's rank (host and GPU), µs; the
@@ -250,11 +254,19 @@ STALLS_TABLE = Table(
         Column("rank", "int32", "rank"),
         Column("device", "object", "GPU"),
         *_GAP,
-        Column("queued", "bool", "work was queued (launched, not yet started)"),
+        Column("queued", "bool", "work was queued (launched, not yet started) during the gap"),
+        Column(
+            "queued_us",
+            "float64",
+            "how much of the gap work was queued: from the launch of the earliest work "
+            "still to start, to the gap's end",
+            unit="µs",
+        ),
         replace(
             _IDLE_CAUSE,
-            doc='the idle cause covering most of the gap: "sync", "dependency", '
-            '"kernel_wait", "capture", "input", "setup", "host" or "unknown"',
+            doc='the idle cause covering most of the gap: "sync", "dependency" (queued '
+            'work waiting on work outside the trace), "comm_wait" (queued behind a '
+            'collective), "kernel_wait", "capture", "input", "setup", "host" or "unknown"',
         ),
         _CPU_WORK,
     ),

@@ -186,7 +186,10 @@ def sync_calls(
         rt = np.flatnonzero(sync & (cat != "cuda_sync"))
         picked.append((runtime, rt))
         if not len(rt):
-            picked.append((runtime, np.flatnonzero(cat == "cuda_sync")))
+            # A "Stream Wait Event" is a stream waiting on another on the GPU, never the
+            # host: the other cuda_sync kinds (stream, event, context syncs) block it.
+            gpu_side = _frames.column(runtime, "name") == "Stream Wait Event"
+            picked.append((runtime, np.flatnonzero((cat == "cuda_sync") & ~gpu_side)))
     if not cpu_ops.empty:
         names = _frames.column(cpu_ops, "name")
         ops = np.flatnonzero(is_in(names, _SYNC_OPS_SET))

@@ -14,9 +14,13 @@ idled (sync, dependency, input, set-up, host...). Rules, in order:
    ============  =========================================================
    stall          verdict
    ============  =========================================================
-   exposed_comm   ``communication_bound`` (collectives nothing overlapped)
-   input          ``input_bound`` (idle while the DataLoader fetched)
-   sync           ``sync_bound`` (idle while the host was blocked, or after)
+   exposed_comm   ``communication_bound``: collectives ran with no compute
+                  kernel beside them, plus the idle time queued work waited
+                  behind a collective (``comm_wait``): the communication share
+   input          ``input_bound`` (idle while the DataLoader fetched or the
+                  host preprocessed on the CPU)
+   sync           ``sync_bound`` (idle, nothing queued, while the host was
+                  blocked in a synchronize or a blocking copy)
    copy_only      ``transfer_bound`` (only copies ran)
    kernel_wait    ``launch_bound`` (queued kernels shorter than the GPU's own
                   delay between them: tiny kernels, even in a CUDA graph)
@@ -24,10 +28,14 @@ idled (sync, dependency, input, set-up, host...). Rules, in order:
                   :data:`LAUNCH_SHARE` of the host's time per kernel, else
                   ``host_bound`` (Python/framework work between kernels)
    setup          ``idle`` (one-time set-up: allocation, context, code loading)
-   dependency     ``idle`` (work queued behind another stream or device)
+   dependency     ``idle`` (work queued, waiting on work outside the trace:
+                  nothing ran on any stream meanwhile)
    ============  =========================================================
 
-   A runner-up stall explaining at least :data:`CLOSE_CALL` of the winner's time makes
+   The shares compete as they are: the communication share against the host's, the
+   sync share only with what the host was blocked in while nothing was queued (a host
+   blocked on queued work that waits is a consequence of the wait, charged to it). A
+   runner-up stall explaining at least :data:`CLOSE_CALL` of the winner's time makes
    the verdict ``low`` confidence and the summary names both;
 4. idle time is at least half the span but no one cause covers ``STALL_PCT`` -> ``idle``;
 5. otherwise the GPU's own kernels are the limit: compute vs memory, from sampled
@@ -50,7 +58,7 @@ from nbprof import vocab
 from nbprof.analysis import _frames
 from nbprof.analysis.device import Signals
 from nbprof.analysis.model import Bottleneck, Confidence, Verdict, VerdictBasis
-from nbprof.analysis.stalls import KERNEL_WAIT_US
+from nbprof.analysis.stalls import KERNEL_WAIT_US, RAN
 from nbprof.trace.model import Trace
 from nbprof.units import duration as _us
 from nbprof.units import share as _pct
@@ -124,6 +132,10 @@ _KNOWN = ("tensor_core", "compute", "memory", "communication")
 STALLS: dict[str, tuple[Bottleneck, VerdictBasis, str]] = {
     s.key: (s.verdict, cast("VerdictBasis", s.basis), s.meaning) for s in vocab.STALLS
 }
+#: span_breakdown keys a stall's share adds up (its own key alone where not listed): the
+#: communication share is the collectives' exposed time and the idle time queued work
+#: waited behind a collective.
+STALL_PARTS: dict[str, tuple[str, ...]] = {"exposed_comm": ("exposed_comm", "comm_wait")}
 
 
 class Decision(NamedTuple):
@@ -158,8 +170,12 @@ def other_pct(s: Signals) -> float:
 
 def stall_shares(s: Signals) -> dict[str, float]:
     """The stalls of :data:`STALLS`, share of the span (%), largest first."""
-    sb = s.metrics.span_breakdown
-    shares = {k: sb.get(k, 0.0) for k in STALLS}
+    return shares_of(s.metrics.span_breakdown)
+
+
+def shares_of(breakdown: dict[str, float]) -> dict[str, float]:
+    """:func:`stall_shares` of a span breakdown (a device's, or a job's)."""
+    shares = {k: sum(breakdown.get(p, 0.0) for p in STALL_PARTS.get(k, (k,))) for k in STALLS}
     return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
 
 
@@ -254,11 +270,63 @@ def setup_after_first_step(s: Signals) -> float | None:
     return float(after.sum()) / total
 
 
+def input_work(s: Signals) -> str:
+    """What the host did in the input-charged gaps: "the DataLoader fetched batches", or
+    the CPU preprocessing that took the most of that idle time."""
+    g = s.accounting.gaps
+    if g.empty:
+        return "the DataLoader fetched batches"
+    rows = g[(g["cause"] == "input") & g["cpu_work"].astype(str).str.startswith("input: ")]
+    by_name = rows.groupby("cpu_work")["dur"].sum() if not rows.empty else None
+    fetched = float(g.loc[g["cause"] == "input", "dur"].sum())
+    if by_name is None or float(by_name.max()) < 0.5 * fetched:
+        return "the DataLoader fetched batches"
+    top = str(by_name.idxmax()).removeprefix("input: ")
+    return f"the host preprocessed inputs on the CPU ({top})"
+
+
+def dependency_clause(s: Signals) -> str:
+    """Why the GPU idled with work queued, with the numbers that show it: the queue was
+    long (launch-to-start), nothing ran, the queued work was a graph replay's, and the
+    host's blocking calls meanwhile were waiting on that queue."""
+    m, a = s.metrics, s.accounting
+    dep = a.causes.get("dependency", 0.0)
+    parts = [
+        "the GPU idled with work queued and nothing running on any stream: waiting on "
+        "work outside the trace"
+    ]
+    if m.launch_to_start_us is not None and m.launch_to_start_us >= 1000:
+        parts.append(f"kernels start {_us(m.launch_to_start_us)} after their launch (median)")
+    if dep > 0 and a.graph_wait_us >= 0.05 * dep:
+        parts.append(
+            f"{a.graph_wait_us / dep * 100:.0f}% of it at the nodes of CUDA/HIP graph replays"
+        )
+    if a.blocked_behind:
+        name, behind = max(a.blocked_behind.items(), key=lambda kv: kv[1])
+        parts.append(
+            f"the host's blocking in {name} meanwhile ({a.pct(behind):.0f}% of the span) "
+            f"waits on that queue: a consequence, not the cause"
+        )
+    return "; ".join(parts)
+
+
+def drained_clause(s: Signals) -> str:
+    """ ", 12% of the span right after a blocking call returned (it had drained the
+    queue)" when the host-charged idle time follows blocking calls, else ""."""
+    a = s.accounting
+    if a.drained_us <= 0 or a.pct(a.drained_us) < 0.05:
+        return ""
+    return (
+        f" ({_pct(a.pct(a.drained_us))} of the span right after a blocking call returned, "
+        f"which had drained the queue)"
+    )
+
+
 def _host_why(s: Signals, share: float) -> tuple[Bottleneck, VerdictBasis, str]:
     m = s.metrics
-    pace = ""
+    pace = drained_clause(s)
     if m.host_us_per_kernel is not None and m.launch_us_per_kernel is not None:
-        pace = (
+        pace += (
             f"; the host spends {m.host_us_per_kernel:.1f} µs per kernel, "
             f"{m.launch_us_per_kernel:.1f} µs of it in the launch call"
         )
@@ -292,27 +360,49 @@ def _stall_why(s: Signals, key: str, share: float) -> tuple[Bottleneck, VerdictB
         return _host_why(s, share)
     kind, basis, what = STALLS[key]
     if key == "exposed_comm":
+        exposed = m.span_breakdown.get("exposed_comm", 0.0)
+        queued = m.span_breakdown.get("comm_wait", 0.0)
+        behind = (
+            f", and for {_pct(queued)} the GPU idled with work queued behind a collective "
+            f"that had not started"
+            if queued >= 0.05
+            else ""
+        )
+        return (
+            kind,
+            basis if exposed >= queued else "comm_wait",
+            f"for {_pct(exposed)} of the span collectives ran with no compute kernel beside "
+            f"them (collectives take {m.comm_pct or 0:.0f}% of kernel time, "
+            f"{m.comm_overlap_pct or 0:.0f}% of it overlapped with compute){behind}",
+        )
+    if key == "dependency":
+        return kind, basis, f"{share:.0f}% of the span {dependency_clause(s)}"
+    if key == "possible_comm":
+        how = m.basis["possible_comm_pct"].how if "possible_comm_pct" in m.basis else ""
+        at = how.find("(streams")
+        detail = f", {how[at + 1 : -1]}" if at >= 0 else ""
         return (
             kind,
             basis,
-            f"for {share:.0f}% of the span collectives ran with no compute kernel beside "
-            f"them (collectives take {m.comm_pct or 0:.0f}% of kernel time, "
-            f"{m.comm_overlap_pct or 0:.0f}% of it overlapped with compute)",
+            f"for {share:.0f}% of the span the only kernels running were ones no name rule "
+            f"knows that behave as communication kernels do (a stream of their own beside "
+            f"the compute, fewer blocks than SMs, running long{detail}): possibly "
+            f"communication",
         )
     if key == "sync":
         return (
             kind,
             basis,
-            f"for {share:.0f}% of the span the GPU was idle while the host was blocked waiting "
-            f"on it, or had just returned; {blocker_summary(s)}",
+            f"for {share:.0f}% of the span the GPU was idle, nothing queued, while the host "
+            f"was blocked waiting on it; {blocker_summary(s)}",
         )
     if key == "input":
         dl = m.dataloader_pct
         return (
             kind,
             basis,
-            f"for {share:.0f}% of the span the GPU sat idle while the DataLoader fetched "
-            f"batches" + (f" (the DataLoader took {dl:.0f}% of step time)" if dl else ""),
+            f"for {share:.0f}% of the span the GPU sat idle while {input_work(s)}"
+            + (f" (the DataLoader took {dl:.0f}% of step time)" if dl else ""),
         )
     if key == "copy_only":
         return kind, basis, f"for {share:.0f}% of the span only copies ran, no kernel"
@@ -380,9 +470,12 @@ def compute_vs_memory(s: Signals) -> Decision:
     other = max(0.0, 100.0 - comp - mem)
     cover = comp + mem
     if comp + mem <= 0:
+        aside = _possible_aside(s)
         return Decision(
             "compute_bound",
-            f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
+            (f"{aside}; " if aside else "")
+            + f"{other:.0f}% of {'the other ' if aside else ''}kernel time is in kernels "
+            f"nbprof cannot classify (custom or "
             f"unfamiliar names), and no hardware counter or FLOP count says whether they wait "
             f"on arithmetic or on memory; it is called compute-bound only because the GPU's own "
             f"kernels, not the host, kept it busy",
@@ -390,12 +483,16 @@ def compute_vs_memory(s: Signals) -> Decision:
             "none",
         )
     firm = round(cover, 9) >= CLASS_COVER_PCT
-    lead = (
-        ""
-        if firm
-        else f"{other:.0f}% of kernel time is in kernels nbprof cannot classify (custom or "
-        f"unfamiliar names), so this call rests on the rest: "
-    )
+    aside = _possible_aside(s)
+    if firm:
+        lead = f"{aside}; " if aside else ""
+    else:
+        lead = (
+            f"{other:.0f}% of {'the other ' if aside else ''}kernel time is in kernels nbprof "
+            f"cannot classify (custom or unfamiliar names)"
+            + (f" ({aside})" if aside else "")
+            + ", so this call rests on the rest: "
+        )
     basis: VerdictBasis = "roofline" if roof_comp + roof_mem >= max(comp, mem) else "kernel_classes"
     tc = s.class_pct.get("tensor_core", 0.0)
     parts = []
@@ -424,6 +521,15 @@ def compute_vs_memory(s: Signals) -> Decision:
     if doubt:
         return Decision(kind, f"{why}; but {doubt}", "low", basis)
     return Decision(kind, why, "high" if firm else "low", basis)
+
+
+def _possible_aside(s: Signals) -> str:
+    """ "31% of kernel time is possibly communication (by its behaviour) and left out" when
+    kernels behave as communication kernels do, else ""."""
+    maybe = s.metrics.possible_comm_pct or 0.0
+    if maybe < 0.5:
+        return ""
+    return f"{maybe:.0f}% of kernel time is possibly communication (by its behaviour) and left out"
 
 
 def _roof_rate(s: Signals, side: str) -> str:
@@ -506,7 +612,8 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
     (key, share), (key2, share2) = list(stalls.items())[:2]
     if share >= STALL_PCT:
         kind, basis, why = _stall_why(s, key, share)
-        confidence: Confidence = "high"
+        # Behaviour alone is weak evidence: a verdict resting on it is never firm.
+        confidence: Confidence = "low" if key == "possible_comm" else "high"
         close = ""
         if share2 >= CLOSE_CALL * share:
             kind2, _, why2 = _stall_why(s, key2, share2)
@@ -521,9 +628,7 @@ def decide(trace: Trace, signals: list[Signals]) -> Verdict:
             confidence,
             basis,
         )
-    idle = 100.0 - sum(
-        m.span_breakdown.get(k, 0.0) for k in ("compute", "exposed_comm", "copy_only")
-    )
+    idle = 100.0 - sum(m.span_breakdown.get(k, 0.0) for k in RAN)
     if idle >= IDLE_PCT:
         unknown = m.span_breakdown.get("unknown", 0.0)
         if unknown >= STALL_PCT:

@@ -47,7 +47,7 @@ else:
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever what is stored, or how, changes: older entries are then rebuilt.
-FORMAT = 1
+FORMAT = 2  # 2: runtime.wait_on_stream
 CACHE_ENV = "NBPROF_CACHE_DIR"
 #: The tables' folder itself, when it should be elsewhere than the rest of nbprof's cache.
 TABLE_CACHE_ENV = "NBPROF_TABLE_CACHE"

@@ -978,6 +978,8 @@ class CopyArgs(msgspec.Struct, gc=False):
 
 class RuntimeArgs(msgspec.Struct, gc=False):
     correlation: int | None = None
+    #: A ``cuda_sync`` "Stream Wait Event": the stream whose event the waiting stream waits on.
+    wait_on_stream: int | None = None
 
 
 class OpArgs(msgspec.Struct, gc=False):

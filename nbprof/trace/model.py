@@ -360,6 +360,13 @@ RUNTIME = Table(
         *_HOST_EVENT,
         replace(CORRELATION, doc="links the call to the GPU event it launched"),
         Column("cat", "object", 'category: "cuda_runtime", "cuda_driver", "cuda_sync", ...'),
+        Column(
+            "wait_on_stream",
+            "int64",
+            'a `cuda_sync` "Stream Wait Event" (its `tid` is the waiting stream): the stream '
+            "whose recorded event it waits on",
+            -1,
+        ),
     ),
 )
 CPU_OPS = Table(

@@ -476,10 +476,7 @@ def _chunk(
     op_com = com(ops)
     acc.add("cpu_ops", tb.cpu_ops(op_com, offset + ops, path))
     py = k[tb.PYTHON]
-    # A substring test first: a stack trace's frames are many, its DataLoader frames few.
-    fetches = py[
-        ["dataloader.py" in n and bool(tb.DATALOADER_FRAME.search(n)) for n in _names(events, py)]
-    ]
+    fetches = py[tb.kept_frames(_names(events, py))] if len(py) else py
     ann_idx = np.concatenate(
         [k[tb.ANNOTATION], k[tb.GPU_ANNOTATION], op_idx[step_like], fetches.astype(np.int64)]
     )

@@ -36,8 +36,9 @@ logger = logging.getLogger(__name__)
 # Event kinds. Old Kineto (PyTorch <= 1.9) wrote capitalised categories; newer ones use
 # snake_case. Both map to the same kind.
 OTHER, KERNEL, MEMCPY, MEMSET, RUNTIME, CPU_OP, ANNOTATION, GPU_ANNOTATION, RANGE = range(9)
-#: Python frames (``with_stack=True``): only the DataLoader's ``__next__`` is kept, as an
-#: annotation (a stack trace holds a hundred thousand frames; analysis needs that one).
+#: Python frames (``with_stack=True``): only the input pipeline's are kept, as annotations
+#: (a stack trace holds a hundred thousand frames; analysis needs those few): the
+#: DataLoader's ``__next__`` and the frames of CPU preprocessing (:data:`INPUT_FRAME`).
 PYTHON = 10
 CATEGORY_KIND: dict[str, int] = {
     "kernel": KERNEL,
@@ -69,6 +70,30 @@ _MEMORY_PLACES = frozenset({"Pageable", "Pinned", "Device"})
 #: The Python frame of a DataLoader batch fetch, e.g.
 #: ``torch/utils/data/dataloader.py(733): __next__``.
 DATALOADER_FRAME = re.compile(r"dataloader\.py\(\d+\): __next__$")
+#: Python frames of CPU preprocessing, by the library file they run in: image transforms
+#: (torchvision, PIL, OpenCV, albumentations), tokenizers and processors (tokenizers,
+#: sentencepiece, transformers' tokenization / image-processing / feature-extraction
+#: modules), audio (torchaudio's transforms, librosa), numerical work (numpy, scipy), and
+#: torch.utils.data's own collate and fetch code.
+INPUT_FRAME = re.compile(
+    r"(?:^|/)(?:torchvision/transforms|PIL|cv2|albumentations|tokenizers|sentencepiece|"
+    r"transformers/(?:models/\w+/)?(?:tokenization|image_processing|feature_extraction)\w*|"
+    r"torchaudio/(?:transforms|functional)|librosa|numpy|scipy|torch/utils/data/_utils)"
+    r"[/.][^()]*\(\d+\): "
+)
+
+
+def kept_frames(names: list[str]) -> np.ndarray:
+    """Which Python frames are kept (:data:`PYTHON`): each distinct name tested once (a
+    stack trace repeats a few thousand names over a hundred thousand frames)."""
+    hits = {
+        n
+        for n in set(names)
+        if ("dataloader.py" in n and DATALOADER_FRAME.search(n)) or INPUT_FRAME.search(n)
+    }
+    if not hits:
+        return np.zeros(len(names), dtype=bool)
+    return np.fromiter((n in hits for n in names), dtype=bool, count=len(names))
 
 
 #: The code of a thread id text that no table row holds (codes given out are -2, -3, ...).
@@ -446,7 +471,7 @@ _FIELDS: dict[type[msgspec.Struct], dict[str, Any]] = {
         dec.CopyArgs,
         {"device": _I, "stream": _I, "correlation": _I, "bytes": _N, "kind": argfields.KIND_FIELD},
     ),
-    dec.RuntimeArgs: argfields.spec_of(dec.RuntimeArgs, {"correlation": _I}),
+    dec.RuntimeArgs: argfields.spec_of(dec.RuntimeArgs, {"correlation": _I, "wait_on_stream": _I}),
     dec.OpArgs: argfields.spec_of(
         dec.OpArgs,
         {
@@ -547,6 +572,7 @@ def runtime(c: Common, idx: np.ndarray, cats: np.ndarray, path: str) -> Columns:
         "dur": c.dur,
         "correlation": args.num("correlation", np.int64, -1),
         "cat": cats,
+        "wait_on_stream": args.num("wait_on_stream", np.int64, -1),
     }
 
 

@@ -75,9 +75,11 @@ SEVERITY_COLOURS: dict[str, str] = {
 SPAN_PARTS: dict[str, str] = {
     "compute": "kernels",
     "exposed_comm": "exposed collectives",
+    "possible_comm": "possibly communication, alone",
     "copy_only": "copies alone",
-    "sync": "idle: host blocked / just released",
-    "dependency": "idle: work queued behind a dependency",
+    "sync": "idle: host blocked, nothing queued",
+    "dependency": "idle: work queued behind work outside the trace",
+    "comm_wait": "idle: work queued behind a collective",
     "kernel_wait": "idle: between queued kernels",
     "capture": "idle: graph capture",
     "input": "idle: DataLoader",
