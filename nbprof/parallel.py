@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import multiprocessing
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from nbprof._forksafe import can_fork
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +139,12 @@ def _pool_pass(
     batched: bool,
 ) -> list[int]:
     """Run ``indices`` in one pool; the indices left unfinished when a worker died."""
+    # Here, not at the top: reading one trace imports this module through nbprof.job, and
+    # multiprocessing costs that first load about 3 ms it never uses.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
     ctx = multiprocessing.get_context(start_method())
     died: list[int] = []
     batches = _batches(indices, workers) if batched else [[i] for i in indices]

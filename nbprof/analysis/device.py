@@ -63,6 +63,7 @@ from nbprof.analysis.utilization import (
 from nbprof.telemetry.model import Samples
 from nbprof.trace.model import Trace, frame_from_arrays
 from nbprof.trace.tables import vendor_of
+from nbprof.units import duration as _duration
 
 logger = logging.getLogger(__name__)
 
@@ -615,7 +616,9 @@ def _possible_comm(d: Device) -> Measure:
 
 def _span_of(dur: np.ndarray) -> str:
     lo, hi = float(dur.min()), float(dur.max())
-    return f"{lo:.0f}-{hi:.0f} µs" if hi > lo else f"{lo:.0f} µs"
+    if hi > lo:
+        return f"{_duration(lo)} to {_duration(hi)}"
+    return _duration(lo)
 
 
 def _exposed_comm(d: Device) -> Measure:
