@@ -6,6 +6,7 @@ and what each shows when its view fails. The HTML comes from autoescaped templat
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -113,3 +114,47 @@ def test_every_template_is_used() -> None:
     sources += [t.read_text(encoding="utf-8") for t in TEMPLATES.glob("*.html")]
     for t in TEMPLATES.glob("*.html"):
         assert any(f'"{t.name}"' in s for s in sources), f"{t.name} is never rendered"
+
+
+#: The name a kernel of the bundled DLRM trace is given: a tag with a handler, unquoted.
+IMG = "<img src=x onerror=alert(1)>"
+DLRM = Path(nbprof.__file__).parent / "data" / "param__dlrm_kineto_8ranks"
+
+
+def hostile_dlrm(folder: Path, ranks: int) -> list[Path]:
+    """The first ``ranks`` ranks of the bundled DLRM job, their busiest kernel named IMG."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for src in sorted(DLRM.glob("*.json.gz"))[:ranks]:
+        doc = json.loads(gzip.decompress(src.read_bytes()))
+        kernels = [ev for ev in doc["traceEvents"] if ev.get("cat") == "kernel"]
+        busiest = max(kernels, key=lambda ev: ev["dur"])["name"]
+        for ev in kernels:
+            if ev["name"] == busiest:
+                ev["name"] = IMG
+        dst = folder / src.name.removesuffix(".gz")
+        dst.write_text(json.dumps(doc))
+        out.append(dst)
+    return out
+
+
+def assert_img_escaped(html: str) -> None:
+    assert IMG not in html and "<img" not in html
+    # ...and yet it is there: as text in the HTML, or in the timeline's JSON, where <
+    # and > are \u escapes so that nothing can close the <script> element.
+    as_json = IMG.replace("<", "\\u003c").replace(">", "\\u003e")
+    assert str(markupsafe.escape(IMG)) in html or as_json in html
+
+
+def test_the_bundled_dlrm_rank_job_and_comparison(tmp_path: Path) -> None:
+    (rank, other) = hostile_dlrm(tmp_path / "job", ranks=2)
+    prof = nbprof.load(rank, cache=False)
+    assert_img_escaped(prof._repr_mimebundle_()["text/html"])
+    assert_img_escaped(prof.to_html())
+    job = nbprof.load(tmp_path / "job", cache=False)
+    assert isinstance(job, nbprof.Job)
+    assert_img_escaped(job._repr_mimebundle_()["text/html"])
+    assert_img_escaped(job.to_html())
+    cmp = nbprof.compare(rank, other, cache=False)
+    assert_img_escaped(cmp._repr_mimebundle_()["text/html"])
+    assert_img_escaped(cmp.to_html())
