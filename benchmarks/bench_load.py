@@ -15,7 +15,11 @@ flow and external ids, so every link stays unique), written to ``benchmarks/out/
   ``pip install --no-deps --target benchmarks/out/traceinsight traceinsight==0.6.1``
   (its dependencies are HolisticTraceAnalysis's, already installed);
 * ``nbprof.load`` through its table cache: the first load (which writes the cache) and the
-  second (which reads it), in a cache folder of their own.
+  second (which reads it), in a cache folder of their own;
+* with ``--old TREE``, ``nbprof.load`` + ``analyze`` of another checkout (its own C
+  extensions built in place), to compare two versions in the same run;
+* ``pure``: this tree's ``nbprof.load`` + ``analyze`` without its C accelerator
+  (``NBPROF_ACCEL=0``).
 
 nbprof's time is split by stage (gunzip, decode, tables, analysis), and each contender's
 speed is also given in MB/s of JSON, load + analysis.
@@ -28,7 +32,7 @@ gives the median and range of all runs beside it. The section "Trace load and an
 ``benchmarks/RESULTS.md`` is rewritten with what this run measured.
 
     python benchmarks/bench_load.py [--sizes 1,2,5,10] [--repeat 5] [--big-repeat 2]
-                                    [--no-hta] [--no-write] [--only MODES]
+                                    [--no-hta] [--no-write] [--only MODES] [--old TREE]
 """
 
 from __future__ import annotations
@@ -57,17 +61,12 @@ TRACEINSIGHT = Path(os.environ.get("NBPROF_BENCH_TRACEINSIGHT", OUT / "traceinsi
 #: The cache folder of the cached-load runs (emptied before each first load).
 CACHE = OUT / "cache"
 #: Every contender, in the order they take turns.
-MODES = ("nbprof", "parallel", "cold", "warm", "orjson", "hta", "traceinsight")
-#: Processes decoding one file in the "parallel" runs (NBPROF_PARSE_WORKERS).
-PARALLEL = 2
-#: The reader's nbprof.trace.reader.PARALLEL_MIN_BYTES, in MiB (read there when importable).
-PARALLEL_MIN_MIB = 16
-try:
-    from nbprof.trace.reader import PARALLEL_MIN_BYTES as _MIN_BYTES
-
-    PARALLEL_MIN_MIB = _MIN_BYTES >> 20
-except ImportError:  # the benchmark still runs the contenders that do not need it
-    pass
+MODES = ("nbprof", "old", "cold", "warm", "orjson", "hta", "traceinsight")
+#: Contenders run beside them, quoted in the targets only: this tree without its accelerator.
+EXTRA = ("pure",)
+#: The checkout the "old" contender runs (``--old``), and how it is named in the report.
+OLD_TREE: Path | None = None
+OLD_NAME = "old tree"
 
 
 def corpus_dir() -> Path | None:
@@ -183,7 +182,8 @@ def _rss_mb() -> float:
 
 
 class _Stages:
-    """Seconds spent in the reader's stages, by wrapping the functions that do them."""
+    """Seconds spent in the reader's stages, by wrapping the functions that do them (this
+    tree's, or an older tree's where the ``old`` contender runs one)."""
 
     def __init__(self) -> None:
         import nbprof.trace.decode as dec
@@ -192,29 +192,34 @@ class _Stages:
         self.s = {"gunzip": 0.0, "decode": 0.0}
         #: When each stage was first entered (perf_counter).
         self.first: dict[str, float] = {}
-        if hasattr(reader, "_finish_rank"):
+        try:
+            import nbprof.trace.tables as tb
+        except ImportError:
+            tb = None  # type: ignore[assignment]
+        if tb is not None and hasattr(tb, "finish"):
             # The tables' last step: it begins once every event is read.
+            tb.finish = self._timed("finish", tb.finish)  # type: ignore[assignment]
+        elif hasattr(reader, "_finish_rank"):
             reader._finish_rank = self._timed("finish", reader._finish_rank)
-        try:
-            import nbprof.trace.io as io
-        except ImportError:
-            io = None  # type: ignore[assignment]
-        if io is not None and hasattr(io, "gunzip_pieces"):
-            # Decompressed a piece at a time, whether the file is then streamed or read
-            # whole: each piece's inflating is timed.
-            io.gunzip_pieces = self._timed_pieces("gunzip", io.gunzip_pieces)  # type: ignore[assignment]
-        else:
-            reader.read_bytes = self._timed("gunzip", reader.read_bytes)  # type: ignore[assignment]
-        dec.decode_file = self._timed("decode", dec.decode_file)  # type: ignore[assignment]
-        dec.decode_chunk = self._timed("decode", dec.decode_chunk)  # type: ignore[assignment]
-        if hasattr(dec, "decode_piece"):  # a Kineto file's pieces, decoded without a skim
-            dec.decode_piece = self._timed("decode", dec.decode_piece)  # type: ignore[assignment]
-        try:
-            import nbprof.trace.scan as scan
-        except ImportError:
-            return
-        # The C scanner reads most pieces: it is the decoding stage too.
-        scan.scan_piece = self._timed("decode", scan.scan_piece)  # type: ignore[assignment]
+        import nbprof.trace.io as io
+
+        # Decompressed a piece at a time, whether the file is then streamed or read whole:
+        # each piece's inflating is timed.
+        io.gunzip_pieces = self._timed_pieces("gunzip", io.gunzip_pieces)  # type: ignore[assignment]
+        # Reading the events: the accelerator, else the pure path (this tree); the C
+        # scanner, else msgspec's decoding (older trees).
+        for name in ("decode_file", "decode_chunk", "decode_piece"):
+            if hasattr(dec, name):
+                setattr(dec, name, self._timed("decode", getattr(dec, name)))
+        if hasattr(dec, "events"):  # a generator: the time to each run of columns
+            dec.events = self._timed_pieces("decode", dec.events)  # type: ignore[assignment]
+        for module, name in (("nbprof.trace.accel", "events"), ("nbprof.trace.scan", "scan_piece")):
+            try:
+                m = __import__(module, fromlist=[name])
+            except ImportError:
+                continue
+            if hasattr(m, name):
+                setattr(m, name, self._timed("decode", getattr(m, name)))
 
     def _timed_pieces(self, stage: str, f: Any) -> Any:
         def run(*a: Any, **k: Any) -> Any:
@@ -264,7 +269,7 @@ def _hta_load(path: str, out: dict[str, Any]) -> None:
 
 def child(mode: str, path: str) -> dict[str, Any]:
     out: dict[str, Any] = {"mode": mode}
-    if mode in ("nbprof", "parallel", "cold", "warm"):
+    if mode in ("nbprof", "old", "pure", "cold", "warm"):
         import inspect
 
         import pandas  # noqa: F401 (a dependency: counted in the size after imports)
@@ -321,9 +326,17 @@ def child(mode: str, path: str) -> dict[str, Any]:
 
 def measure(mode: str, path: Path, timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", mode, str(path)]
+    # One process decodes each file (older trees could share one file's decoding out).
     env = dict(os.environ, NBPROF_CACHE_DIR=str(CACHE), NBPROF_PARSE_WORKERS="1")
-    if mode == "parallel":
-        env["NBPROF_PARSE_WORKERS"] = str(PARALLEL)
+    if mode == "old":
+        if OLD_TREE is None:
+            return {"mode": mode, "error": "no --old tree given"}
+        # This script, importing the other tree's nbprof.
+        env["PYTHONPATH"] = str(OLD_TREE)
+    if mode == "pure":
+        # This tree without its C accelerator: the factor its missing-accelerator warning
+        # quotes (nbprof.trace.accel.PURE_SLOWDOWN).
+        env["NBPROF_ACCEL"] = "0"
     if mode == "cold":
         import shutil
 
@@ -339,20 +352,6 @@ def measure(mode: str, path: Path, timeout: float) -> dict[str, Any]:
         tail = (p.stderr.strip().splitlines() or p.stdout.strip().splitlines() or ["no output"])[-1]
         return {"mode": mode, "error": f"exit {p.returncode}: {tail[:200]}"}
     return json.loads(lines[-1])
-
-
-def _read_share(one: dict[str, Any], par: dict[str, Any]) -> str:
-    """How the part the processes share scaled, and what ran in one process after it (the
-    best runs' numbers)."""
-    if "read_s" not in one or "read_s" not in par:
-        return ""
-    alone = total_s(par) - par["read_s"]
-    return (
-        f" (every event read in {par['read_s']:.2f} s against {one['read_s']:.2f} s, "
-        f"{one['read_s'] / par['read_s']:.2f}x; then {alone:.2f} s in this process alone, "
-        f"of it the tables' last step {par['finish']:.2f} s and the analysis "
-        f"{par.get('analyze_s', 0.0):.2f} s)"
-    )
 
 
 def total_s(r: dict[str, Any]) -> float:
@@ -539,10 +538,8 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         f"(one run of each per round, so a busy spell hits all of them), {repeat} rounds per",
         f"size, {big_repeat} on the largest. Each cell shows the **best** run, then the median",
         "and the range of all runs. The same file and bytes for every contender, each through",
-        "its normal public API: `nbprof.load(..., cache=False)` + `nbprof.analysis.analyze`,",
-        f"in one process and with NBPROF_PARSE_WORKERS={PARALLEL} (one file's pieces decoded",
-        f"in that many processes; it applies from {PARALLEL_MIN_MIB} MiB of JSON, and without",
-        "the setting it is what nbprof does where that many cores are idle);",
+        "its normal public API: `nbprof.load(..., cache=False)` + `nbprof.analysis.analyze`",
+        f"in one process, of this tree and of {OLD_NAME} (the same, run from that checkout);",
         "the same through the table cache, first load (cache written) and second (cache",
         "read), both + analyze; gzip.decompress + `orjson.loads`; HolisticTraceAnalysis's and",
         "traceinsight's `TraceAnalysis(trace_dir=...)` on a folder holding that file.",
@@ -553,8 +550,8 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
     lines += [
         "Seconds (nbprof: load + analyze):",
         "",
-        "| trace | events | JSON MiB | nbprof (1 process) | nbprof, "
-        f"{PARALLEL} processes | nbprof, 1st load (writes cache) | "
+        f"| trace | events | JSON MiB | nbprof | nbprof, {OLD_NAME} | "
+        "nbprof, 1st load (writes cache) | "
         "nbprof, 2nd load (cache) | gunzip + orjson.loads | HTA 0.5.0 | traceinsight 0.6.1 |",
         "|---|---:|---:|---|---|---|---|---|---|---|",
     ]
@@ -566,8 +563,7 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
         "",
         "Throughput, MB/s of JSON (10^6 bytes) per second of the best run:",
         "",
-        f"| trace | nbprof | {PARALLEL} processes | 1st load | 2nd load | orjson | HTA | "
-        "traceinsight |",
+        f"| trace | nbprof | {OLD_NAME} | 1st load | 2nd load | orjson | HTA | traceinsight |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -577,12 +573,12 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
     lines += [
         "",
         "Where nbprof's time goes (seconds, the best uncached run, and the second load from",
-        "the cache): gunzip = decompressing the file; decode = reading its events (the C",
-        "scanner, else msgspec's skim and decoding); tables = everything else in the load",
-        "(columns, links, frames; from the cache: reading it); analysis =",
-        "`nbprof.analysis.analyze`. Read = the seconds until every event was read (the",
-        "part two processes share), last step = the tables' last step after it (joining,",
-        "linking, sorting, in this process alone).",
+        "the cache): gunzip = decompressing the file; decode = reading its events into",
+        "columns (the C accelerator, else the pure path; in older trees the C scanner, else",
+        "msgspec's decoding); tables = everything else in the load (tabulating, links,",
+        "frames; from the cache: reading it); analysis = `nbprof.analysis.analyze`. Read =",
+        "the seconds until every event was read, last step = the tables' last step after it",
+        "(joining, linking, sorting).",
         "",
         "| trace | run | gunzip | decode | tables | analysis | total | read | last step |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -590,7 +586,7 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
     for r in rows:
         for m, label in (
             ("nbprof", "1 process"),
-            ("parallel", f"{PARALLEL} processes (decode: this process's part)"),
+            ("old", OLD_NAME),
             ("warm", "2nd load (cache)"),
         ):
             x = r["got"].get(m, {})
@@ -610,12 +606,10 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
     lines += [
         "",
         "Peak memory of the best run, MiB: the process's peak RSS (`VmHWM`), or its largest",
-        "child's where that is larger (a forked decoder's RSS counts the pages it still shares",
-        "with the parent); in brackets, its growth above the size of the process after its",
-        "imports.",
+        "child's where that is larger; in brackets, its growth above the size of the process",
+        "after its imports.",
         "",
-        f"| trace | nbprof | {PARALLEL} processes | 1st load | 2nd load | orjson | HTA | "
-        "traceinsight |",
+        f"| trace | nbprof | {OLD_NAME} | 1st load | 2nd load | orjson | HTA | traceinsight |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -636,28 +630,24 @@ def render(rows: list[dict[str, Any]], growth: list[dict[str, Any]], analysis: b
                 parts.append(f"{x:.1f}x faster than {who} ({xm:.1f}x) ({_verdict(x >= 10)}: 10x);")
         rate = r["json_bytes"] / 1e6 / best_nb
         parts.append(f"{rate:.0f} MB/s end to end on one core ({_verdict(rate >= 200)}: 200 MB/s);")
-        par = g.get("parallel", {})
-        if "times" in par:
-            x = best_nb / par["times"][0]
-            xm = med_nb / median(par["times"])
-            if r["json_bytes"] >= PARALLEL_MIN_MIB * 2**20:
-                parts.append(
-                    f"{PARALLEL} processes {x:.2f}x the speed of one ({xm:.2f}x) "
-                    f"({_verdict(x >= 1.7)}: 1.7x)" + _read_share(nb, par) + ", peak memory "
-                    f"{par['peak_mb'] * MB / r['json_bytes']:.2f}x the JSON size"
-                    + "".join(
-                        f", {g[m]['times'][0] / par['times'][0]:.1f}x faster than {who}"
-                        for m, who in (("hta", "HTA"), ("traceinsight", "traceinsight"))
-                        if "times" in g.get(m, {})
-                    )
-                    + ";"
-                )
-            else:
-                parts.append(
-                    f"{PARALLEL} processes: not applicable, below the {PARALLEL_MIN_MIB} MiB "
-                    "where the parallel path starts, so both ran the same one-process code "
-                    f"and their {x:.2f}x ({xm:.2f}x) gap is this machine's noise;"
-                )
+        old = g.get("old", {})
+        if "times" in old:
+            x = best_nb / old["times"][0]
+            xm = med_nb / median(old["times"])
+            mem_x = nb["peak_mb"] / old["peak_mb"]
+            parts.append(
+                f"against {OLD_NAME}: {x:.2f}x its time ({xm:.2f}x of the medians) "
+                f"({_verdict(x <= 1.10)}: at most 1.10x), peak memory {nb['peak_mb']:.0f} MiB "
+                f"against {old['peak_mb']:.0f} ({mem_x:.2f}x) ({_verdict(mem_x <= 1.0)}: "
+                "no higher);"
+            )
+        pure = g.get("pure", {})
+        if "times" in pure:
+            parts.append(
+                f"the pure path (`NBPROF_ACCEL=0`): {pure['times'][0] / best_nb:.2f}x the "
+                f"time with the accelerator ({median(pure['times']) / med_nb:.2f}x of the "
+                "medians);"
+            )
         ratio = nb["peak_mb"] * MB / r["json_bytes"]
         grow = (nb["peak_mb"] - nb["base_mb"]) * MB / r["json_bytes"]
         parts.append(
@@ -740,9 +730,14 @@ def main() -> int:
         "--no-hta", action="store_true", help="skip HolisticTraceAnalysis and traceinsight"
     )
     ap.add_argument(
-        "--only", default=",".join(MODES), help=f"contenders to run (of {','.join(MODES)})"
+        "--only",
+        default=",".join(MODES + EXTRA),
+        help=f"contenders to run (of {','.join(MODES + EXTRA)})",
     )
     ap.add_argument("--no-write", action="store_true", help="do not rewrite RESULTS.md")
+    ap.add_argument(
+        "--old", type=Path, help="another checkout to time beside this one (its own build)"
+    )
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument(
         "--gunzip-only", action="store_true", help="only print the gunzip backends' table"
@@ -779,7 +774,15 @@ def main() -> int:
             paths[k] = replicate(src, k)
     growth: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
-    only = [m for m in MODES if m in a.only.split(",")]
+    global OLD_TREE, OLD_NAME
+    if a.old is not None:
+        OLD_TREE = a.old.resolve()
+        rev = subprocess.run(
+            ["git", "-C", str(OLD_TREE), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=False,
+        ).stdout.strip()  # fmt: skip
+        OLD_NAME = f"old tree ({rev})" if rev else "old tree"
+    only = [m for m in MODES + EXTRA if m in a.only.split(",") and (m != "old" or OLD_TREE)]
     if a.no_hta:
         only = [m for m in only if m not in ("hta", "traceinsight")]
     full = {sizes[0], sizes[-1]}  # every contender: the file as is and the largest

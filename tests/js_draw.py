@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from nbprof.views.timeline import wire
+
 NODE = shutil.which("node")
 DRAW_CLI = Path(__file__).resolve().parent / "js" / "draw_cli.mjs"
 
@@ -71,7 +73,7 @@ def draw(
     main = next(iter(tl.layout.select({"name": "nbprof-timeline"})))
     lo, hi = main.x_range.start, main.x_range.end
     q = {
-        "tdoc": tl.meta,
+        "pack": wire.pack(tl.meta, tl.parts),
         "x0": lo if x0 is None else x0,
         "x1": hi if x1 is None else x1,
         "width": width,

@@ -389,6 +389,8 @@ def _opaque(t: object) -> object:
 
     k = t.kernels.copy()  # type: ignore[attr-defined]
     nccl = k["name"].str.contains("nccl").to_numpy()
+    # Text columns are Categoricals: the new name becomes a category first.
+    k["name"] = k["name"].cat.add_categories([OPAQUE])
     k.loc[nccl, "name"] = OPAQUE
     return dataclasses.replace(t, kernels=k)  # type: ignore[type-var]
 

@@ -85,43 +85,45 @@ def test_a_sum_past_the_float64_range_or_with_an_infinity_is_infinite() -> None:
     assert got.tolist() == [np.inf, -np.inf]
 
 
-def test_long_object_columns_are_told_apart_by_their_objects() -> None:
-    # Above BY_ADDRESS rows: equal text in distinct objects, strided views, values that
-    # are not str (a NumPy str_, None, NaN) answer as a look at every row does.
+def test_text_columns_are_grouped_by_their_codes() -> None:
+    # A trace's text column (a Categorical) is asked of its categories only; an object
+    # column, or a Categorical with missing values, answers as a look at every row does.
     n = _group.BY_ADDRESS + 7
-    words = ["".join(("na", "me", str(i % 5))) for i in range(20)]  # 4 objects per text
+    words = [f"name{i % 5}" for i in range(20)]
     rows = [words[(i * 7) % 20] for i in range(n)]
     for odd in (None, np.nan, np.str_("name1"), 1.5):
         for values in (rows, [*rows[:-1], odd]):
             arr = np.array(values, dtype=object)
-            for a in (arr, np.concatenate((arr, arr))[::2]):
-                assert _group.all_text(a) == all(type(v) is str for v in a.tolist())
-                codes, uniq = _text._factorized(pd.Series(a))
-                want_codes, want_uniq = pd.factorize(pd.Series(a), use_na_sentinel=False)
-                np.testing.assert_array_equal(codes, want_codes)
-                assert list(uniq) == list(want_uniq)
-    code, objects = _group.distinct_objects(np.array(rows, dtype=object))
-    assert len(objects) == 20 and [objects[c] for c in code.tolist()] == rows
-    assert _group.distinct_objects(np.array([], dtype=object))[1] == []
+            assert _group.all_text(arr) == all(type(v) is str for v in values)
+            cat = pd.Categorical(arr) if odd is None or odd is np.nan else None
+            if cat is not None:
+                assert _group.all_text(cat) == all(type(v) is str for v in values)
+            codes, uniq = _text._factorize(pd.Series(arr))
+            want_codes, want_uniq = pd.factorize(pd.Series(arr), use_na_sentinel=False)
+            np.testing.assert_array_equal(codes, want_codes)
+            assert list(uniq) == list(want_uniq)
+    for values in (np.array(rows, dtype=object), pd.Categorical(rows)):
+        code, distinct = _group.factorized(values)
+        assert [distinct[c] for c in code.tolist()] == rows
+        assert sorted(set(distinct)) == sorted(set(rows))
+    assert _group.factorized(np.array([], dtype=object))[1] == []
 
 
-def test_device_pairs_of_a_long_table_are_its_rows_pairs() -> None:
+def test_device_pairs_are_the_rows_pairs() -> None:
     from nbprof.analysis import _distinct_pairs
 
     rng = np.random.default_rng(3)
-    devices = [*(str(i) for i in range(5)), "".join(("1",))]  # equal text, two objects
+    devices = [str(i) for i in range(5)]
     n = _group.BY_ADDRESS + 10
-    for trial in range(6):
-        ranks = rng.integers(-2, 3, n).astype("int32")
-        devs = np.array([devices[j] for j in rng.integers(0, 6, n)], dtype=object)
-        if trial % 2:
-            devs[0] = 7  # not text: str() of it, as before
+    for size in (n, 3):
+        ranks = rng.integers(-2, 3, size).astype("int32")
+        devs = pd.Categorical([devices[j] for j in rng.integers(0, 5, size)])
         got = _distinct_pairs(ranks, devs)
         assert got is not None
-        want = set(zip(ranks.tolist(), devs.tolist(), strict=True))
-        assert {(int(r), str(d)) for r, d in got} == {(int(r), str(d)) for r, d in want}
+        assert sorted(got) == sorted(set(zip(ranks.tolist(), list(devs), strict=True)))
+    # Not a Categorical, ranks that are not integers: the tuples are hashed by the caller.
     assert _distinct_pairs(np.zeros(3, "int32"), np.array(["0"] * 3, dtype=object)) is None
-    assert _distinct_pairs(np.zeros(n), np.array(["0"] * n, dtype=object)) is None
+    assert _distinct_pairs(np.zeros(n), pd.Categorical(["0"] * n)) is None
 
 
 def test_largest_first_is_the_stable_descending_sort() -> None:

@@ -80,15 +80,16 @@ def test_token_tests_give_the_same_classes_twice() -> None:
 def test_is_in_is_series_isin_for_text_and_none_for_the_rest() -> None:
     """is_in answers per distinct name what Series.isin answers per row; a missing value
     (None, NaN) or a non-text one (1) is in no set of names."""
-    from nbprof.analysis._text import is_in, shared_factorizations
+    from nbprof.analysis._text import is_in
 
     values = np.array(["a", "b", None, np.nan, 1, "a", "c"], dtype=object)
     names = frozenset({"a", "c"})
     want = [True, False, False, False, False, True, True]
     assert is_in(values, names).tolist() == want
-    with shared_factorizations():  # the shared factorization gives the same answer
-        assert is_in(values, names).tolist() == want
-        assert is_in(values, frozenset({"b"})).tolist() == [v == "b" for v in values]
+    assert is_in(values, frozenset({"b"})).tolist() == [v == "b" for v in values]
+    # A trace's text column (a Categorical, missing values included): the same answers.
+    cat = pd.Categorical(["a", "b", None, "a", "c"])
+    assert is_in(cat, names).tolist() == pd.Series(cat).isin(names).tolist()
     assert is_in(np.array([], dtype=object), names).tolist() == []
 
 
@@ -102,18 +103,24 @@ def test_factorized_text_is_what_pandas_gives() -> None:
         pd.Series(np.array([], dtype=object)),
     ]
     for s in cases:
-        codes, uniq = _text._factorized(s)
+        codes, uniq = _text._factorize(s)
         want_codes, want_uniq = pd.factorize(s, use_na_sentinel=False)
         np.testing.assert_array_equal(codes, want_codes)
         assert list(uniq) == list(want_uniq)
         assert uniq.dtype == want_uniq.dtype
         # The Series' object array, factorized without the Series: the same answer.
         if s.dtype == object:
-            codes, uniq = _text._factorized(s.to_numpy())
+            codes, uniq = _text._factorize(s.to_numpy())
             np.testing.assert_array_equal(codes, want_codes)
             assert pd.Series(list(uniq), dtype=object).equals(
                 pd.Series(list(want_uniq), dtype=object)
             )
+    # A Categorical: its own codes and categories, read as they are; with a missing value,
+    # pandas' answer for its values.
+    for cat in (pd.Categorical(["b", long, "a", "b"]), pd.Categorical(["a", None, "a"])):
+        codes, uniq = _text._factorize(cat)
+        got = pd.Series([uniq[c] for c in codes.tolist()], dtype=object)
+        assert got.equals(pd.Series(cat).astype(object))
 
 
 def test_equals_is_numpys_comparison() -> None:
@@ -125,11 +132,12 @@ def test_equals_is_numpys_comparison() -> None:
     odd[6] = np.nan
     for v in (values, odd, values[:10], np.array([], dtype=object), np.array(["memory"])):
         for word in ("memory", "compute", "absent"):
-            with _text.shared_factorizations():
-                got = _text.equals(v, word)
+            got = _text.equals(v, word)
             assert got.dtype == bool
             assert got.tolist() == (v == word).tolist()
-            assert _text.equals(v, word).tolist() == (v == word).tolist()
+            if len(v) and all(type(x) is str for x in v.tolist()):  # as a trace holds it
+                cat = pd.Categorical(v)
+                assert _text.equals(cat, word).tolist() == (v == word).tolist()
 
 
 # -- the needle test before a search ------------------------------------------------------
@@ -203,9 +211,9 @@ def test_every_corpus_kernel_name_matches_as_the_search_says(corpus: Path) -> No
 
 def test_name_columns_match_as_their_series() -> None:
     """A frame's name column matched as the array it stores (name_column) answers what
-    its Series answers, inside and outside the shared factorizations, and a column that
-    is not all text comes back as the Series itself."""
-    n = 500  # over the row count from which columns are factorized by their objects
+    its Series answers, for text held as objects and as a Categorical (as a trace holds
+    it); an object column comes as its array, read only, whatever it holds."""
+    n = 500
     words = ["ncclKernel_AllReduce", "volta_sgemm_128x64_nn", "elementwise_kernel", "x"]
     text = np.array([words[i % 4] for i in range(n)], dtype=object)
     odd = text.copy()
@@ -215,9 +223,8 @@ def test_name_columns_match_as_their_series() -> None:
         df = frame_from_arrays({"name": values, "ts": np.arange(len(values), dtype="float64")})
         got = _text.name_column(df, "name")
         all_text = all(type(v) is str for v in values)
-        assert isinstance(got, np.ndarray) == all_text
-        if isinstance(got, np.ndarray):
-            assert not got.flags.writeable
+        assert isinstance(got, np.ndarray) and not got.flags.writeable
+        if all_text:
             assert isinstance(_text.text_column(df, "name"), np.ndarray)
         else:
             pd.testing.assert_series_equal(_text.text_column(df, "name"), df["name"].astype(str))
@@ -225,18 +232,21 @@ def test_name_columns_match_as_their_series() -> None:
             want = _fresh(values.tolist(), pattern)
             _text._MEMO.clear()
             np.testing.assert_array_equal(_text.matches(got, pattern), want)
-            with _text.shared_factorizations():
-                # Twice: the second time from the shared factorization and its memo key.
-                for _ in range(2):
-                    np.testing.assert_array_equal(_text.matches(got, pattern), want)
-                    np.testing.assert_array_equal(_text.matches(df["name"], pattern), want)
-            with _text.shared_factorizations():
-                codes, uniq = _text._factorize(got)
-                want_codes, want_uniq = _text._factorized(df["name"])
-                np.testing.assert_array_equal(codes, want_codes)
-                # Missing names are NaN in both: compared as Series (NaN equals NaN).
-                as_series = [pd.Series(list(u), dtype=object) for u in (uniq, want_uniq)]
-                assert as_series[0].equals(as_series[1])
+            # Twice: the second time from the memo.
+            for _ in range(2):
+                np.testing.assert_array_equal(_text.matches(got, pattern), want)
+                np.testing.assert_array_equal(_text.matches(df["name"], pattern), want)
+            codes, uniq = _text._factorize(got)
+            want_codes, want_uniq = _text._factorize(df["name"])
+            np.testing.assert_array_equal(codes, want_codes)
+            # Missing names are NaN in both: compared as Series (NaN equals NaN).
+            as_series = [pd.Series(list(u), dtype=object) for u in (uniq, want_uniq)]
+            assert as_series[0].equals(as_series[1])
+            if all_text:
+                cat = frame_from_arrays({"name": pd.Categorical(values)})
+                held = _text.name_column(cat, "name")
+                assert isinstance(held, pd.Categorical)
+                np.testing.assert_array_equal(_text.matches(held, pattern), want)
     # pandas' own text type: the Series, as before.
     typed = pd.DataFrame({"name": pd.Series(words, dtype="str")})
     assert isinstance(_text.name_column(typed, "name"), pd.Series)
@@ -293,28 +303,22 @@ def test_alternatives_searched_alone_match_as_the_whole_pattern() -> None:
     st.integers(0, 2**32 - 1),
 )
 def test_text_codes_are_codes_of_the_values(words: list[str], seed: int) -> None:
-    """A column of names grouped by its factorization (by object from _BY_ADDRESS rows on,
-    shared while shared_factorizations is open) has the codes of its values: equal text
-    held by distinct str objects (as a column joined from pieces read apart holds) gets
-    one code, numbered where the value first appears."""
+    """A column of names has the codes of its values, numbered where the value first
+    appears: held as objects (equal text in distinct str objects, as a column joined from
+    pieces read apart holds, gets one code), and as a Categorical, whose sorted categories
+    are renumbered so."""
     rng = np.random.default_rng(seed)
-    n = _text._BY_ADDRESS + int(rng.integers(0, 64))
+    n = int(rng.integers(1, 2000))
     # Each word as a few distinct but equal objects (a slice makes a new str).
     pool = [(w + "!")[:-1] for w in words for _ in range(3)]
     values = np.empty(n, dtype=object)
     values[:] = [pool[i] for i in rng.integers(0, len(pool), n)]
     texts = values.tolist()
-    assert len({id(v) for v in texts}) > len(set(texts))  # equal text, distinct objects
     want_uniq, want_code = _group.codes(texts)
-    got = [_text.text_codes(values)]  # alone
-    with _text.shared_factorizations():
-        got += [_text.text_codes(values), _text.text_codes(values)]  # then from the memo
-    for uniq, code in got:
+    for held in (values, pd.Categorical(values), pd.Series(pd.Categorical(values))):
+        uniq, code = _text.text_codes(held)
         assert uniq == want_uniq
         assert code.dtype == want_code.dtype and code.tolist() == want_code.tolist()
-    # Below _BY_ADDRESS rows, and for a strided view, the same answer.
-    few = values[: _text._BY_ADDRESS - 1]
-    assert _text.text_codes(few)[1].tolist() == _group.codes(few.tolist())[1].tolist()
     every_other = values[::2]
     want = _group.codes(every_other.tolist())[1]
     assert _text.text_codes(every_other)[1].tolist() == want.tolist()

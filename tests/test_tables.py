@@ -76,7 +76,8 @@ def test_the_dtypes_keep_their_values() -> None:
         empty = empty_table(table.name)
         assert tuple(empty.columns) == table.names and len(empty) == 0
         for c in table.columns:
-            assert str(empty[c.name].dtype) == tm._DTYPES.get(c.name, "object"), c.name
+            # Text is categorical (its categories the distinct values, sorted).
+            assert str(empty[c.name].dtype) == tm._DTYPES.get(c.name, "category"), c.name
 
 
 def test_a_column_name_has_one_dtype_in_every_table() -> None:
@@ -91,7 +92,7 @@ def test_missing_values_match_their_dtype() -> None:
         for c in table.columns:
             if c.missing is None:
                 continue
-            if c.dtype == "object":
+            if c.dtype in ("object", tm.TEXT):
                 assert c.missing == "", (table.name, c.name)
             elif c.dtype.startswith("int"):
                 assert c.missing == -1, (table.name, c.name)
@@ -108,8 +109,10 @@ def test_a_real_read_has_the_declared_columns_and_dtypes(tmp_path: Path) -> None
         frame = getattr(trace, table.name)
         assert tuple(frame.columns[: len(table.names)]) == table.names
         for c in table.columns:
-            if c.dtype != "object":
-                assert str(frame[c.name].dtype) == c.dtype, (table.name, c.name)
+            assert str(frame[c.name].dtype) == c.dtype, (table.name, c.name)
+            if c.dtype == tm.TEXT:  # categories: the distinct text, sorted, as str
+                kinds = frame[c.name].cat.categories.tolist()
+                assert kinds == sorted(set(kinds)) and all(type(k) is str for k in kinds)
 
 
 def test_diagnosis_tables_are_attributes(tmp_path: Path) -> None:

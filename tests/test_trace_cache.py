@@ -71,7 +71,7 @@ def test_cached_load_is_the_uncached_load(path: Path, monkeypatch: pytest.Monkey
     def refuse(p: object) -> bytes:
         raise AssertionError(f"{p} was read: the cache was not used")
 
-    monkeypatch.setattr(reader_mod, "read_bytes", refuse)
+    monkeypatch.setattr(reader_mod.io, "open_source", refuse)
     again = read(path, progress=False, cache=True)
     assert_same(plain, again)
     assert diagnosis_json(again) == diagnosis_json(plain)
@@ -242,7 +242,7 @@ def test_a_damaged_cache_is_ignored_and_rebuilt(
     assert "ignoring" in caplog.text and "reading the trace again" in caplog.text
     assert why in caplog.text
     # Rebuilt: the next load comes from the cache alone, and is still the same.
-    monkeypatch.setattr(reader_mod, "read_bytes", lambda path: pytest.fail("not cached"))
+    monkeypatch.setattr(reader_mod.io, "open_source", lambda path: pytest.fail("not cached"))
     assert_same(read(p, progress=False, cache=True), truth)
 
 
@@ -331,7 +331,7 @@ def test_text_of_any_kind_survives(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     p = write_old(b, tmp_path)
     truth = read(p, progress=False, cache=False)
     read(p, progress=False, cache=True)
-    monkeypatch.setattr(reader_mod, "read_bytes", lambda path: pytest.fail("not cached"))
+    monkeypatch.setattr(reader_mod.io, "open_source", lambda path: pytest.fail("not cached"))
     got = read(p, progress=False, cache=True)
     assert_same(got, truth)
     assert {"gemm_αβ_😀", ""} <= set(got.kernels["name"])
@@ -352,7 +352,7 @@ def test_a_job_reads_its_rank_files_through_the_cache(
     def refuse(p: object) -> bytes:
         raise AssertionError(f"{p} was read: the cache was not used")
 
-    monkeypatch.setattr(reader_mod, "read_bytes", refuse)
+    monkeypatch.setattr(reader_mod.io, "open_source", refuse)
     again = nbprof.load(folder)
     want = json.dumps(plain.to_json(), sort_keys=True)
     assert json.dumps(first.to_json(), sort_keys=True) == want

@@ -1,5 +1,5 @@
 """Op nesting and launch links, checked against a plain stack-based reference; nesting both
-by the C walk (``_nest.c``, where built) and by numpy's sorted searches."""
+by the accelerator's walk (``_nest.c``, where built) and by numpy's sorted searches."""
 
 from __future__ import annotations
 
@@ -11,21 +11,21 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nbprof.trace import links
+from nbprof.trace import accel, links
 from nbprof.trace.links import link_launches
 
-needs_walk = pytest.mark.skipif(links._nest is None, reason="nbprof.trace._nest is not built")
+needs_walk = pytest.mark.skipif(accel._accel is None, reason="nbprof.trace._accel is not built")
 
 
 @contextlib.contextmanager
 def numpy_only() -> Iterator[None]:
     """links without its C walk, as an install without a C compiler has it."""
-    walk = links._nest
-    links._nest = None  # type: ignore[assignment]
+    walk = accel._accel
+    accel._accel = None  # type: ignore[assignment]
     try:
         yield
     finally:
-        links._nest = walk
+        accel._accel = walk
 
 
 def nest(
@@ -53,20 +53,20 @@ def innermost_ops(*args: np.ndarray) -> np.ndarray:
 
 def nests_in_c(th: np.ndarray, s: np.ndarray, e: np.ndarray) -> bool:
     """Whether the C walk nests these rows (False: they are left to numpy)."""
-    assert links._nest is not None
+    assert accel._accel is not None
     n = len(s)
     pid = np.zeros(n, np.int64)
-    return links._nest.nest(pid, th, s, e, np.empty(n, np.int32), np.empty(n, np.int64))
+    return accel._accel.nest(pid, th, s, e, np.empty(n, np.int32), np.empty(n, np.int64))
 
 
 def finds_in_c(
     th: np.ndarray, s: np.ndarray, e: np.ndarray, parent: np.ndarray, t: np.ndarray
 ) -> bool:
     """Whether the C walk finds these calls' ops (False: they are left to numpy)."""
-    assert links._nest is not None
+    assert accel._accel is not None
     pid, q_th = np.zeros(len(s), np.int64), np.zeros(len(t), np.int64)
     out = np.empty(len(t), np.int64)
-    return links._nest.innermost(pid, th, s, e, parent, q_th, q_th, t, out)
+    return accel._accel.innermost(pid, th, s, e, parent, q_th, q_th, t, out)
 
 
 @st.composite
@@ -290,7 +290,7 @@ def test_nest_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     with_walk = links.nest(z, th, s, e)
     q_th, q_t = rng.integers(0, 5, 500), rng.uniform(-5, 560, 500)
     ops_with = links.innermost_ops(z, th, s, e, with_walk[1], z[:500], q_th, q_t)
-    monkeypatch.setattr(links, "_nest", None)
+    monkeypatch.setattr(accel, "_accel", None)
     without = links.nest(z, th, s, e)
     assert with_walk[0].tolist() == without[0].tolist()
     assert with_walk[1].tolist() == without[1].tolist()

@@ -128,7 +128,8 @@ def test_contract_dtypes(tmp_path: Path) -> None:
         want = empty_table(name).dtypes
         got = getattr(tr, name).dtypes
         for col in TABLES[name]:
-            assert got[col] == want[col], (name, col, got[col], want[col])
+            # A text column's categories are its own values: the kind, not the dtype, is fixed.
+            assert str(got[col]) == str(want[col]), (name, col, got[col], want[col])
 
 
 def test_old_category_names_and_string_tids(tmp_path: Path) -> None:

@@ -257,6 +257,8 @@ def test_hover_shows_hostile_kernel_names_as_text(browser: Browser, tmp_path: Pa
 def test_one_bounded_tooltip_per_point_with_a_short_name(browser: Browser, tmp_path: Path) -> None:
     p = small_profile()
     long = "void ns::kernel<" + ", ".join(f"ns::Functor{i}<float>" for i in range(40)) + ">(int)"
+    k = p.trace.kernels  # text is a Categorical: the new name is added first
+    k["name"] = k["name"].cat.add_categories([long])
     p.trace.kernels.loc[0, "name"] = long
     # A gap over the kernel at 400-405 µs and beyond: hovered where no event is drawn.
     p.diagnosis.idle_gaps.loc[0, ["start", "end"]] = [395.0, 750.0]
@@ -446,7 +448,9 @@ def test_hover_answers_after_wheel_and_box_zoom_on_eight_ranks(
     cx, cy = f["x"] + f["width"] * 0.5, f["y"] + 40
     page.mouse.move(cx, cy)
     before = page.evaluate(_RANGE, 0)
+    page.keyboard.down("Control")  # the wheel zooms with Ctrl held, else scrolls the page
     page.mouse.wheel(0, -800)
+    page.keyboard.up("Control")
     page.wait_for_function(f"(b) => ({_RANGE})(0)[1] - ({_RANGE})(0)[0] < b", arg=before[1] -
                            before[0], timeout=10_000)  # fmt: skip
     page.mouse.move(f["x"] + f["width"] * 0.3, cy)

@@ -138,12 +138,10 @@ def hostile_dlrm(folder: Path, ranks: int) -> list[Path]:
     return out
 
 
-def assert_img_escaped(html: str) -> None:
+def assert_img_escaped(html: str, *, as_text: bool = True) -> None:
     assert IMG not in html and "<img" not in html
-    # ...and yet it is there: as text in the HTML, or in the timeline's JSON, where <
-    # and > are \u escapes so that nothing can close the <script> element.
-    as_json = IMG.replace("<", "\\u003c").replace(">", "\\u003e")
-    assert str(markupsafe.escape(IMG)) in html or as_json in html
+    if as_text:  # ...and yet the reader sees it, as text (a table's cell, a title)
+        assert str(markupsafe.escape(IMG)) in html
 
 
 def test_the_bundled_dlrm_rank_job_and_comparison(tmp_path: Path) -> None:
@@ -153,8 +151,10 @@ def test_the_bundled_dlrm_rank_job_and_comparison(tmp_path: Path) -> None:
     assert_img_escaped(prof.to_html())
     job = nbprof.load(tmp_path / "job", cache=False)
     assert isinstance(job, nbprof.Job)
-    assert_img_escaped(job._repr_mimebundle_()["text/html"])
-    assert_img_escaped(job.to_html())
+    # A job's page names kernels only in its timeline, whose payload is packed
+    # (views/timeline/wire.py): nothing of it can read as markup.
+    assert_img_escaped(job._repr_mimebundle_()["text/html"], as_text=False)
+    assert_img_escaped(job.to_html(), as_text=False)
     cmp = nbprof.compare(rank, other, cache=False)
     assert_img_escaped(cmp._repr_mimebundle_()["text/html"])
     assert_img_escaped(cmp.to_html())

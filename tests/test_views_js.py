@@ -133,7 +133,7 @@ def test_the_bundle_runs_as_one_classic_script_any_number_of_times() -> None:
     assert out["time"] == ["1.5 ms", "250 ns"]
     assert out["compare"] == ["alignBoth", "follow", "link", "linkAll"]
     # Each run embedded the page's dashboards and linked its comparisons.
-    assert out["seen"].count('script[type="application/vnd.nbprof+json"]') == 2
+    assert out["seen"].count('script[type="application/vnd.nbprof.pack"]') == 2
     assert out["seen"].count(".nbp-compare") == 2
 
 
@@ -142,15 +142,43 @@ def test_the_bundle_runs_each_module_after_those_it_imports() -> None:
     assert names[-1] == "dashboard.mjs"
     for i, name in enumerate(names):
         assert set(assets.module(name).deps) <= set(names[:i]), name
-    text = assets.scripts()
+    text = assets.bundle(*assets.SCRIPTS)
     assert not re.search(r"^\s*(import|export)\b", text, re.M)
 
 
 def test_the_bundle_leaves_the_files_documentation_out() -> None:
-    text = assets.scripts()
+    text = assets.bundle(*assets.SCRIPTS)
     assert "Everything drawn is decided here" in assets.asset("lod.mjs")
     assert "Everything drawn is decided here" not in text
     assert len(text) < sum(len(assets.asset(m.name)) for m in assets.order(assets.SCRIPTS))
+
+
+_RUN_DEFLATED = """
+import vm from "node:vm";
+const code = await new Promise((ok) => {
+  let s = ""; process.stdin.on("data", (c) => { s += c; }); process.stdin.on("end", () => ok(s));
+});
+const ran = [];
+const head = { appendChild: (el) => { ran.push(el.textContent.length);
+  vm.runInContext(el.textContent, ctx); } };
+const document = { head, querySelectorAll: () => [],
+  createElement: () => ({ remove() {} }) };
+const ctx = vm.createContext({ document, atob, Blob, Response, DecompressionStream,
+  setInterval, clearInterval, setTimeout });
+ctx.globalThis = ctx;
+vm.runInContext(code, ctx);
+await new Promise((ok) => setTimeout(ok, 200));
+console.log(JSON.stringify({ ran, parts: ctx.nbprof ? Object.keys(ctx.nbprof).sort() : null }));
+"""
+
+
+def test_the_dashboards_script_travels_deflated_and_runs_as_the_bundle() -> None:
+    """What an output carries is a third of the bundle's size and runs it once inflated."""
+    out = node_eval(_RUN_DEFLATED, assets.scripts())
+    bundle = assets.bundle(*assets.SCRIPTS)
+    assert out["ran"] == [len(bundle)]
+    assert out["parts"] == ["embed", "format", "timeline"]
+    assert len(assets.scripts()) < 0.45 * len(bundle)
 
 
 @pytest.mark.parametrize(
@@ -226,7 +254,7 @@ def test_python_and_the_browser_lay_out_the_same_rows() -> None:
         "  ([g, l, c, e]) => { const r = rowLayout(g, l, c, e); return {"
         "    rows: r.rows.map((x) => [x.label, x.kind, x.group]),"
         "    laneRow: Array.from(r.laneRow), axes: r.axes, separators: r.separators }; }))));",
-        json.dumps([(document.to_json(g), lb, c, e) for g, lb, c, e in cases]),
+        json.dumps([(document.to_json(g, []), lb, c, e) for g, lb, c, e in cases]),
     )
     assert len(js) == len(cases) > 20
     for (groups, labels, collapsed, every), got in zip(cases, js, strict=True):

@@ -173,6 +173,8 @@ def test_long_template_names_read_by_function_and_key_arguments() -> None:
         "c10::BFloat16>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<"
         "c10::BFloat16>, at::detail::Array<char*, 3>)"
     )
+    k = p.trace.kernels  # text is a Categorical: the new name is added first
+    k["name"] = k["name"].cat.add_categories([long])
     p.trace.kernels.loc[0, "name"] = long
     d = detail(draw(timeline.build(p)))
     i = d["name"].index(long)
@@ -321,7 +323,11 @@ def test_exact_window_matches_a_brute_force_count_on_a_large_trace() -> None:
     out = draw(tl, x0, x1)
     expected = np.flatnonzero((data.x <= x1) & (data.x + data.dur >= x0))
     assert out["mode"] == "exact"
-    assert sorted(detail(out)["i"]) == expected.tolist()
+    # Each is drawn as itself, or (narrower than a few pixels among others) counted in
+    # its lane's one-pixel bins.
+    drawn = sorted(detail(out)["i"])
+    assert set(drawn) <= set(expected.tolist()) and len(drawn) > 10
+    assert len(drawn) + sum(out["agg"]["events"]) == len(expected)
 
 
 def test_encoding_round_trips_within_one_tick() -> None:

@@ -143,7 +143,7 @@ def test_every_source_the_browser_fills_has_the_bokeh_documents_columns(
 
 def _with(tl: Any, meta: dict[str, Any]) -> Any:
     """``tl`` with its document's JSON replaced."""
-    return types.SimpleNamespace(layout=tl.layout, meta=meta)
+    return types.SimpleNamespace(layout=tl.layout, meta=meta, parts=tl.parts)
 
 
 def test_every_tooltip_names_only_columns_of_the_source_it_hovers() -> None:
@@ -202,8 +202,10 @@ def test_columns_are_typed_and_text_is_dictionary_encoded() -> None:
     c = Column.of_text(["gemm", "copy", "gemm", "gemm"])
     assert c.values.dtype == np.uint8 and c.values.tolist() == [0, 1, 0, 0]
     assert c.labels == ("gemm", "copy")
-    j = c.json()
-    assert set(j) == {"dtype", "length", "deflate", "labels"} and j["length"] == 4
+    parts: list[bytes] = []
+    j = c.json(parts)
+    assert set(j) == {"dtype", "length", "part", "shuffle", "labels"} and j["length"] == 4
+    assert j["part"] == len(parts) == 1  # part 0 of a pack is its header
     with pytest.raises(TypeError):
         Column(np.zeros(3, dtype=np.int64))
     assert document.smallest_uint(256) is np.uint8 and document.smallest_uint(257) is np.uint16

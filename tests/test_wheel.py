@@ -161,12 +161,13 @@ def test_the_wheel_carries_the_package_data(installed: Installed) -> None:
     assert "nbprof/py.typed" in names
     assert "nbprof/datasets.py" in names and "nbprof/demo.py" in names
     assert not [n for n in names if n.startswith(("tests/", "notebooks/", "benchmarks/"))]
-    # The C events scanner and ops' nesting walk are compiled into the wheel where there is
-    # a compiler, their type stubs beside them.
-    for ext in ("_scan", "_nest"):
-        if shutil.which("cc") or shutil.which("gcc"):
-            assert [n for n in names if n.startswith(f"nbprof/trace/{ext}.") and n.endswith(".so")]
-        assert f"nbprof/trace/{ext}.pyi" in names
+    # The C accelerator (events scanner and ops' nesting walk, one extension) is compiled
+    # into the wheel where there is a compiler, its type stubs beside it.
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert [n for n in names if n.startswith("nbprof/trace/_accel.") and n.endswith(".so")]
+    assert "nbprof/trace/_accel.pyi" in names
+    stale = ("nbprof/trace/_scan.", "nbprof/trace/_nest.")  # the two extensions it replaced
+    assert not [n for n in names if n.startswith(stale) and n.endswith((".so", ".pyi"))]
 
 
 def _site_data(installed: Installed) -> Path:
@@ -282,8 +283,9 @@ def test_the_notebooks_run_from_the_wheel_offline(installed: Installed, tmp_path
 
 
 def test_without_a_compiler_the_wheel_reads_traces_in_python(tmp_path: Path) -> None:
-    # The scanner is optional: with no C compiler the build still succeeds, the wheel
-    # holds no extension, and traces are read by the Python path, to the same tables.
+    # The accelerator is optional: with no C compiler the build still succeeds, the wheel
+    # holds no extension, and traces are read by the pure path, to the same tables, after
+    # one warning that says so and how much slower it is.
     from nbprof.trace import read
     from tests.test_trace_fastpaths import GOOD, kineto_text
 
@@ -295,9 +297,10 @@ def test_without_a_compiler_the_wheel_reads_traces_in_python(tmp_path: Path) -> 
     trace = tmp_path / "t.json"
     trace.write_text(kineto_text(GOOD * 3), encoding="utf-8")
     code = (
-        "import sys; from nbprof.trace import read, scan; "
+        "import sys; from nbprof.trace import read, accel; "
         "t = read(sys.argv[1], progress=False, cache=False); "
-        "print(scan.available(), len(t.kernels), t.kernels['grid'].tolist(), "
+        "read(sys.argv[1], progress=False, cache=False); "
+        "print(accel.available(), len(t.kernels), t.kernels['grid'].tolist(), "
         "t.cpu_ops['input_dims'].tolist())"
     )
     proc = subprocess.run(
@@ -309,8 +312,12 @@ def test_without_a_compiler_the_wheel_reads_traces_in_python(tmp_path: Path) -> 
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    from nbprof.trace import accel
+
+    warned = [line for line in proc.stderr.splitlines() if "C accelerator" in line]
+    assert len(warned) == 1 and f"about {accel.PURE_SLOWDOWN:.1f}x as slow" in warned[0]
     here = read(trace, progress=False, cache=False)
-    # Read here by the scanner (where it is built), there in Python: the same columns.
+    # Read here by the accelerator (where it is built), there in Python: the same columns.
     want = (
         False,
         len(here.kernels),

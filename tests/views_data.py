@@ -46,7 +46,12 @@ def _frame(name: str, cols: dict[str, object]) -> pd.DataFrame:
         if c not in df:
             kind = base[c].dtype.kind
             df[c] = -1 if kind in "iu" else (np.nan if kind == "f" else "")
-    typed = {c: base[c].dtype for c in base.columns if base[c].dtype != object}
+    # Text is a Categorical of the values given (the empty table's has no categories).
+    typed = {
+        c: "category" if isinstance(base[c].dtype, pd.CategoricalDtype) else base[c].dtype
+        for c in base.columns
+        if base[c].dtype != object
+    }
     return df[list(base.columns)].astype(typed)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group, explain, findings, verdict
-from nbprof.analysis._text import shared_factorizations
+from nbprof.analysis._text import name_column
 from nbprof.analysis.classes import top_kernels
 from nbprof.analysis.device import Signals, analyze_device
 from nbprof.analysis.idle import IDLE_COLUMNS
@@ -36,7 +36,7 @@ def device_keys(trace: Trace) -> list[tuple[int, str]]:
     keys: set[tuple[int, str]] = set()
     for f in (trace.kernels, trace.memcpy, trace.memset):
         if not f.empty:
-            ranks, devices = _frames.column(f, "rank"), _frames.column(f, "device")
+            ranks, devices = _frames.column(f, "rank"), name_column(f, "device")
             found = _distinct_pairs(ranks, devices)
             pairs = (
                 found
@@ -47,20 +47,22 @@ def device_keys(trace: Trace) -> list[tuple[int, str]]:
     return sorted(keys, key=lambda k: (k[0], _devkey(k[1])))
 
 
-def _distinct_pairs(ranks: np.ndarray, devices: np.ndarray) -> list[tuple[Any, Any]] | None:
-    """The distinct (rank, device object) pairs of a long table's rows, as one number per
-    row from the rank and the device's object (a trace holds one str per device): a tuple
-    per row hashed into a set was most of finding a large trace's devices. None for a
-    short table, ranks that are not integers or devices that are not objects."""
-    if len(ranks) < _group.BY_ADDRESS or ranks.dtype.kind not in "iu" or devices.dtype != object:
+def _distinct_pairs(ranks: np.ndarray, devices: Any) -> list[tuple[Any, Any]] | None:
+    """The distinct (rank, device) pairs of a table's rows, from the devices' codes (a
+    trace's device column is a Categorical): one number per row, where a tuple per row
+    hashed into a set was most of finding a large trace's devices. None for ranks that are
+    not integers or devices that are not categorical."""
+    if not isinstance(devices, pd.Categorical) or ranks.dtype.kind not in "iu":
         return None
-    by_object, objects = _group.distinct_objects(devices)
+    by_code, values = _group.factorized(devices)
+    if len(by_code) and by_code.min() < 0:
+        return None
     r = ranks.astype(np.int64)
-    lo, hi, m = int(r.min()), int(r.max()), len(objects)
+    lo, hi, m = int(r.min()), int(r.max()), max(len(values), 1)
     if (hi - lo + 1) * m >= 1 << 62:
         return None
-    number = pd.unique((r - lo) * m + by_object)  # any order: the keys are a set
-    return [(lo + x // m, objects[x % m]) for x in number.tolist()]
+    number = pd.unique((r - lo) * m + by_code)  # any order: the keys are a set
+    return [(lo + x // m, values[x % m]) for x in number.tolist()]
 
 
 def _devkey(d: str) -> tuple[int, str]:
@@ -81,8 +83,7 @@ def analyze_signals(
 ) -> tuple[Diagnosis, list[Signals]]:
     """:func:`analyze`, and the per-device signals it was read from (for callers that go
     on from the same views, such as a rank's summary in a job)."""
-    with shared_factorizations():
-        return _analyze(trace, samples)
+    return _analyze(trace, samples)
 
 
 def _analyze(trace: Trace, samples: Samples | None) -> tuple[Diagnosis, list[Signals]]:

@@ -10,14 +10,13 @@ copy of it (cheap: no rows), never the shared frame itself.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nbprof.trace.model import blocks_frame, blocks_made, frame_from_arrays
+from nbprof.trace.model import frame_from_arrays
 
 
 @functools.lru_cache(maxsize=256)
@@ -36,21 +35,18 @@ def empty_typed(spec: Iterable[tuple[str, Any]]) -> pd.DataFrame:
 
 
 def frame(columns: Mapping[str, Any], *, own: bool = False) -> pd.DataFrame:
-    """``pd.DataFrame(columns)`` on a RangeIndex, made from the arrays directly where every
-    column is a 1-D NumPy array of one length: each keeps its array's type, and text stays
-    object, as the trace's own tables hold it (the public constructor would check and
-    infer every column again, about 0.2 ms for a frame of a few columns, which a job pays
-    for each of its ranks' dozen result tables). Anything else goes to the constructor.
-
-    ``own``: the arrays are the caller's to hand over, as
-    :func:`nbprof.trace.model.frame_from_arrays` takes them (a big frame then holds them
-    as they are, not a copy of them beside them)."""
-    # NumPy's fixed-width text (np.where over words gives it) is held as object.
+    """A frame of these columns on a RangeIndex, each keeping its array's type (text held
+    as objects stays object, as the analysis' tables hold it); NumPy's fixed-width text
+    (``np.where`` over words gives it) is held as object. ``own``: the arrays are the
+    caller's to hand over (not copied)."""
     arrays = {
         c: v.astype(object) if type(v) is np.ndarray and v.dtype.kind in "US" else v
         for c, v in columns.items()
     }
-    lengths = {v.shape[0] if type(v) is np.ndarray and v.ndim == 1 else -1 for v in arrays.values()}
+    lengths = {
+        len(v) if isinstance(v, (np.ndarray, pd.Categorical)) and v.ndim == 1 else -1
+        for v in arrays.values()
+    }
     if len(lengths) != 1 or -1 in lengths:
         return pd.DataFrame(arrays)
     return frame_from_arrays(arrays, own=own)
@@ -70,11 +66,11 @@ def inferred_text(values: np.ndarray) -> Any:
 
 def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd.DataFrame:
     """``pd.DataFrame(columns, index=index)``, the same frame, for 1-D NumPy arrays of one
-    length (and an index of that length, when given): each
-    column keeps its array's type but a column of text only, which takes the type the
-    constructor infers for it. The constructor infers and checks every column (about
-    0.2 ms for a collectives table of 16); where its inference could go either way (some
-    text, a missing value, fixed-width text, no rows) it is asked."""
+    length (and an index of that length, when given): each column keeps its array's type
+    but a column of text only, which takes the type the constructor infers for it. The
+    constructor infers and checks every column (about 0.2 ms for a collectives table of
+    16); where its inference could go either way (some text, a missing value, fixed-width
+    text, no rows) it is asked."""
     arrays: dict[str, Any] = {}
     lengths = set()
     for c, v in columns.items():
@@ -90,39 +86,32 @@ def constructed(columns: Mapping[str, Any], index: pd.Index | None = None) -> pd
         arrays[c] = v
     if len(lengths) != 1 or (index is not None and len(index) not in lengths):
         return pd.DataFrame(columns, index=index)
-    out = frame_from_arrays(arrays)
-    if index is not None:
-        out.index = index
-    return out
+    return frame_from_arrays(arrays, index=index)
 
 
 def rows(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     """``df[mask]`` for a boolean ``mask``: the frame itself where every row is kept
-    (frames are never modified in place), else the same frame pandas' boolean selection
-    makes (the same blocks, in the same order and layout, the same columns and labels),
-    taken block by block where every block is a NumPy array: pandas checks the mask and
-    the labels and goes through its general take (about 55 us for a frame of 70 rows,
-    against 15)."""
+    (frames are never modified in place), else the same frame made from each column's
+    rows (pandas' selection goes through its general take and reindexing: about 55 us
+    for a frame of 70 rows, against 15)."""
     mask = np.asarray(mask, dtype=bool)
     if mask.all():
         return df
-    mgr: Any = getattr(df, "_mgr", None)
-    blocks = getattr(mgr, "blocks", None)
+    arrays = stored_arrays(df)
+    names = list(df.columns)
     if (
-        type(df) is not pd.DataFrame
-        or not blocks_made()
-        or blocks is None
+        arrays is None
         or mask.shape != (len(df),)
         or df.attrs
-        or not df.flags.allows_duplicate_labels
-        or not all(type(b.values) is np.ndarray and b.values.ndim == 2 for b in blocks)
+        or len(set(names)) != len(names)
+        or not all(isinstance(a, (np.ndarray, pd.Categorical)) for a in arrays)
     ):
         return df[mask]
     at = np.flatnonzero(mask)
-    # np.take keeps the values C-ordered, as pandas' take does (a fancy index would not).
-    taken = tuple(b.make_block_same_class(np.take(b.values, at, axis=1)) for b in blocks)
-    axes = [mgr.axes[0], df.index.take(at)]  # the same column Index, the labels taken
-    return blocks_frame(taken, axes, consolidated=False)
+    taken = {c: a[at] for c, a in zip(names, arrays, strict=True)}
+    out = frame_from_arrays(taken, own=True, index=df.index[at])
+    out.columns = df.columns
+    return out
 
 
 def rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -131,32 +120,8 @@ def rank_rows(df: pd.DataFrame, rank: int) -> pd.DataFrame:
 
 
 def row_dict(df: pd.DataFrame, i: int) -> dict[str, Any]:
-    """``{str(k): v for k, v in df.iloc[i].to_dict().items()}``: row ``i`` as plain values.
-
-    The row of a frame with a text column is an object Series whose values to_dict turns
-    into Python's own (each column's NumPy scalar boxed, text as it is): read here from
-    each column's array and boxed the same way, without the row's Series (about 80 us for
-    the devices table). Any other frame (no object column, so the row would take a
-    common type; repeated names; extension columns) is read by pandas."""
-    arrays = stored_arrays(df)
-    names = list(df.columns)
-    if (
-        _BOX is None
-        or arrays is None
-        or len(set(names)) != len(names)
-        or not all(type(a) is np.ndarray and a.ndim == 1 for a in arrays)
-        or not any(a.dtype == object for a in arrays)
-    ):
-        return {str(k): v for k, v in df.iloc[i].to_dict().items()}
-    return {str(k): _BOX(a[i]) for k, a in zip(names, arrays, strict=True)}
-
-
-#: pandas' boxing of a NumPy scalar as Python's own (what Series.to_dict applies to an
-#: object row); None in a pandas without it (rows are then read by pandas).
-try:
-    _BOX: Any = importlib.import_module("pandas.core.dtypes.cast").maybe_box_native
-except (ImportError, AttributeError):  # pragma: no cover - a pandas that moved it
-    _BOX = None
+    """Row ``i`` as plain values."""
+    return {str(k): v for k, v in df.iloc[i].to_dict().items()}
 
 
 def numbered(df: pd.DataFrame) -> bool:
@@ -166,25 +131,17 @@ def numbered(df: pd.DataFrame) -> bool:
     return isinstance(i, pd.RangeIndex) and i.start == 0 and i.step == 1
 
 
-#: pandas' accessor of a column's stored array (private; None in a pandas without it).
+#: pandas' accessor of a column's stored array, by position (private; where a pandas
+#: lacks it, columns are read through their Series).
 _STORED: Any = getattr(pd.DataFrame, "_get_column_array", None)
 
 
-def _stored(df: Any, name: Any) -> Any:
-    """The array pandas stores for column ``name`` of a plain frame, read without a Series;
-    None where that does not apply (not a frame, a repeated or missing name, no accessor)."""
+def stored_array(df: Any, name: Any) -> Any:
+    """The array pandas stores for column ``name`` of a plain frame, as it is (shared with
+    the frame: never to be written); None where that does not apply (not a frame, a
+    repeated or missing name, no accessor)."""
     if type(df) is not pd.DataFrame or _STORED is None:
         return None
-    memo = _memo(df) if type(name) is str else None
-    if memo is None:
-        return _stored_now(df, name)
-    got = memo.get(name, _UNSEEN)
-    if got is _UNSEEN:
-        got = memo[name] = _stored_now(df, name)
-    return got
-
-
-def _stored_now(df: pd.DataFrame, name: Any) -> Any:
     try:
         at = df.columns.get_loc(name)
         return _STORED(df, at) if type(at) is int else None
@@ -192,48 +149,9 @@ def _stored_now(df: pd.DataFrame, name: Any) -> Any:
         return None
 
 
-#: The attribute of a frame holding :func:`_memo`'s answers (pandas neither pickles nor
-#: copies an attribute of its own object).
-_MEMO = "_nbprof_columns"
-_UNSEEN = object()
-
-
-def _memo(df: pd.DataFrame) -> dict[Any, Any] | None:
-    """The columns already read from ``df`` (by name; by (name, dtype) as :func:`column`
-    gave them), for as long as its manager, blocks and column names are the ones they
-    were read from.
-
-    A rank's analysis reads about 400 columns of 23 frames, 250 of them again (each read
-    asks pandas for the column's position, block and array: about 1.5 µs). The arrays
-    are pandas' own: a column set or replaced, inserted or dropped gives the frame new
-    blocks or names (or a new manager), and the answers are then read afresh; values
-    written in place are in the same arrays. None where the frame's internals are not
-    as expected."""
-    d = getattr(df, "__dict__", None)
-    mgr = d.get("_mgr") if d is not None and _STORED is not None else None
-    blocks = getattr(mgr, "blocks", None)
-    axes = getattr(mgr, "axes", None)
-    if blocks is None or not axes:
-        return None
-    memo = d.get(_MEMO)  # type: ignore[union-attr]
-    if memo is None or memo[0] is not mgr or memo[1] is not blocks or memo[2] is not axes[0]:
-        memo = (mgr, blocks, axes[0], {})
-        object.__setattr__(df, _MEMO, memo)
-    out: dict[Any, Any] = memo[3]
-    return out
-
-
-def stored_array(df: Any, name: Any) -> Any:
-    """The array pandas stores for column ``name`` of a plain frame, as it is (shared with
-    the frame: never to be written); None where that does not apply (not a frame, a
-    repeated or missing name, no accessor)."""
-    return _stored(df, name)
-
-
 def stored_arrays(df: Any) -> tuple[Any, ...] | None:
     """The arrays pandas stores for each column of a plain frame, in column order, as they
-    are (shared with the frame: never to be written); None where that does not apply (not
-    a frame, no accessor)."""
+    are (shared with the frame: never to be written); None where that does not apply."""
     if type(df) is not pd.DataFrame or _STORED is None:
         return None
     return tuple(_STORED(df, i) for i in range(df.shape[1]))
@@ -241,43 +159,32 @@ def stored_arrays(df: Any) -> tuple[Any, ...] | None:
 
 def column(df: Any, name: Any, dtype: Any = None) -> np.ndarray:
     """``df[name].to_numpy(dtype)``, the same array (a read-only view where it shares the
-    frame's memory), without building the Series.
-
-    Selecting a column makes a Series (its index, its flags, its name) only for the array
-    to be taken out of it again: about 20 µs each, and one rank's analysis reads a few
-    hundred columns. A column stored as a plain NumPy array is read from the frame's
-    blocks directly; anything else (an extension type such as pandas' text dtype, a
-    repeated column name, not a frame at all) goes through the Series as before.
-    """
-    memo = _memo(df) if type(df) is pd.DataFrame and type(name) is str else None
-    if memo is not None:
-        got = memo.get((name, dtype))
-        if got is not None:
-            return got
-        values = memo.get(name, _UNSEEN)
-        if values is _UNSEEN:
-            values = memo[name] = _stored_now(df, name)
-    else:
-        values = _stored(df, name)
+    frame's memory), without building the Series: a rank's analysis reads a few hundred
+    columns, and a Series costs several times reading its array. A text column held as a
+    ``Categorical`` comes as its values (objects); read its codes with
+    :func:`nbprof.analysis._text.name_column`."""
+    values = stored_array(df, name)
     if type(values) is np.ndarray:
         out = np.asarray(values, dtype=dtype)
         # What to_numpy gives: the stored array is never handed out writable.
         if out is values or np.shares_memory(values[:2], out[:2]):
             out = out.view()
             out.flags.writeable = False
-            if memo is not None:
-                # Read-only, so one view serves every caller; a converted copy is each
-                # caller's own (some write to it), never remembered.
-                memo[(name, dtype)] = out
         return out
+    if isinstance(values, pd.Categorical) and dtype in (None, object):
+        codes = values.codes
+        if not len(codes) or codes.min() >= 0:
+            # Its values: the categories at the codes (each row the category's own object).
+            return np.asarray(values.categories.to_numpy(dtype=object)[codes])
     if isinstance(values, pd.api.extensions.ExtensionArray):
-        # What Series.to_numpy returns for a column of an extension type (pandas' text
-        # type: the frames of text the public constructor made), without the Series.
         return np.asarray(values.to_numpy(dtype=dtype))
     return np.asarray(df[name].to_numpy(dtype=dtype))
 
 
 def dtype_of(df: Any, name: Any) -> Any:
-    """``df[name].dtype`` without building the Series."""
-    values = _stored(df, name)
+    """The dtype of what :func:`column` gives (``df[name].dtype``, a text column held as a
+    ``Categorical`` reading as object), without building the Series."""
+    values = stored_array(df, name)
+    if isinstance(values, pd.Categorical):
+        return np.dtype(object)
     return df[name].dtype if values is None else values.dtype

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from nbprof._objects import distinct_objects as distinct_objects
+import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -98,18 +97,32 @@ def any_true(code: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-#: Rows from which an object column's values are told apart by their addresses (below
-#: it, pandas' fixed cost of a factorize is more than looking at every value).
+#: Rows from which a table counts as long (its keys are grouped by their codes rather than
+#: by tuples of their values).
 BY_ADDRESS = 1024
 
 
-def all_text(values: np.ndarray) -> bool:
+def all_text(values: np.ndarray | pd.Categorical | pd.Series) -> bool:
     """Whether every value is a str: pandas drops missing keys (NaN, None) from groups, so
-    the plain-Python grouping is used only where there are none."""
-    if values.dtype == object and values.ndim == 1 and len(values) >= BY_ADDRESS:
-        return set(map(type, distinct_objects(values)[1])) <= {str}
+    the plain-Python grouping is used only where there are none. A trace's text columns
+    (Categoricals) are asked of their distinct values only."""
+    if isinstance(values, pd.Categorical):
+        codes = np.asarray(values.codes)
+        return (not len(codes) or codes.min() >= 0) and all(
+            type(v) is str for v in values.categories.tolist()
+        )
     # The set of the values' types, built in C: a third cheaper than a generator.
     return set(map(type, values.tolist())) <= {str}
+
+
+def factorized(values: np.ndarray | pd.Categorical | pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """(each row's index into the distinct values, those values): a Categorical's own codes
+    and (sorted) categories, read as they are; anything else in order of first
+    appearance."""
+    if isinstance(values, pd.Categorical):
+        return np.asarray(values.codes, dtype=np.intp), values.categories.tolist()
+    uniq, code = codes(values.tolist())
+    return code.astype(np.intp), uniq
 
 
 def sums_or_none(keys: np.ndarray, values: np.ndarray) -> tuple[list[Any], np.ndarray] | None:

@@ -8,168 +8,103 @@ the answer, is what keeps analysis well under a second.
 from __future__ import annotations
 
 import collections
-import contextlib
-import contextvars
 import functools
 import itertools
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nbprof.analysis import _frames, _group
+from nbprof.analysis import _frames
 
-#: Factorizations of object columns, by the memory they view, while
-#: :func:`shared_factorizations` is open (None otherwise).
-_FACTORIZED: contextvars.ContextVar[dict[tuple[Any, ...], tuple[Any, ...]] | None] = (
-    contextvars.ContextVar("nbprof_factorized", default=None)
-)
-
-
-@contextlib.contextmanager
-def shared_factorizations() -> Iterator[None]:
-    """Inside this block each name column is factorized once, however many patterns test it.
-
-    The same kernel-name column is matched against a dozen patterns in one analysis;
-    factorizing it each time was a third of the analysis time on a 216k-event trace. Only
-    for code that does not modify the columns meanwhile (analysis is pure); the block keeps
-    the columns alive, so no other array can reuse their memory while it is open.
-    """
-    token = _FACTORIZED.set({})
-    try:
-        yield
-    finally:
-        _FACTORIZED.reset(token)
-
-
-#: A column of names as the matching functions take it: a Series, or (from :func:`name_column`)
-#: the object array of str a frame stores.
-Names = pd.Series | np.ndarray
+#: A column of names as the matching functions take it: the trace's text columns come as
+#: ``Categorical`` s (:func:`name_column`), whose codes and distinct values the matching
+#: reads directly; a Series or an object array of text is factorized first.
+Names = pd.Series | np.ndarray | pd.Categorical
 
 
 def name_column(df: pd.DataFrame, name: str) -> Names:
-    """Column ``name`` of ``df`` to match patterns on: the array the frame stores where it
-    is an object array of str only (a trace's name columns), else ``df[name]``.
-
-    Selecting the column builds a Series (about 9 µs) only for the matching to take its
-    array out again, and one rank's analysis selects its name columns a few dozen times;
-    the array is the same values, factorized once with the Series' (same memory)."""
+    """Column ``name`` of ``df`` to match patterns on: the ``Categorical`` a trace's text
+    column is (its codes and distinct values read as they are, never found again), else
+    the column's array."""
     values = _frames.stored_array(df, name)
+    if isinstance(values, pd.Categorical):
+        return values
     if type(values) is np.ndarray and values.dtype == object and values.ndim == 1:
         view = values.view()
         view.flags.writeable = False
-        if _all_text(view):
-            return view
+        return view
     return df[name]
 
 
 def text_column(df: pd.DataFrame, name: str) -> Names:
-    """``as_text(df[name])`` as :func:`name_column` gives it: the stored array where it is text
-    already."""
+    """``as_text(df[name])`` as :func:`name_column` gives it: the column as it is where it
+    is text already."""
     values = name_column(df, name)
-    return values if isinstance(values, np.ndarray) else as_text(values)
+    if isinstance(values, pd.Categorical):
+        return values if _all_text(values) else np.asarray(values.astype(str), dtype=object)
+    if isinstance(values, np.ndarray) and _all_text(values):
+        return values
+    return as_text(df[name])
 
 
 def _factorize(values: Names) -> tuple[np.ndarray, Any]:
-    cache = _FACTORIZED.get()
-    arr: Any = None
-    if cache is not None:
-        if isinstance(values, pd.Series):
-            arr = values.to_numpy()
-        elif type(values) is np.ndarray and values.ndim == 1 and _all_text(values):
-            # An array of text (from name_column()): factorized as its Series would be, and
-            # shared with it (the same memory).
-            arr = values
-    if cache is None or arr is None or arr.dtype != object:
-        return _factorized(values)
-    key = (arr.__array_interface__["data"][0], arr.shape, arr.strides)
-    got = cache.get(key)
-    if got is None:
-        got = cache[key] = (arr, *_factorized(values))
-    return got[1], got[2]
+    """(each row's code, the distinct values): a Categorical's own codes and categories;
+    anything else ``pd.factorize(values, use_na_sentinel=False)``."""
+    held: Any = values
+    if isinstance(held, pd.Series) and isinstance(held.dtype, pd.CategoricalDtype):
+        held = held.array
+    if isinstance(held, pd.Categorical):
+        codes = np.asarray(held.codes)
+        if not len(codes) or codes.min() >= 0:
+            return codes, np.asarray(held.categories, dtype=object)
+        held = np.asarray(held, dtype=object)  # missing values: pandas decides
+    return pd.factorize(held, use_na_sentinel=False)
 
 
-#: Rows from which a column is factorized by its distinct objects (measured on a DLRM
-#: rank's names: 19 µs against 33 µs for its 525 launch calls, even at its 245 kernels).
-_BY_ADDRESS = 400
-
-
-def text_codes(values: np.ndarray) -> tuple[list[Any], np.ndarray]:
+def text_codes(values: Names) -> tuple[list[Any], np.ndarray]:
     """(distinct names, each row's index into them) of a column of str, in order of first
-    appearance, as ``_group.codes(values.tolist())`` gives them: the column's
-    factorization, shared with every pattern matched on it while
-    :func:`shared_factorizations` is open (a trace's kernel names are factorized by the
-    classification before the largest kernels' table groups them)."""
+    appearance, as ``_group.codes(values.tolist())`` gives them."""
     codes, uniq = _factorize(values)
-    return list(uniq), np.asarray(codes, dtype=np.int64)
+    codes = np.asarray(codes, dtype=np.int64)
+    if isinstance(values, pd.Categorical) or (
+        isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype)
+    ):
+        # Categories are sorted: renumbered in order of first appearance.
+        if not len(codes):
+            return [], codes
+        # The codes used, in order of first appearance: one hashing pass, not a sort.
+        order = np.asarray(pd.unique(codes), dtype=np.int64)
+        place = np.empty(len(uniq), np.int64)
+        place[order] = np.arange(len(order))
+        return [uniq[i] for i in order.tolist()], place[codes]
+    return list(uniq), codes
 
 
-def _factorized(values: Names) -> tuple[np.ndarray, Any]:
-    """``pd.factorize(values, use_na_sentinel=False)``; for a column of str only, by a
-    dict: pandas hashes each string's text anew on every call, where Python hashes a str
-    once and compares the repeats of a name (one object each, as the reader makes them)
-    by identity. Kernel names run to thousands of characters: pandas takes 9x as long for
-    a small rank's kernels, 5x for a large trace's. The codes and uniques are the same
-    (first-appearance order; the uniques as an array where pandas gives an Index)."""
-    # Only an object column: pandas' own text type has its own uniques' type. An object
-    # array (a frame's stored names) is read as its Series would be, without one.
-    if type(values) is np.ndarray and values.dtype == object and values.ndim == 1 and len(values):
-        arr = values
-    elif not isinstance(values, pd.Series) or values.dtype != object or not len(values):
-        return pd.factorize(values, use_na_sentinel=False)
-    else:
-        arr = values.to_numpy()
-    if len(arr) >= _BY_ADDRESS:
-        # Distinct objects first, then their text: the same codes and uniques (a name's
-        # first object is the first of its text), the rows never hashed one by one.
-        by_object, objects = _group.distinct_objects(arr)
-        if set(map(type, objects)) != {str}:
-            return pd.factorize(values, use_na_sentinel=False)
-        place: dict[str, int] = {}
-        own = [place.setdefault(o, len(place)) for o in objects]
-        return np.asarray(own, dtype=np.intp)[by_object], np.array(list(place), dtype=object)
-    names = arr.tolist()
-    if set(map(type, names)) != {str}:
-        return pd.factorize(values, use_na_sentinel=False)
-    uniq = list(dict.fromkeys(names))
-    place = dict(zip(uniq, range(len(uniq)), strict=True))
-    codes = np.fromiter(map(place.__getitem__, names), dtype=np.intp, count=len(names))
-    # The uniques as an object array, not pandas' Index of them (10 µs to make, and every
-    # caller only lists or iterates them).
-    return codes, np.array(uniq, dtype=object)
-
-
-def is_in(values: np.ndarray, names: frozenset[str]) -> np.ndarray:
+def is_in(values: Names, names: frozenset[str]) -> np.ndarray:
     """``Series.isin(names)`` for a column of names (a missing or odd value is in none),
-    asked once per distinct name, on the column's shared factorization."""
+    asked once per distinct name."""
     if not len(values):
         return np.zeros(0, dtype=bool)
-    if type(values) is not np.ndarray or values.dtype != object or values.ndim != 1:
+    if isinstance(values, np.ndarray) and (values.dtype != object or values.ndim != 1):
         values = pd.Series(values, dtype=object, copy=False)
     codes, uniq = _factorize(values)
     hit = np.fromiter(
-        (type(v) is str and v in names for v in uniq.tolist()), dtype=bool, count=len(uniq)
+        (type(v) is str and v in names for v in list(uniq)), dtype=bool, count=len(uniq)
     )
     return np.asarray(hit[codes])
 
 
-def equals(values: np.ndarray, word: str) -> np.ndarray:
-    """``values == word`` for an object column of text, asked once per distinct value on
-    the column's shared factorization: a long column compared with several words (the
-    kernel classes, the event tables) is compared value by value only once."""
-    if (
-        type(values) is not np.ndarray
-        or values.dtype != object
-        or values.ndim != 1
-        or len(values) < _group.BY_ADDRESS
-        or not _all_text(values)
-    ):
-        return np.asarray(values == word)
-    codes, uniq = _factorize(pd.Series(values, dtype=object, copy=False))
-    return np.asarray(np.asarray(uniq == word, dtype=bool)[codes])
+def equals(values: Names, word: str) -> np.ndarray:
+    """``values == word`` for a column of text, asked once per distinct value of a
+    Categorical."""
+    if isinstance(values, pd.Categorical):
+        codes, uniq = _factorize(values)
+        return np.asarray(np.asarray(uniq == word, dtype=bool)[codes])
+    return np.asarray(values == word)
 
 
 #: Characters of a name that patterns look at. A search costs time per character (about
@@ -417,7 +352,7 @@ def _hits(how: tuple[Any, ...], uniq: Any, one: Callable[[Any], bool]) -> np.nda
     equal strings (``1 == 1.0 == True`` as keys, not as text).
     """
     key: tuple[Any, ...] | None = None
-    text = _memo_names(uniq)
+    text = _names_key(uniq)
     if text is not None:
         key = (*how, text)
         with _MEMO_LOCK:
@@ -433,22 +368,6 @@ def _hits(how: tuple[Any, ...], uniq: Any, one: Callable[[Any], bool]) -> np.nda
             if len(_MEMO) > _MEMO_SIZE:
                 _MEMO.popitem(last=False)
     return hit
-
-
-def _memo_names(uniq: Any) -> tuple[str, ...] | None:
-    """The distinct names as the key of a remembered answer of :func:`_hits` (None where
-    they may not be remembered: not all text, or too long). A column's distinct names
-    are asked for by a dozen patterns: while :func:`shared_factorizations` is open the
-    key is made once per factorization (its uniques array is kept with it)."""
-    cache = _FACTORIZED.get()
-    if cache is None or type(uniq) is not np.ndarray:
-        return _names_key(uniq)
-    at = ("memo_names", id(uniq))
-    got = cache.get(at)
-    if got is None or got[0] is not uniq:
-        got = cache[at] = (uniq, _names_key(uniq))
-    out: tuple[str, ...] | None = got[1]
-    return out
 
 
 def _names_key(uniq: Any) -> tuple[str, ...] | None:
@@ -467,24 +386,19 @@ def has_bigram(tokens: tuple[str, ...], pairs: frozenset[tuple[str, str]]) -> bo
 
 def as_text(values: pd.Series) -> pd.Series:
     """``values.astype(str)``, or ``values`` themselves when every one is a str already (a
-    trace's name columns are): the same text without a copy of the column, and its
-    factorization shared with every other pattern matched on it."""
-    arr = values.to_numpy()
-    if arr.dtype == object and _all_text(arr):
-        return values
+    trace's name columns are): the same text without a copy of the column."""
+    arr = values.array if isinstance(values.dtype, pd.CategoricalDtype) else values.to_numpy()
+    if isinstance(arr, pd.Categorical) or arr.dtype == object:
+        if _all_text(arr):
+            return values
     return values.astype(str)
 
 
-def _all_text(arr: np.ndarray) -> bool:
-    """Whether every value of the object array ``arr`` is a str: asked once per column
-    while :func:`shared_factorizations` is open (the kernel names are asked several times
-    an analysis, a Python test of every row each time)."""
-    cache = _FACTORIZED.get()
-    if cache is None:
-        return _group.all_text(arr)
-    key = ("all_text", arr.__array_interface__["data"][0], arr.shape, arr.strides)
-    got = cache.get(key)
-    if got is None:
-        # The array is kept with its answer, so its memory is not reused meanwhile.
-        got = cache[key] = (arr, _group.all_text(arr))
-    return bool(got[1])
+def _all_text(values: np.ndarray | pd.Categorical) -> bool:
+    """Whether every value is a str (a Categorical's: its categories, and no code missing)."""
+    if isinstance(values, pd.Categorical):
+        codes = np.asarray(values.codes)
+        return (not len(codes) or codes.min() >= 0) and all(
+            type(v) is str for v in values.categories.tolist()
+        )
+    return set(map(type, values.tolist())) <= {str}

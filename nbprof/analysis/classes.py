@@ -39,6 +39,7 @@ from nbprof.analysis._text import (
     equals,
     has_bigram,
     matches,
+    name_column,
     name_pattern,
     text_codes,
     token_matches,
@@ -392,7 +393,7 @@ def top_kernels(kernels: pd.DataFrame, classes: pd.DataFrame, n: int = 20) -> pd
     cols = list(TOP_KERNELS_TABLE.names)
     if kernels.empty:
         return _frames.empty(cols)
-    names = _frames.column(kernels, "name")
+    names = name_column(kernels, "name")
     if not _group.all_text(names):
         return _top_kernels_grouped(kernels, classes, n)
     dur = _frames.column(kernels, "dur", "float64")

@@ -35,7 +35,7 @@ from nbprof.analysis import (
 from nbprof.analysis import (
     intervals as iv,
 )
-from nbprof.analysis._text import matches, name_pattern, text_column
+from nbprof.analysis._text import equals, matches, name_column, name_pattern, text_column
 from nbprof.analysis.classes import (
     class_shares,
     is_collective,
@@ -76,9 +76,9 @@ def _sel(df: pd.DataFrame, rank: int, device: str) -> pd.DataFrame:
     if df.empty:
         return df
     mask = _frames.column(df, "rank") == rank
-    dev = _frames.column(df, "device")
-    if dev.dtype == object and _group.all_text(dev):
-        mask &= dev == device
+    dev = name_column(df, "device")
+    if (isinstance(dev, pd.Categorical) or dev.dtype == object) and _group.all_text(dev):
+        mask &= equals(dev, device)
     else:
         mask &= df["device"].astype(str).to_numpy() == device
     return _frames.rows(df, mask)

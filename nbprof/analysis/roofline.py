@@ -251,10 +251,12 @@ def _flop_ops_by_arrays(cpu_ops: pd.DataFrame) -> tuple[pd.DataFrame, bool] | No
     candidates' frame, its FLOPs assigned and its outermost rows each copied every column
     of the ops, which on a small rank cost more than finding the rows. The same rows,
     columns and types, numbered from 0 (nothing reads the ops' labels). None where a
-    column is not a plain array (its type is pandas' to keep) or there are no ops."""
+    column is neither a plain array nor a Categorical (its type is pandas' to keep) or
+    there are no ops."""
     names = list(cpu_ops.columns)
     stored = [_frames.stored_array(cpu_ops, c) for c in names]
-    if cpu_ops.empty or not all(type(a) is np.ndarray for a in stored):
+    # A trace's text is a Categorical: its rows taken keep its categories, as iloc keeps them.
+    if cpu_ops.empty or not all(type(a) in (np.ndarray, pd.Categorical) for a in stored):
         return None
     arrays = dict(zip(names, stored, strict=True))
     if not _NEEDED <= arrays.keys() or arrays["flops"].dtype != "float64":

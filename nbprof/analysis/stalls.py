@@ -62,7 +62,7 @@ import pandas as pd
 
 from nbprof.analysis import _frames, _group
 from nbprof.analysis import intervals as iv
-from nbprof.analysis._text import is_in
+from nbprof.analysis._text import is_in, name_column
 from nbprof.analysis.model import STALLS_TABLE
 from nbprof.analysis.syncs import SYNC_OPS
 from nbprof.trace.model import frame_from_arrays
@@ -376,14 +376,16 @@ def host_activity(
     if cpu_ops.empty:
         top = pd.DataFrame({"ts": [], "dur": [], "name": []})
     else:
-        names = _frames.column(cpu_ops, "name")
+        names = name_column(cpu_ops, "name")
         # .item() is blocking, already counted as such: never the op that "ran".
         sync = is_in(names, _SYNC_OPS)
         rows = np.flatnonzero((_frames.column(cpu_ops, "depth") == 0) & ~sync)
         ts, dur = _frames.column(cpu_ops, "ts")[rows], _frames.column(cpu_ops, "dur")[rows]
         if ts.dtype.kind in "iuf" and dur.dtype.kind in "iuf":
             # Numbers and object text, as the public constructor keeps them: built directly.
-            top = frame_from_arrays({"ts": ts, "dur": dur, "name": names[rows].astype(object)})
+            top = frame_from_arrays(
+                {"ts": ts, "dur": dur, "name": np.asarray(names[rows], dtype=object)}
+            )
         else:
             top = pd.DataFrame({"ts": ts, "dur": dur, "name": pd.Series(names[rows], dtype=object)})
     # Only ts, dur and name are read from the call frames.

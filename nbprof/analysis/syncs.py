@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import is_in, matches, name_column, name_pattern, text_codes
+from nbprof.analysis._text import equals, is_in, matches, name_column, name_pattern, text_codes
 from nbprof.analysis.model import SYNCS_TABLE
 
 logger = logging.getLogger(__name__)
@@ -181,20 +181,20 @@ def sync_calls(
     # Row numbers of each source frame, in the order their rows are listed.
     picked: list[tuple[pd.DataFrame, np.ndarray]] = []
     if not runtime.empty:
-        cat = _frames.column(runtime, "cat")
-        sync = is_in(_frames.column(runtime, "name"), _SYNC_RUNTIME_SET)
-        rt = np.flatnonzero(sync & (cat != "cuda_sync"))
+        gpu_side = equals(name_column(runtime, "cat"), "cuda_sync")
+        sync = is_in(name_column(runtime, "name"), _SYNC_RUNTIME_SET)
+        rt = np.flatnonzero(sync & ~gpu_side)
         picked.append((runtime, rt))
         if not len(rt):
             # A "Stream Wait Event" is a stream waiting on another on the GPU, never the
             # host: the other cuda_sync kinds (stream, event, context syncs) block it.
-            gpu_side = _frames.column(runtime, "name") == "Stream Wait Event"
-            picked.append((runtime, np.flatnonzero((cat == "cuda_sync") & ~gpu_side)))
+            waits = equals(name_column(runtime, "name"), "Stream Wait Event")
+            picked.append((runtime, np.flatnonzero(gpu_side & ~waits)))
     if not cpu_ops.empty:
-        names = _frames.column(cpu_ops, "name")
+        names = name_column(cpu_ops, "name")
         ops = np.flatnonzero(is_in(names, _SYNC_OPS_SET))
         # aten::item encloses aten::_local_scalar_dense: count the outer one only.
-        item = ops[names[ops] == "aten::item"]
+        item = ops[np.asarray(names[ops] == "aten::item", dtype=bool)]
         picked.append((cpu_ops, item if len(item) else ops))
     picked = [(f, rows) for f, rows in picked if len(rows)]
     copies = blocking_copies(runtime, memcpy) if memcpy is not None else _empty()

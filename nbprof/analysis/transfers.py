@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from nbprof.analysis import _frames, _group
-from nbprof.analysis._text import matches, name_column
+from nbprof.analysis._text import Names, matches, name_column
 from nbprof.analysis.model import COPIES_TABLE
 
 logger = logging.getLogger(__name__)
@@ -41,23 +42,23 @@ def is_pageable(memcpy: pd.DataFrame) -> pd.Series:
     return pd.Series(pageable_mask(memcpy), index=memcpy.index)
 
 
-def _sorted_groups(rank: np.ndarray, keys: list[np.ndarray]) -> tuple[list[Any], np.ndarray] | None:
+def _sorted_groups(rank: np.ndarray, keys: Sequence[Names]) -> tuple[list[Any], np.ndarray] | None:
     """``_group.codes`` of the rows' (rank, *keys) tuples, sorted, for integer ranks and
-    keys of text only: each column's sorted distinct values first, then the rows' places
-    in them as one number, whose order is the tuples' order. A trace's copies are a few
-    groups of thousands of rows, and hashing a tuple per row was most of the table; None
-    where the numbers would not fit in 62 bits."""
-    if rank.dtype.kind not in "iu" or not len(rank) or any(k.dtype != object for k in keys):
+    keys of text only: each column's sorted distinct values first (a Categorical's codes
+    read as they are), then the rows' places in them as one number, whose order is the
+    tuples' order. A trace's copies are a few groups of thousands of rows, and hashing a
+    tuple per row was most of the table; None where the numbers would not fit in 62 bits."""
+    if rank.dtype.kind not in "iu" or not len(rank):
         return None
     r_uniq, r_code = np.unique(rank, return_inverse=True)
     values: list[list[Any]] = [r_uniq.tolist()]
     places: list[np.ndarray] = [np.asarray(r_code, dtype=np.int64).reshape(-1)]
     for k in keys:
-        by_object, objects = _group.distinct_objects(k)
-        text = sorted(set(objects))
+        by_code, distinct = _group.factorized(k)
+        text = sorted(set(distinct))
         at = {t: i for i, t in enumerate(text)}
         values.append(text)
-        places.append(np.array([at[o] for o in objects], dtype=np.int64)[by_object])
+        places.append(np.array([at[o] for o in distinct], dtype=np.int64)[by_code])
     if math.prod(len(v) for v in values) >= 1 << 62:
         return None
     number = places[0]
@@ -74,7 +75,7 @@ def _sorted_groups(rank: np.ndarray, keys: list[np.ndarray]) -> tuple[list[Any],
     return uniq, np.asarray(code, dtype=np.int64).reshape(-1)
 
 
-def _tuple_groups(rank: np.ndarray, keys: list[np.ndarray]) -> tuple[list[Any], np.ndarray]:
+def _tuple_groups(rank: np.ndarray, keys: Sequence[Names]) -> tuple[list[Any], np.ndarray]:
     """:func:`_sorted_groups`' answer from the rows' tuples, each text held by the object
     of its first row (the one :func:`_sorted_groups` keeps of equal texts)."""
     cols = []
@@ -91,7 +92,7 @@ def copies_table(memcpy: pd.DataFrame) -> pd.DataFrame:
     pageable = pageable_mask(memcpy)
     b = _frames.column(memcpy, "bytes")
     nbytes = np.maximum(b, 0) if b.dtype.kind == "i" else memcpy["bytes"].clip(lower=0).to_numpy()
-    keys = [_frames.column(memcpy, c) for c in ("device", "kind", "src", "dst")]
+    keys = [name_column(memcpy, c) for c in ("device", "kind", "src", "dst")]
     if all(_group.all_text(k) for k in keys) and nbytes.dtype.kind == "i":
         rank = _frames.column(memcpy, "rank")
         # By numbers for a long table; a short one's tuples are grouped sooner than its

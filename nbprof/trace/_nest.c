@@ -1,5 +1,6 @@
-/* CPU ops' nesting per thread, and the op each call was made from, in one pass: the fast
- * paths of nbprof.trace.links.nest and innermost_ops.
+/* CPU ops' nesting per thread, and the op each call was made from, in one pass: part of
+ * the accelerator nbprof.trace._accel (its module is in _accel.c), the fast paths of
+ * nbprof.trace.links.nest and innermost_ops.
  *
  * The numpy paths find each op's depth and parent, and each call's innermost op, with a
  * dozen sorts and sorted searches over every op (about 0.3 s for the 567k ops and 424k
@@ -151,13 +152,13 @@ static int same_length(Py_buffer *v, Py_ssize_t n, Py_ssize_t item) {
     return v->len == n * item;
 }
 
-PyDoc_STRVAR(nest_doc,
-             "nest(pid, tid, starts, ends, depth, parent) -> bool\n\n"
+const char nbprof_nest_doc[] =
+    "nest(pid, tid, starts, ends, depth, parent)\n--\n\n"
              "Fill depth (int32) and parent (int64) for rows of int64 pids and tids and\n"
              "float64 starts and ends; False (nothing written) where the rows are not in\n"
-             "the order the walk needs.");
+             "the order the walk needs.";
 
-static PyObject *nest(PyObject *self, PyObject *args) {
+PyObject *nbprof_nest(PyObject *self, PyObject *args) {
     Py_buffer pv, tv, sv, ev, dv, av;
     if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*:nest", &pv, &tv, &sv, &ev, &dv, &av))
         return NULL;
@@ -224,13 +225,13 @@ done:
  * deep trees, takes over: real traces nest a few dozen levels deep. */
 #define WALK_BUDGET 64
 
-PyDoc_STRVAR(innermost_doc,
-             "innermost(pid, tid, starts, ends, parent, q_pid, q_tid, q_t, out) -> bool\n\n"
+const char nbprof_innermost_doc[] =
+    "innermost(pid, tid, starts, ends, parent, q_pid, q_tid, q_t, out)\n--\n\n"
              "Fill out (int64) with each query's innermost op (-1: none), for ops as nest()\n"
              "takes them and its parents; False (out unspecified) where the walk does not\n"
-             "answer.");
+             "answer.";
 
-static PyObject *innermost(PyObject *self, PyObject *args) {
+PyObject *nbprof_innermost(PyObject *self, PyObject *args) {
     Py_buffer pv, tv, sv, ev, av, qpv, qtv, qv, ov;
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*:innermost", &pv, &tv, &sv, &ev, &av, &qpv,
                           &qtv, &qv, &ov))
@@ -306,15 +307,3 @@ done:
     PyBuffer_Release(&ov);
     return result;
 }
-
-static PyMethodDef methods[] = {
-    {"nest", nest, METH_VARARGS, nest_doc},
-    {"innermost", innermost, METH_VARARGS, innermost_doc},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "nbprof.trace._nest", "CPU ops' nesting per thread, and the ops calls were made from.", -1, methods,
-};
-
-PyMODINIT_FUNC PyInit__nest(void) { return PyModule_Create(&module); }

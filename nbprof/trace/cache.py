@@ -34,10 +34,10 @@ import msgspec
 import numpy as np
 
 from nbprof._files import atomic_output
-from nbprof._objects import distinct_objects
 from nbprof._version import __version__
 from nbprof.errors import plain_text
 from nbprof.trace.model import TABLES
+from nbprof.trace.text import categorical
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -199,12 +199,12 @@ def _frame(z: Any, spec: list[list[Any]]) -> pd.DataFrame:
             n = len(col)
         elif len(col) != n:
             raise _Bad(f"column {name} has {len(col)} rows, expected {n}")
-        cols[name] = pd.Series(col, dtype=object, copy=False) if kind == "text" else col
+        cols[name] = col
     # The same construction as tables.frame_of: text stays object, numbers are not copied.
     return pd.DataFrame(cols, copy=False)
 
 
-def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> np.ndarray:
+def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> pd.Categorical:
     if codes.dtype != np.int32 or offsets.dtype != np.int64 or blob.dtype != np.uint8:
         raise _Bad("a text column has the wrong dtypes")
     if codes.ndim != 1 or offsets.ndim != 1 or blob.ndim != 1 or not len(offsets):
@@ -222,9 +222,7 @@ def _text(codes: np.ndarray, offsets: np.ndarray, blob: np.ndarray) -> np.ndarra
         values = [s[a:b] for a, b in itertools.pairwise(ends)]
     else:
         values = [raw[a:b].decode("utf-8", "surrogatepass") for a, b in itertools.pairwise(ends)]
-    uniq = np.empty(n, dtype=object)
-    uniq[:] = values
-    return uniq[codes]
+    return categorical(codes, values)
 
 
 def racy(key: Key) -> bool:
@@ -277,8 +275,12 @@ def _encode(frames: dict[str, pd.DataFrame], info: Info) -> tuple[dict[str, np.n
         for name in f.columns:
             if not isinstance(name, str):
                 raise _Bad(f"table {t} has a column named {name!r}")
-            col = f[name].to_numpy()
-            if col.dtype == object:
+            col = (
+                f[name].array
+                if isinstance(f[name].dtype, pd.CategoricalDtype)
+                else f[name].to_numpy()
+            )
+            if isinstance(col, pd.Categorical):
                 names = [f"a{len(arrays)}", f"a{len(arrays) + 1}", f"a{len(arrays) + 2}"]
                 arrays.update(zip(names, _encode_text(col, t, name), strict=True))
                 spec.append([name, "text", names])
@@ -299,11 +301,9 @@ def _encode(frames: dict[str, pd.DataFrame], info: Info) -> tuple[dict[str, np.n
     return arrays, {"tables": tables, "info": info}
 
 
-def _encode_text(col: np.ndarray, table: str, name: str) -> list[np.ndarray]:
-    # By identity: a trace's text column holds one object per distinct name, and
-    # factorizing by value hashed every row (a third of writing an entry). Two objects of
-    # one value are two values here, each decoded to the same text.
-    codes, uniques = distinct_objects(col)
+def _encode_text(col: pd.Categorical, table: str, name: str) -> list[np.ndarray]:
+    # A trace's text columns are dictionary-encoded already: their codes and categories.
+    codes, uniques = np.asarray(col.codes), col.categories.tolist()
     parts: list[bytes] = []
     for u in uniques:
         if type(u) is not str:

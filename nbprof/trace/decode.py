@@ -1,11 +1,12 @@
-"""Typed decoding of a trace's JSON: only the fields nbprof reads, ``args`` left raw.
+"""The pure-Python reading of trace events: msgspec structs, then columns.
 
-A generic parse (``json``/``orjson``) builds a dict per event and a Python object per value;
-most of that is thrown away. Here a skim (:func:`decode_file`) finds the top-level keys and
-slices ``traceEvents`` into one raw JSON text per event; then msgspec decodes the events a
-chunk at a time (:func:`decode_chunk`) straight into small structs, keeping ``args`` as
-:class:`msgspec.Raw` (a slice, no parsing); args are decoded only for the event kinds that
-need them, in one batch per kind (:func:`decode_args`).
+This is the reference path: the accelerator (:mod:`nbprof.trace.accel`) reads the same
+text into the same :class:`~nbprof.trace.events.EventColumns`, and leaves here whatever it
+cannot read exactly. msgspec decodes a piece of the event array straight into small
+structs holding only the fields nbprof reads, ``args`` kept as :class:`msgspec.Raw` (a
+slice, no parsing); args are decoded only for the event kinds that need them, in one batch
+per kind (:func:`decode_args`). Top-level values other than the events are read by
+:func:`top_values`.
 
 Timestamps are kept as raw text too and parsed into integer nanoseconds with numpy
 (:func:`parse_ts_ns`): an epoch timestamp in µs with three decimals (``1712195495519695.812``)
@@ -16,7 +17,6 @@ nanoseconds.
 from __future__ import annotations
 
 import logging
-import mmap
 import re
 import sys
 import warnings
@@ -30,9 +30,9 @@ import numpy as np
 
 from nbprof.errors import TraceError as TraceError  # tables raises it as dec.TraceError
 from nbprof.errors import plain_text
-from nbprof.trace import scan
+from nbprof.trace.events import TEXT_ID, ArgSpans, EventColumns
 from nbprof.trace.io import encoding_problem
-from nbprof.trace.scan import ArgSpans
+from nbprof.trace.text import Text
 
 logger = logging.getLogger(__name__)
 
@@ -87,18 +87,6 @@ class DeviceProps(msgspec.Struct, gc=False):
     maxThreadsPerMultiprocessor: int | None = None
 
 
-class FlowEvent(msgspec.Struct, gc=False):
-    """The fields of a flow event that links a launch to its GPU activity."""
-
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: msgspec.Raw = _EMPTY
-    id: int | str | None = None
-
-
-_flows_decoder = msgspec.json.Decoder(list[FlowEvent])
-
-
 def json_array(raws: list[msgspec.Raw]) -> bytes:
     """The JSON array of these values, copied once (``b"[" + b",".join(...) + b"]"``
     would copy the whole text twice more: a chunk's events are megabytes)."""
@@ -107,30 +95,14 @@ def json_array(raws: list[msgspec.Raw]) -> bytes:
     return b",".join([b"[" + bytes(raws[0]), *raws[1:-1], bytes(raws[-1]) + b"]"])
 
 
-def decode_flows(raws: list[msgspec.Raw], path: str) -> tuple[list[FlowEvent], np.ndarray]:
-    """Flow events already checked by :func:`decode_chunk`, decoded again for their links."""
-    try:
-        events = _flows_decoder.decode(json_array(raws))
-    except DECODE_ERRORS as e:
-        raise TraceError(path, f"not valid JSON in a flow event ({e})") from None
-    except RecursionError:
-        raise TraceError(path, f"a flow event: {too_deep()}") from None
-    return events, parse_ts_ns([e.ts for e in events], path)
-
-
 #: An event as decoded, whichever way its timestamp was read.
 AnyEvent = Event | IntTsEvent
 
 
 @dataclass
-class Decoded:
-    """One file, skimmed: its events as raw JSON slices, and the top-level metadata.
+class Top:
+    """A file's top-level values other than its events, read."""
 
-    The events are decoded a chunk at a time (:func:`decode_chunk`) so that only one chunk's
-    structs are alive at once: a struct per event costs several times the event's JSON.
-    """
-
-    raw_events: list[msgspec.Raw]
     metadata: dict[str, Any] = field(default_factory=dict)
     device_props: list[DeviceProps] = field(default_factory=list)
     #: ``baseTimeNanoseconds``: when present, timestamps are relative to it.
@@ -139,18 +111,6 @@ class Decoded:
     rank: int | None = None
     #: Top-level values that could not be read and are ignored, in words for the user.
     notes: list[str] = field(default_factory=list)
-    #: Instead of ``raw_events`` (then empty): the file's bytes and the spans of the pieces
-    #: its event array was cut into without a skim (see :func:`split_events`).
-    data: Buffer | None = None
-    pieces: list[tuple[int, int]] = field(default_factory=list)
-    #: The one piece is the whole event array of a file not laid out as Kineto indents it
-    #: (see :func:`_one_piece`): its events are tabulated a chunk at a time, as a skimmed
-    #: file's are, so that its rows come out in the same order.
-    whole: bool = False
-    #: The whole piece is larger than a piece (a big file not laid out as Kineto writes
-    #: it): only the scanner reads it, and when it leaves it the file is skimmed (decoded
-    #: at once in Python, its events would all be structs together).
-    scan_only: bool = False
 
 
 NO_TS = np.iinfo(np.int64).min
@@ -158,7 +118,6 @@ NO_TS = np.iinfo(np.int64).min
 _events_decoder = msgspec.json.Decoder(list[Event])
 _int_ts_decoder = msgspec.json.Decoder(list[IntTsEvent])
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
-_top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _props_decoder = msgspec.json.Decoder(list[DeviceProps])
 
 _TYPE_WORDS = {
@@ -195,12 +154,8 @@ def explain_validation(e: msgspec.ValidationError) -> tuple[int | None, str, str
     return index, sub, problem
 
 
-#: Text of any kind nbprof reads: the file's bytes (gzip output comes as a bytearray; a
-#: helper process reads its pieces from shared memory, :mod:`nbprof.trace.helpers`).
-Buffer = bytes | bytearray | mmap.mmap
-
-_UTF8_BOM = b"\xef\xbb\xbf"
-_SPACE_RUN = re.compile(rb"[ \t\r\n]*")
+#: Text of any kind nbprof reads: the file's bytes (gzip output comes as a bytearray).
+Buffer = bytes | bytearray | memoryview
 
 
 def too_deep() -> str:
@@ -211,13 +166,7 @@ def too_deep() -> str:
     )
 
 
-def _skip_space(data: Buffer, pos: int) -> int:
-    """The first position at or after ``pos`` that is not JSON whitespace."""
-    m = _SPACE_RUN.match(data, pos)
-    return m.end() if m else pos
-
-
-def _last_non_space(data: Buffer, end: int) -> int:
+def last_non_space(data: Buffer, end: int) -> int:
     """The last position before ``end`` that is not JSON whitespace (-1 if none).
 
     Scanned backwards in growing blocks with numpy: megabytes of padding cost milliseconds,
@@ -249,11 +198,13 @@ _AT_BYTE = re.compile(r"\(byte (\d+)\)")
 #: What a msgspec decode raises for bad input: msgspec 0.18 and 0.19 raise Python's own
 #: UnicodeDecodeError for invalid UTF-8 inside a string, later releases a DecodeError.
 DECODE_ERRORS: tuple[type[Exception], ...] = (msgspec.DecodeError, UnicodeDecodeError)
+#: Those, and JSON nested beyond what the decoder takes.
+DECODE_OR_DEPTH_ERRORS: tuple[type[Exception], ...] = (*DECODE_ERRORS, RecursionError)
 
 
-def _json_error(path: str, data: Buffer, e: Exception) -> TraceError:
+def json_error(path: str, data: Buffer, e: Exception) -> TraceError:
     msg = str(e)
-    if _last_non_space(data, len(data)) < 0:
+    if last_non_space(data, len(data)) < 0:
         return TraceError(path, "file is empty")
     encoding = encoding_problem(bytes(data[:4]))
     if encoding:
@@ -264,101 +215,9 @@ def _json_error(path: str, data: Buffer, e: Exception) -> TraceError:
     return TraceError(path, f"not valid JSON ({msg})")
 
 
-class _File(msgspec.Struct, gc=False):
-    traceEvents: list[msgspec.Raw]
-
-
-_file_decoder = msgspec.json.Decoder(_File)
-
-
-def decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
-    """Decode one trace file's bytes (a Kineto object, or a bare Chrome-trace array).
-
-    With ``piece_bytes``, an event array written one event per indented block (as Kineto
-    writes it) is cut into pieces of about that size instead of being skimmed into a slice
-    per event (see :func:`split_events`); any other file is skimmed.
-    """
-    try:
-        return _decode_file(data, path, piece_bytes)
-    except RecursionError:
-        raise TraceError(path, too_deep()) from None
-
-
-def _decode_file(data: Buffer, path: str, piece_bytes: int = 0) -> Decoded:
-    if data[:3] == _UTF8_BOM:
-        # JSON may start with a byte-order mark (RFC 8259 lets readers ignore it): as
-        # whitespace it changes no offset; in place when the buffer allows.
-        if isinstance(data, bytearray):
-            data[:3] = b"   "
-        else:
-            data = b"   " + data[3:]
-    start = _skip_space(data, 0)
-    head = bytes(data[start : start + 1])
-    metadata: dict[str, Any] = {}
-    whole = False
-    props: list[DeviceProps] = []
-    base_ns: int | None = None
-    rank: int | None = None
-    notes: list[str] = []
-    bare = head == b"["
-    raws: list[msgspec.Raw] | None = None
-    pieces: list[tuple[int, int]] = []
-    big = len(data) > piece_bytes
-    if not bare:
-        cut = split_events(data, piece_bytes) if piece_bytes > 0 else None
-        if cut is None and piece_bytes > 0 and (not big or scan.available()):
-            cut = _one_piece(data)
-            whole = cut is not None
-        split = _split_top(data) if cut is None else None
-        if cut is not None:
-            pieces, top, dup = cut
-            raws = []
-        elif split is not None:
-            raws, top, dup = split
-        else:
-            top, dup = _skim_top(data, path, head)
-        meta = top_values(top, dup, path)
-        metadata, props, base_ns, rank, notes = (
-            meta.metadata,
-            meta.device_props,
-            meta.base_ns,
-            meta.rank,
-            meta.notes,
-        )
-    if raws is None:
-        try:
-            # Slices of the file's own bytes (not of the skim's raw value, which would copy).
-            if bare:
-                raws = _raw_list_decoder.decode(data)
-            else:
-                raws = _file_decoder.decode(data).traceEvents
-        except msgspec.ValidationError as e:
-            _, _, problem = explain_validation(e)
-            raise TraceError(path, f"`traceEvents` {problem}") from None
-        except DECODE_ERRORS as e:
-            closed = _closed_array(data) if bare and "truncated" in str(e) else None
-            if closed is None:
-                raise _json_error(path, data, e) from None
-            # The Trace Event Format lets the array format end without its "]" (a traced
-            # process that died mid-trace leaves it so): close it and read again.
-            data = closed
-            try:
-                raws = _raw_list_decoder.decode(data)
-            except DECODE_ERRORS:
-                raise _json_error(path, data, e) from None
-            notes.append("the event array had no closing `]` (allowed by the format); read as is")
-    if not raws and not pieces:
-        raise TraceError(path, "trace is empty (no events)")
-    if pieces:
-        return Decoded(
-            [], metadata, props, base_ns, rank, notes, data, pieces, whole, whole and big
-        )
-    return Decoded(raws, metadata, props, base_ns, rank, notes)
-
-
-def top_values(top: dict[str, msgspec.Raw], dup: str | None, path: str) -> Decoded:
+def top_values(top: dict[str, msgspec.Raw], dup: str | None, path: str) -> Top:
     """The top-level values other than the events (``top``, with a repeated top-level key
-    ``dup``), read: a Decoded with no events yet."""
+    ``dup``), read."""
     metadata: dict[str, Any] = {}
     base_ns: int | None = None
     rank: int | None = None
@@ -403,325 +262,7 @@ def top_values(top: dict[str, msgspec.Raw], dup: str | None, path: str) -> Decod
         r = info.get("rank")
         if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31:
             rank = r
-    return Decoded([], metadata, props, base_ns, rank, notes)
-
-
-def skim_events(data: Buffer) -> list[msgspec.Raw]:
-    """The raw event slices of a Kineto file already read by pieces (so known to be valid)."""
-    return _file_decoder.decode(data).traceEvents
-
-
-#: How far before the event array's apparent end top-level keys written after it are
-#: looked for (see :func:`split_events`).
-TAIL_BYTES = 64 << 10
-_EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
-_INDENT = re.compile(rb"[ \t]*")
-
-
-def split_events(
-    data: Buffer, piece_bytes: int
-) -> tuple[list[tuple[int, int]], dict[str, msgspec.Raw], str | None] | None:
-    """The spans of pieces of about ``piece_bytes`` of the event array, each a run of whole
-    events, with the other top-level values and a repeated top-level key (as
-    :func:`_split_top` gives them); None when the array is not laid out as Kineto writes it.
-
-    A skim slices the whole file into a value per event only to find where the events are.
-    Kineto writes each event as a block at one indentation, ``},\n  {`` between two, and a
-    newline is never inside a JSON string, so that text can only lie between events or at
-    some deeper level of one. A cut at a deeper level leaves a piece whose brackets do not
-    balance, so it is found when the piece is decoded (:func:`decode_piece` then says None
-    and the file is skimmed after all); pieces that all decode are exactly the events.
-    The rest of the object is decoded with the array replaced by ``[]``, as in
-    :func:`_split_top`, which also checks that the array found is the top-level
-    ``traceEvents`` (:func:`top_around_array`).
-    """
-    lay = layout(data)
-    if lay is None:
-        return None
-    ends = array_end(data, lay.first, len(data), lay)
-    if ends is None:
-        return None
-    end, closing = ends
-    around = top_around_array(lay.before, data[closing + 1 :])
-    if around is None:
-        return None
-    top, repeated = around
-    return list(cut_pieces(data, lay.first, end, lay.sep, piece_bytes)), top, repeated
-
-
-@dataclass(frozen=True)
-class Layout:
-    """An event array written as Kineto writes it, from the text before its first event
-    (see :func:`split_events`)."""
-
-    #: The file up to the event array's ``[``.
-    before: bytes
-    #: The first event's indentation, and the text between two events at it.
-    indent: bytes
-    sep: bytes
-    #: The indentation of the line holding the ``traceEvents`` key (None when that line
-    #: is not just indentation before the key).
-    key_indent: bytes | None
-    #: Where the first event starts.
-    first: int
-
-
-def layout(data: Buffer) -> Layout | None:
-    """The event array's layout, from a file's text (its first bytes are enough); None when
-    they do not show an object whose ``traceEvents`` array holds events one indented block
-    each."""
-    at = _skip_space(data, 0)
-    if data[at : at + 1] != b"{":
-        return None
-    m = _EVENTS_KEY.search(data)
-    if m is None:
-        return None
-    opening = m.end() - 1
-    first = _skip_space(data, m.end())
-    line = data.rfind(b"\n", opening, first)
-    if data[first : first + 1] != b"{" or line < 0:
-        return None
-    indent = bytes(data[line + 1 : first])
-    if _INDENT.fullmatch(indent) is None:
-        return None
-    key_at = data.rfind(b"\n", 0, m.start()) + 1
-    key_indent = bytes(data[key_at : m.start()])
-    return Layout(
-        before=bytes(data[:opening]),
-        indent=indent,
-        sep=b"},\n" + indent + b"{",
-        key_indent=key_indent if _INDENT.fullmatch(key_indent) else None,
-        first=first,
-    )
-
-
-def array_end(buf: Buffer, start: int, stop: int, lay: Layout) -> tuple[int, int] | None:
-    """(where the last event ends, where the array's ``]`` is) in ``buf[start:stop]``, which
-    holds the end of the array and all that follows it; None when it does not end as
-    Kineto writes it."""
-    # The last event's closing brace, at the events' indentation, then the array's end.
-    last = buf.rfind(b"\n" + lay.indent + b"}", start, stop)
-    if last < 0:
-        return None
-    # Newer PyTorch writes top-level values after the event array, deviceProperties among
-    # them: a list of objects that can sit at the events' indentation, whose last "}"
-    # the search above finds. A top-level key line after the events says the array ends
-    # before it. Those values are a few kB, so only that much before the end is searched:
-    # further back lie the events, which a search would read for nothing (a key beyond
-    # it only costs the skim, as before).
-    if lay.key_indent is not None:
-        key = buf.rfind(b"\n" + lay.key_indent + b'"', max(start, last - TAIL_BYTES), last)
-        if key >= 0:
-            last = buf.rfind(b"\n" + lay.indent + b"}", start, key)
-            if last < 0:
-                return None
-    end = last + len(lay.indent) + 2
-    closing = _skip_space(buf, end)
-    if closing >= stop or buf[closing] != 0x5D:  # "]"
-        return None
-    return end, closing
-
-
-def top_around_array(
-    before: Buffer, after: Buffer
-) -> tuple[dict[str, msgspec.Raw], str | None] | None:
-    """The top-level values of the object ``before`` + an event array + ``after``, read
-    with the array replaced by ``[]``, and a repeated top-level key; None when that is not
-    a valid object whose ``traceEvents`` is that array."""
-    rest = bytes(before) + b"[]" + bytes(after)
-    try:
-        top = _top_decoder.decode(rest)
-    except DECODE_ERRORS:
-        return None
-    raw = top.get("traceEvents")
-    if raw is None or _address(raw) - _address(rest) != len(before) or bytes(raw) != b"[]":
-        return None
-    return top, _repeated_key(rest, top)
-
-
-def cut_pieces(
-    buf: Buffer, start: int, end: int, sep: bytes, piece_bytes: int
-) -> Iterator[tuple[int, int]]:
-    """The spans of the events in ``buf[start:end]`` cut at ``sep``, each of at least
-    ``piece_bytes`` but the last."""
-    while True:
-        cut = buf.find(sep, start + piece_bytes, end) if start + piece_bytes < end else -1
-        if cut < 0:
-            yield start, end
-            return
-        yield start, cut + 1
-        start = cut + len(sep) - 1
-
-
-def _one_piece(
-    data: Buffer,
-) -> tuple[list[tuple[int, int]], dict[str, msgspec.Raw], str | None] | None:
-    """The inside of the top-level ``traceEvents`` array as one piece, with the top-level
-    values and a repeated top-level key, as :func:`split_events` gives them; None when the
-    file is not a valid JSON object with a non-empty array there.
-
-    For a file small enough to be one piece whose events are not one indented block each
-    (``json.dump``'s one line): a skim of the top level that leaves the array raw costs
-    less than the skim that slices it into a value per event, and the piece is decoded
-    from the file's own bytes, where the events' slices are joined into a copy.
-    """
-    try:
-        top = _top_decoder.decode(data)
-    except DECODE_ERRORS:  # ValidationError included: the other ways word the error
-        return None
-    raw = top.get("traceEvents")
-    if raw is None:
-        return None
-    at = _address(raw) - _address(data)
-    end = at + len(raw)
-    if not (0 <= at < end <= len(data)) or data[at : at + 1] != b"[" or data[end - 1] != 0x5D:
-        return None
-    start = at + 1
-    if _skip_space(data, start) >= end - 1:  # no events: the skim says so
-        return None
-    return [(start, end - 1)], top, _repeated_key(data, top)
-
-
-def decode_piece(
-    data: Buffer, span: tuple[int, int], offset: int, path: str, mode: TsMode
-) -> tuple[list[AnyEvent], np.ndarray] | None:
-    """:func:`decode_chunk` of the events in ``data[span]`` (see :func:`split_events`), the
-    first of them event ``offset``; None when that text is not a list of valid events.
-
-    The bytes just outside the span are whitespace (or the array's ``[``) before it and
-    a comma or whitespace after it: a bytearray (a gunzipped file) has them turned into
-    brackets while the piece is decoded from a view, so the piece is not copied.
-    """
-    start, stop = span
-    try:
-        if isinstance(data, bytearray):
-            before, after = data[start - 1], data[stop]
-            data[start - 1], data[stop] = 0x5B, 0x5D  # "[", "]"
-            try:
-                return _decode_joined(memoryview(data)[start - 1 : stop + 1], offset, 1, path, mode)
-            finally:
-                data[start - 1], data[stop] = before, after
-        joined = b"".join((b"[", memoryview(data)[start:stop], b"]"))
-        return _decode_joined(joined, offset, 1, path, mode)
-    except TraceError:
-        return None
-
-
-def _closed_array(data: Buffer) -> Buffer | None:
-    """A bare event array that lacks its closing ``]``, closed (a trailing comma dropped);
-    None when it does not end like one (after an event's ``}``, or a comma)."""
-    last = _last_non_space(data, len(data))
-    if last < 0 or data[last] not in b",}":
-        return None
-    keep = last if data[last] == ord(",") else last + 1
-    if isinstance(data, bytearray):
-        del data[keep:]
-        data += b"]"
-        return data
-    return data[:keep] + b"]"
-
-
-def _address(buf: Buffer | msgspec.Raw) -> int:
-    return int(np.frombuffer(buf, np.uint8).ctypes.data)
-
-
-def _split_top(
-    data: Buffer,
-) -> tuple[list[msgspec.Raw], dict[str, msgspec.Raw], str | None] | None:
-    """The events, the other top-level values and a repeated top-level key, in one pass over
-    the events; or None.
-
-    The events' raw slices point into ``data``, so their addresses say where the
-    ``traceEvents`` array lies; the rest of the object (the metadata, a few hundred bytes)
-    is then decoded with that array replaced by ``[]``. This spares a second pass over the
-    whole file. None when anything is unusual (invalid JSON, no events, a slice that is not
-    inside ``data``): the caller then takes the two-pass way, which also words the errors.
-    """
-    try:
-        raws = _file_decoder.decode(data).traceEvents
-    except DECODE_ERRORS:  # ValidationError included
-        return None
-    if not raws or not len(raws[0]) or not len(raws[-1]):
-        return None
-    base = _address(data)
-    first = _address(raws[0]) - base
-    end = _address(raws[-1]) - base + len(raws[-1])
-    if not (0 < first < end <= len(data)) or data[first : first + len(raws[0])] != bytes(raws[0]):
-        return None
-    opening = _last_non_space(data, first)
-    closing = _skip_space(data, end)
-    if data[opening : opening + 1] != b"[" or data[closing : closing + 1] != b"]":
-        return None
-    around = _top_around(data, opening, closing)
-    if around is None:
-        return None
-    rest, top = around
-    return raws, top, _repeated_key(rest, top)
-
-
-def _top_around(
-    data: Buffer, opening: int, closing: int
-) -> tuple[bytes, dict[str, msgspec.Raw]] | None:
-    """The top-level object with its event array (``[`` at ``opening`` to ``]`` at
-    ``closing``) replaced by ``[]``, and its decoded values; None when that is not valid."""
-    rest = bytes(data[:opening]) + b"[]" + bytes(data[closing + 1 :])
-    try:
-        return rest, _top_decoder.decode(rest)
-    except DECODE_ERRORS:
-        return None
-
-
-_KEY = rb'"(?:[^"\\]|\\.)*"'
-_FIRST_GAP = re.compile(rb"[ \t\r\n]*\{[ \t\r\n]*(" + _KEY + rb")[ \t\r\n]*:[ \t\r\n]*")
-_GAP = re.compile(rb"[ \t\r\n]*,[ \t\r\n]*(" + _KEY + rb")[ \t\r\n]*:[ \t\r\n]*")
-
-
-def _repeated_key(text: Buffer, top: dict[str, msgspec.Raw]) -> str | None:
-    """A key of the top-level object ``text`` that appears more than once, else None.
-
-    A JSON object read into a dict keeps the last value of a repeated key, silently. The
-    values kept are slices of ``text``: between two of them there must be exactly one
-    ``, "key":``; a gap holding anything more holds a value that was dropped, and its key.
-    (A key that cannot be told from the gap is not reported: this only adds a note.)
-    """
-    base = _address(text)
-    spans = sorted((_address(v) - base, len(v)) for v in top.values())
-    view = memoryview(text)
-    at = 0
-    for i, (start, size) in enumerate(spans):
-        gap = view[at:start]
-        m = (_FIRST_GAP if i == 0 else _GAP).fullmatch(gap)
-        if m is None:
-            found = (_FIRST_GAP if i == 0 else _GAP).match(gap)
-            return _key_text(found.group(1)) if found else None
-        at = start + size
-    return None
-
-
-def _key_text(raw: bytes) -> str:
-    try:
-        return str(msgspec.json.decode(raw))
-    except DECODE_ERRORS:
-        return raw.decode("utf-8", "replace")
-
-
-def _skim_top(data: Buffer, path: str, head: bytes) -> tuple[dict[str, msgspec.Raw], str | None]:
-    """The top-level object's values, left raw, and a repeated key (see :func:`_repeated_key`);
-    TraceError when it is not a JSON object."""
-    try:
-        # A skim of the top level (values left raw): validates the JSON, finds the keys.
-        top = _top_decoder.decode(data)
-    except msgspec.ValidationError:
-        kind = {b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}.get(
-            head, "a number"
-        )
-        raise TraceError(
-            path,
-            f"expected a JSON object with `traceEvents` (or an array of events), got {kind}",
-        ) from None
-    except DECODE_ERRORS as e:
-        raise _json_error(path, data, e) from None
-    return top, _repeated_key(data, top)
+    return Top(metadata, props, base_ns, rank, notes)
 
 
 @dataclass
@@ -736,22 +277,21 @@ class TsMode:
 MAX_TS_US = 9_000_000_000_000_000
 
 
-def decode_chunk(
-    raws: list[msgspec.Raw], offset: int, path: str, mode: TsMode | None = None
-) -> tuple[list[AnyEvent], np.ndarray]:
-    """Decode events ``offset .. offset+len(raws)``: their structs and timestamps in ns.
-
-    With a ``mode`` that still allows it, integer timestamps are read as numbers; the first
-    chunk where that does not hold turns ``mode`` off for the rest of the file (a trace
-    writes its timestamps one way throughout), so a float-timestamp file pays for one chunk
-    decoded twice. Results and errors are the same either way.
-    """
-    return _decode_joined(json_array(raws), offset, len(raws), path, mode)
-
-
 def _decode_joined(
-    joined: bytes | memoryview, offset: int, count: int, path: str, mode: TsMode | None
+    joined: bytes | memoryview,
+    offset: int,
+    count: int,
+    path: str,
+    mode: TsMode | None,
+    *,
+    malformed: bool = False,
 ) -> tuple[list[AnyEvent], np.ndarray]:
+    """Events ``offset ..`` of the JSON array ``joined`` (``count`` of them, as far as an
+    error message says): their structs and timestamps in ns. With ``mode`` still allowing
+    it, integer timestamps are read as numbers; the first run where that does not hold
+    turns ``mode`` off for the rest of the file (a trace writes its timestamps one way
+    throughout), so a float-timestamp file pays for one run decoded twice. ``malformed``:
+    text that is not valid JSON raises :class:`Malformed` (the caller words it)."""
     if mode is not None and mode.try_int:
         fast = _int_ts(joined)
         if fast is not None:
@@ -766,6 +306,8 @@ def _decode_joined(
             raise TraceError(path, f"event {where} {problem}") from None
         raise TraceError(path, f"event {where}: `{sub}` {problem}") from None
     except DECODE_ERRORS as e:
+        if malformed:
+            raise Malformed(str(e)) from None
         # The skim leaves event contents raw, so invalid UTF-8 inside a string is first
         # seen here.
         last = offset + count - 1
@@ -812,6 +354,102 @@ def _int_ts(joined: bytes | memoryview) -> tuple[list[AnyEvent], np.ndarray] | N
     if missing is not None:
         ts[missing] = NO_TS
     return cast("list[AnyEvent]", events), ts
+
+
+class Malformed(Exception):
+    """Text that is not a JSON array of values (wrongly cut, or broken JSON); the reader
+    reads it otherwise, or words the error from the whole file."""
+
+
+#: Event structs decoded at once, at most, from a piece read whole (the structs of a whole
+#: file's events together would cost several times its JSON).
+CHUNK = 8192
+
+
+def events(
+    data: bytearray,
+    span: tuple[int, int],
+    offset: int,
+    path: str,
+    mode: TsMode,
+    cat_no: dict[str, int],
+    phase_code: dict[str, int],
+    batch: int | None = None,
+) -> Iterator[EventColumns]:
+    """The events of ``data[span]`` (the first of them event ``offset``) as columns: all at
+    once, or (with ``batch``) that many at a time. Raises :class:`Malformed` where the text
+    is not a list of JSON values, TraceError for an event that is not valid.
+
+    The bytes just outside the span are whitespace (or the array's ``[``) before it and a
+    comma or whitespace after it: they are turned into brackets while the piece is
+    decoded from a view, so the piece is not copied.
+    """
+    start, stop = span
+    before, after = data[start - 1], data[stop]
+    data[start - 1], data[stop] = 0x5B, 0x5D  # "[", "]"
+    try:
+        text = memoryview(data)[start - 1 : stop + 1]
+        if batch is None:
+            got = _decode_joined(text, offset, 1, path, mode, malformed=True)
+            yield _columns(*got, cat_no, phase_code)
+            return
+        try:
+            raws = _raw_list_decoder.decode(text)
+        except DECODE_OR_DEPTH_ERRORS as e:
+            raise Malformed(str(e)) from None
+        del text
+        for at in range(0, len(raws), batch):
+            part = raws[at : at + batch]
+            got = _decode_joined(json_array(part), offset + at, len(part), path, mode)
+            del part
+            yield _columns(*got, cat_no, phase_code)
+    finally:
+        data[start - 1], data[stop] = before, after
+
+
+def _columns(
+    evs: list[AnyEvent], ts: np.ndarray, cat_no: dict[str, int], phase_code: dict[str, int]
+) -> EventColumns:
+    """The structs' fields as columns, as the accelerator gives them."""
+    n = len(evs)
+    cget, pget = cat_no.get, phase_code.get
+    # One pass of two dict lookups per event, category and phase packed in one small int.
+    codes = np.fromiter([cget(e.cat, 0) + pget(e.ph, 0) for e in evs], np.uint8, n)
+    pid, pid_text = _ids([e.pid for e in evs])
+    tid, tid_text = _ids([e.tid for e in evs])
+    fid, id_text = _ids([-1 if e.id is None else e.id for e in evs])
+    return EventColumns(
+        codes=codes,
+        name=Text.of(e.name for e in evs),
+        pid=pid,
+        tid=tid,
+        id=fid,
+        ts=ts,
+        # The struct's dur is always a float: no type discovery needed, unlike np.array.
+        dur=np.fromiter([e.dur for e in evs], np.float64, n),
+        args=[e.args for e in evs],
+        pid_text=pid_text,
+        tid_text=tid_text,
+        id_text=id_text,
+    )
+
+
+def _ids(values: list[int | str]) -> tuple[np.ndarray, dict[int, str]]:
+    """Ids as int64, and as text (their column :data:`TEXT_ID`) where they are text or an
+    integer beyond int64 (the tables give those codes, as the accelerator's text ids)."""
+    try:
+        return np.fromiter(values, np.int64, len(values)), {}
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.empty(len(values), np.int64)
+    texts: dict[int, str] = {}
+    for i, v in enumerate(values):
+        if isinstance(v, int) and TEXT_ID < v < 2**63:
+            out[i] = v
+        else:
+            out[i] = TEXT_ID
+            texts[i] = str(v)
+    return out, texts
 
 
 def _device_props(raw: msgspec.Raw | None, path: str) -> list[DeviceProps] | None:
@@ -932,7 +570,12 @@ def decode_args(
     """
     if not len(raws):
         return []
-    joined = raws.joined() if isinstance(raws, ArgSpans) else json_array(raws)
+    if isinstance(raws, ArgSpans):
+        from nbprof.trace import accel  # spans come only from it
+
+        joined = accel.join(raws)
+    else:
+        joined = json_array(raws)
     try:
         return msgspec.json.decode(joined, type=list[kind])  # type: ignore[valid-type]
     except msgspec.ValidationError as e:

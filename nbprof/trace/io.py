@@ -213,9 +213,8 @@ class Source:
         return data
 
     def rest_into(self, out: bytearray) -> bytearray:
-        """A gzip file's pieces still to come appended to ``out``, as :func:`read_bytes`
+        """The file's pieces still to come appended to ``out``, as :func:`read_bytes`
         would have read them (and refused with the same TraceError)."""
-        assert self.gzip
         return join_pieces(self.pieces, self.where, self.free, out)
 
 

@@ -7,15 +7,21 @@
 * Launch: the runtime/driver call with the same correlation (:func:`link_launches`).
 * Op: the innermost CPU op on the call's thread whose span contains the call's start
   (:func:`innermost_ops`), found with sorted searches and jumps up the nesting tree: a
-  fixed number of numpy steps however deep the ops nest, no Python step per event.
+  fixed number of numpy steps however deep the ops nest, no Python step per event (or by
+  the accelerator's walk, :mod:`nbprof.trace.accel`).
+
+:func:`link` adds these links to a rank's tables.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from nbprof.trace import accel
+from nbprof.trace.text import Text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,12 +29,6 @@ else:
     from nbprof._lazy import pandas as pd
 
 logger = logging.getLogger(__name__)
-
-try:
-    from nbprof.trace import _nest as _nest
-except ImportError:  # built without a C compiler: numpy nests every thread
-    _nest = None  # type: ignore[assignment]
-    logger.debug("nbprof.trace._nest is not built; ops are nested with numpy")
 
 
 def _thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -91,24 +91,11 @@ def nest(
     """
     if len(s) == 0:
         return np.zeros(0, np.int32), np.zeros(0, np.int64)
-    if _walks(pid, tid, s, e):
-        depth32 = np.empty(len(s), np.int32)
-        parent = np.empty(len(s), np.int64)
-        if _nest.nest(_c(pid), _c(tid), _c(s), _c(e), depth32, parent):
-            return depth32, parent
+    if accel.walks(pid, tid, s, e):
+        got = accel.nest(pid, tid, s, e)
+        if got is not None:
+            return got
     return _nest_sorted(_thread_codes(pid, tid), s, e)
-
-
-def _walks(*arrays: np.ndarray) -> bool:
-    """Whether the C walk may read these: it is built, and they hold int64 ids and float64
-    times (other types are numpy's to compare)."""
-    return _nest is not None and all(
-        a.dtype == (np.int64 if a.dtype.kind in "iu" else np.float64) for a in arrays
-    )
-
-
-def _c(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a)
 
 
 def _nest_sorted(codes: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -190,10 +177,9 @@ def innermost_ops(
     out = np.full(len(q_t), -1, np.int64)
     if len(op_s) == 0 or len(q_t) == 0:
         return out
-    if _walks(op_pid, op_tid, op_s, op_e, parent, q_pid, q_tid, q_t):
-        got = np.empty(len(q_t), np.int64)
-        ops = (_c(op_pid), _c(op_tid), _c(op_s), _c(op_e), _c(parent))
-        if _nest.innermost(*ops, _c(q_pid), _c(q_tid), _c(q_t), got):
+    if accel.walks(op_pid, op_tid, op_s, op_e, parent, q_pid, q_tid, q_t):
+        got = accel.innermost(op_pid, op_tid, op_s, op_e, parent, q_pid, q_tid, q_t)
+        if got is not None:
             return got
     n = len(op_s)
     both = _thread_codes(np.concatenate([op_pid, q_pid]), np.concatenate([op_tid, q_tid]))
@@ -305,3 +291,78 @@ def link_launches(
     hit = (gpu_corr >= 0) & (sk[pos_c] == gpu_corr)
     out[hit] = si[pos_c[hit]]
     return out
+
+
+def start_order(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-dur, ts))``: by start, longest first at equal starts.
+
+    Ops come out of a trace nearly in start order, which a stable sort of the starts alone
+    runs through at once, while lexsort's sort by duration first is a full one; where no two
+    ops start together (to the ns, as in most traces) that order is already the answer.
+    """
+    order = np.argsort(ts, kind="stable")
+    starts = ts[order]
+    if np.isnan(starts[-1:]).any():  # a NaN start: lexsort's own order
+        return np.lexsort((-dur, ts))
+    tie = starts[1:] == starts[:-1]
+    if not tie.any():
+        return order
+    # Ops starting together: their durations decide, longest first, then their order. Only
+    # those runs are sorted again, each where it lies (a full lexsort sorts every duration).
+    together = np.zeros(len(ts), bool)
+    together[1:] = tie
+    together[:-1] |= tie
+    at = np.flatnonzero(together)
+    run = np.cumsum(np.concatenate(([True], ~tie)))[at]
+    rows = order[at]
+    order[at] = rows[np.lexsort((-dur[rows], run))]
+    return order
+
+
+def link(kern: Any, mcpy: Any, mset: Any, rt: Any, ops: Any) -> None:
+    """Add to the GPU tables' columns their launch call (``launch_ts``, ``launch_name``)
+    and the CPU op it was made from (``op``, ``op_index``), and to the ops their
+    ``depth``. The ops are put in start order, longest first at equal starts, so that a
+    parent precedes its children; ``op_index`` points into that order, which is the
+    table's. Columns are a rank's (:mod:`nbprof.trace.tables`), times in µs."""
+    order = start_order(ops["ts"], ops["dur"])
+    for k in list(ops):
+        ops[k] = ops[k].take(order) if isinstance(ops[k], Text) else ops[k][order]
+    op_end = ops["ts"] + ops["dur"]
+    depth, parent = nest(ops["pid"], ops["tid"], ops["ts"], op_end)
+    ops["depth"] = depth
+    rt_op = innermost_ops(
+        ops["pid"], ops["tid"], ops["ts"], op_end, parent, rt["pid"], rt["tid"], rt["ts"]
+    )
+    launcher = rt["cat"].hits(lambda c: c != "cuda_sync")
+    for cols in (kern, mcpy, mset):
+        li = link_launches(cols["correlation"], rt["correlation"], launcher)
+        hit = li >= 0
+        cols["launch_ts"] = np.where(
+            hit, rt["ts"][np.maximum(li, 0)] if len(rt["ts"]) else np.nan, np.nan
+        )
+        cols["launch_name"] = rt["name"].take_or(li)
+        op_index = np.full(len(li), -1, np.int64)
+        op_index[hit] = rt_op[li[hit]]
+        cols["op_index"] = op_index
+        cols["op"] = ops["name"].take_or(op_index)
+
+
+def correlate_by_flows(cols: dict[str, Any], flows: tuple[Any, Any]) -> int:
+    """Fill the GPU events' and runtime calls' missing correlations from the flow events
+    (``flows``: the columns of their starts and ends, see :func:`fill_from_flows`); how
+    many were filled."""
+    starts, ends = flows
+    empty = {k: np.zeros(0, np.int64) for k in ("pid", "tid", "ts_ns", "id")}
+    starts, ends = starts or empty, ends or empty
+    both = {k: np.concatenate([starts[k], ends[k]]) for k in empty}
+    filled = 0
+    for t in ("kernels", "memcpy", "memset", "runtime"):
+        c = cols[t]
+        # GPU events are the flows' ends; runtime calls their starts.
+        f = both if t == "runtime" else ends
+        pid, tid = (c["pid"], c["tid"]) if t == "runtime" else (c["_pid"], c["_tid"])
+        filled += fill_from_flows(
+            c["correlation"], pid, tid, c["ts_ns"], f["pid"], f["tid"], f["ts_ns"], f["id"]
+        )
+    return filled

@@ -6,7 +6,8 @@ survives even when the file holds epoch timestamps (1.7e15 µs loses sub-µs dig
 float64).
 
 Each table is declared once, below, as a :class:`Table` of :class:`Column` s (name, dtype,
-the value that means "unknown", unit, meaning); the column tuples (``KERNEL_COLUMNS``...),
+the value that means "unknown", unit, meaning); text columns are categorical, their
+categories the distinct values sorted. The column tuples (``KERNEL_COLUMNS``...),
 ``TABLES``, the dtypes, :func:`empty_table` and the column reference in
 ``docs/tables.md`` (:func:`tables_markdown`) are all derived from it. Every frame has at
 least its table's columns, in that order; extra columns are allowed.
@@ -14,11 +15,11 @@ least its table's columns, in that order; extra columns are allowed.
 
 from __future__ import annotations
 
-import importlib
+import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -68,11 +69,15 @@ class Table:
 
     @cached_property
     def _empty_frame(self) -> pd.DataFrame:
-        return frame_from_arrays(self.empty_columns())
+        return frame_from_arrays(self.empty_columns(), own=True)
 
-    def empty_columns(self) -> dict[str, np.ndarray]:
-        """This table's columns, empty, with their dtypes."""
-        return {c.name: np.empty(0, c.dtype) for c in self.columns}
+    def empty_columns(self) -> dict[str, Any]:
+        """This table's columns, empty, with their dtypes (text: an empty Categorical)."""
+        from nbprof.trace import text
+
+        return {
+            c.name: text.empty() if c.dtype == TEXT else np.empty(0, c.dtype) for c in self.columns
+        }
 
     def markdown(self) -> str:
         """This table's reference: one row per column."""
@@ -92,199 +97,62 @@ class Table:
         return "\n".join(rows)
 
 
-def frame_from_arrays(columns: Mapping[str, Any], *, own: bool = False) -> pd.DataFrame:
-    """A frame of these equal-length 1-D arrays, each column keeping its array's dtype
-    (object text stays object: no string dtype inferred), on a RangeIndex.
+def frame_from_arrays(
+    columns: Mapping[str, Any], *, own: bool = False, index: pd.Index | None = None
+) -> pd.DataFrame:
+    """A frame of these equal-length 1-D arrays (on ``index``, else a RangeIndex), each
+    column keeping its array's dtype: text held as objects stays object (the public
+    constructor would infer pandas' own text type for it), a ``Categorical`` stays
+    categorical. ``own``: the caller hands the arrays over (nothing will change them in
+    place), so they need not be copied.
 
-    ``own``: the caller hands the arrays over (nothing will change them in place). From
-    :data:`SPLIT_ROWS` rows the frame then holds each array as it is, one block per
-    column (:func:`_split_blocks`), instead of copying them into a block per dtype.
-
-    The public constructor checks, infers and aligns every column (a Series per object
-    column, their indexes unioned): three times the cost of the arrays themselves for a
-    small trace's tables, which a job of many ranks pays per rank. The arrays here are
-    already what the frame holds, so the frame is made from them directly: from its
-    blocks (:func:`_from_blocks`) where pandas' internals are as expected, else through
-    pandas' own private path from arrays, else the public one.
+    Made by pandas' own constructor from arrays (``DataFrame._from_arrays``, private): the
+    public one checks and infers every column again (a Series per object column), twice
+    the cost of a small frame, which a job's analysis pays for every one of its ranks'
+    dozens of frames. Where a pandas lacks it, the public constructor makes the same frame.
     """
-    made = _split_blocks(columns) if own else None
-    if made is None:
-        made = _from_blocks(columns)
-    if made is not None:
-        return made
     n = len(next(iter(columns.values()))) if columns else 0
-    index = pd.RangeIndex(n)
+    if index is None:
+        index = pd.RangeIndex(n)
+    # A copy of the names' Index, made once: a frame's own (``df.columns.name = ...``
+    # changes it); made anew, an Index costs more than a small frame's arrays.
+    names = _names(tuple(columns)).copy()
     make = getattr(pd.DataFrame, "_from_arrays", None)
     if make is not None:
-        # A copy of the names' Index: a frame's own (``df.columns.name = ...`` changes it).
-        names = _column_index(tuple(columns)).copy()
+        # It gathers the numpy columns of a dtype into one new block (a copy): only the
+        # others (Categoricals), kept as they are, need copying for the frame to own them.
+        arrays = [a if own or isinstance(a, np.ndarray) else _copy(a) for a in columns.values()]
         try:
-            return make(list(columns.values()), names, index, verify_integrity=False)
+            out: pd.DataFrame = make(arrays, names, index, verify_integrity=False)
+            return out
         except TypeError:  # pragma: no cover - a pandas whose private signature changed
             pass
+    arrays = [a if own else _copy(a) for a in columns.values()]
     return pd.DataFrame(  # the same frame, the public way
         {
-            c: pd.Series(a, dtype=object, index=index, copy=False) if a.dtype == object else a
-            for c, a in columns.items()
+            c: pd.Series(a, dtype=object, index=index, copy=False)
+            if isinstance(a, np.ndarray) and a.dtype == object
+            else a
+            for c, a in zip(names, arrays, strict=True)
         },
         index=index,
         copy=False,
     )
 
 
-@dataclass(frozen=True)
-class _Internals:
-    """pandas' block internals (private), to make a frame of arrays from its blocks."""
-
-    from_mgr: Any
-    placement: Any
-    block_type: Any
-    manager: Any
-
-
-@lru_cache(maxsize=1)
-def _internals() -> _Internals | None:
-    """pandas' block internals; None in a pandas that moved them (frames are then made
-    through pandas' path from arrays). Looked up at the first frame, not on import: a
-    reader's helper process never makes one, and never imports pandas."""
-    from_mgr = getattr(pd.DataFrame, "_from_mgr", None)
-    try:
-        placement = importlib.import_module("pandas._libs.internals").BlockPlacement
-        block_type = importlib.import_module("pandas.core.internals.blocks").get_block_type
-        manager = importlib.import_module("pandas.core.internals.managers").BlockManager
-    except (ImportError, AttributeError):  # pragma: no cover - a pandas that moved them
-        return None
-    return None if from_mgr is None else _Internals(from_mgr, placement, block_type, manager)
-
-
-def blocks_made() -> bool:
-    """Whether frames are made from their blocks here (:func:`blocks_frame`)."""
-    return _internals() is not None
-
-
-def _from_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
-    """The frame pandas' path from arrays makes (the same blocks: one per NumPy type,
-    stacked in first-appearance order, one per extension array), its blocks made here.
-
-    pandas' path checks and wraps each array and asks again whether the blocks are
-    consolidated: about 10 µs of the 25-45 µs a frame of a few columns takes, and a
-    trace's reading and analysis make fifty of them. None for anything it does not
-    cover (no columns, lengths that differ, dates, fixed-width text, arrays of more
-    dimensions): the caller takes pandas' path then.
-    """
-    arrays = list(columns.values())
-    pandas_blocks = _internals()
-    if pandas_blocks is None or not arrays:
-        return None
-    n = len(arrays[0])
-    groups: dict[Any, list[int]] = {}
-    for i, a in enumerate(arrays):
-        if not _blockable(a, n):
-            return None
-        # Each extension array its own block, as pandas keys them.
-        key: Any = a.dtype if type(a) is np.ndarray else id(a.dtype)
-        groups.setdefault(key, []).append(i)
-    blocks = []
-    place = pandas_blocks.placement
-    for at in groups.values():
-        first = arrays[at[0]]
-        kind = pandas_blocks.block_type(first.dtype)
-        if type(first) is np.ndarray:
-            values = np.empty((len(at), n), dtype=first.dtype)
-            for j, i in enumerate(at):
-                values[j] = arrays[i]
-            # The positions as the writable intp array BlockPlacement would make of them
-            # (through np.require, a few µs a block).
-            blocks.append(kind(values, placement=place(np.array(at, np.intp)), ndim=2))
-        else:
-            blocks.extend(kind(arrays[i], placement=place(i), ndim=2) for i in at)
-    # One block per NumPy type and one per extension array is what consolidating leaves:
-    # known so, not checked block by block again.
-    return _frame_of_blocks(blocks, columns, n, consolidated=True)
-
-
-def _blockable(a: Any, n: int) -> bool:
-    """Whether ``a`` can be a column of ``n`` rows made straight into a block: a 1-D NumPy
-    array of anything but dates and fixed-width text or bytes, or a 1-D extension array."""
-    if type(a) is np.ndarray:
-        return a.ndim == 1 and a.shape[0] == n and a.dtype.kind not in "mMUSV"
-    return isinstance(a, pd.api.extensions.ExtensionArray) and a.ndim == 1 and len(a) == n
-
-
-def _frame_of_blocks(
-    blocks: list[Any], columns: Mapping[str, Any], n: int, *, consolidated: bool
-) -> pd.DataFrame:
-    """The frame of these blocks, named as ``columns``, on a RangeIndex of ``n`` rows."""
-    # A view of the names' Index (its own name, its values shared, as a copy's are): a
-    # frame's own (``df.columns.name = ...`` changes it), without a copy's checks.
-    names = _column_index(tuple(columns))
-    view = getattr(names, "_view", None)
-    axes = [view() if view is not None else names.copy(), _range_index(n)]
-    return blocks_frame(blocks, axes, consolidated=consolidated)
-
-
-def blocks_frame(blocks: Sequence[Any], axes: list[Any], *, consolidated: bool) -> pd.DataFrame:
-    """The frame of these pandas blocks on ``axes`` (its column Index, then its row
-    index), through pandas' block manager without its checks: only where
-    :func:`blocks_made`. ``consolidated``: the blocks are one per NumPy type (pandas need
-    not check)."""
-    pandas_blocks = _internals()
-    assert pandas_blocks is not None
-    mgr = pandas_blocks.manager(tuple(blocks), axes, verify_integrity=False)
-    if consolidated:
-        mgr._is_consolidated = mgr._known_consolidated = True
-    out: pd.DataFrame = pandas_blocks.from_mgr(mgr, axes=mgr.axes)
-    return out
-
-
-#: Rows from which a frame of arrays handed over keeps them as they are (see
-#: :func:`_split_blocks`). The copy into one block per dtype costs in proportion to the
-#: rows (fresh pages filled, the arrays held twice meanwhile); a frame of one block per
-#: column costs a little in every later operation on it instead. For the 2.16M-event
-#: trace, splitting its tables took its load from 1.76 to 1.58 s and its peak from 437 to
-#: 417 MiB; a 1633-op rank of a job, whose tables are small, was 0.4-1.6 ms slower split.
-SPLIT_ROWS = 1 << 14
-
-
-def _split_blocks(columns: Mapping[str, Any]) -> pd.DataFrame | None:
-    """A frame holding each NumPy array of ``columns`` as its own block, not copied (an
-    array that is a view of other memory is copied, so that the frame keeps nothing else
-    alive). None below :data:`SPLIT_ROWS` rows and for anything :func:`_from_blocks`
-    leaves to pandas."""
-    arrays = list(columns.values())
-    pandas_blocks = _internals()
-    if pandas_blocks is None or not arrays or len(arrays[0]) < SPLIT_ROWS:
-        return None
-    n = len(arrays[0])
-    blocks = []
-    kind, place = pandas_blocks.block_type, pandas_blocks.placement
-    for i, a in enumerate(arrays):
-        if not _blockable(a, n):
-            return None
-        if type(a) is np.ndarray:
-            if not (a.flags.owndata and a.flags.c_contiguous):
-                a = a.copy()
-            at = place(slice(i, i + 1))
-            blocks.append(kind(a.dtype)(a.reshape(1, n), placement=at, ndim=2))
-        else:
-            blocks.append(kind(a.dtype)(a, placement=place(i), ndim=2))
-    return _frame_of_blocks(blocks, columns, n, consolidated=False)
-
-
-@lru_cache(maxsize=64)
-def _column_index(names: tuple[str, ...]) -> pd.Index:
-    """The Index of these column names, made once: from a list, pandas infers the names'
-    dtype each time, which costs as much as the rest of a small frame."""
+@functools.lru_cache(maxsize=256)
+def _names(names: tuple[str, ...]) -> pd.Index:
+    # As pandas' constructor makes a frame's column names (their dtype inferred).
     return pd.Index(list(names), tupleize_cols=False)
 
 
-def _range_index(n: int) -> pd.Index:
-    """``pd.RangeIndex(n)``, made without the constructor's checks of its arguments."""
-    make = getattr(pd.RangeIndex, "_simple_new", None)
-    return make(range(n)) if make is not None else pd.RangeIndex(n)
+def _copy(a: Any) -> Any:
+    return a.copy() if isinstance(a, (np.ndarray, pd.Categorical)) else a
 
 
 def _dtype_word(dtype: str) -> str:
+    if dtype == "category":
+        return "text (categorical)"
     return "str" if dtype == "object" else dtype
 
 
@@ -297,13 +165,16 @@ def _missing_word(missing: Any) -> str:
 
 
 NAN = math.nan
+#: The dtype of the trace tables' text columns: dictionary-encoded as read
+#: (:mod:`nbprof.trace.text`), categories sorted.
+TEXT = "category"
 
 # -- columns several tables share ------------------------------------------------------
 
 RANK = Column("rank", "int32", "rank of the process that wrote the event (0 for one file)")
-DEVICE = Column("device", "object", "GPU: `args.device` when present, else the event's pid")
+DEVICE = Column("device", TEXT, "GPU: `args.device` when present, else the event's pid")
 STREAM = Column("stream", "int64", "GPU stream (the event's tid)")
-NAME = Column("name", "object", "event name")
+NAME = Column("name", TEXT, "event name")
 TS = Column("ts", "float64", "start, relative to `Trace.origin_ns`", unit="µs")
 DUR = Column("dur", "float64", "duration", unit="µs")
 CORRELATION = Column(
@@ -315,11 +186,11 @@ BYTES = Column("bytes", "int64", "bytes moved or set", -1, "bytes")
 LAUNCH_TS = Column(
     "launch_ts", "float64", "start of the runtime/driver call that launched it", NAN, "µs"
 )
-LAUNCH_NAME = Column("launch_name", "object", "that launch call's name", "")
-OP = Column("op", "object", "innermost CPU op enclosing the launch", "")
+LAUNCH_NAME = Column("launch_name", TEXT, "that launch call's name", "")
+OP = Column("op", TEXT, "innermost CPU op enclosing the launch", "")
 OP_INDEX = Column("op_index", "int64", "that op's row in `cpu_ops`", -1)
-INPUT_DIMS = Column("input_dims", "object", "the op's input shapes (raw JSON text)", "")
-INPUT_TYPES = Column("input_types", "object", "the op's input dtypes (raw JSON text)", "")
+INPUT_DIMS = Column("input_dims", TEXT, "the op's input shapes (raw JSON text)", "")
+INPUT_TYPES = Column("input_types", TEXT, "the op's input dtypes (raw JSON text)", "")
 _LAUNCH = (LAUNCH_TS, LAUNCH_NAME, OP, OP_INDEX)
 _GPU_EVENT = (RANK, DEVICE, STREAM, NAME, TS, DUR, CORRELATION)
 _HOST_EVENT = (RANK, PID, TID, NAME, TS, DUR)
@@ -346,9 +217,9 @@ MEMCPY = Table(
     (
         *_GPU_EVENT,
         BYTES,
-        Column("kind", "object", 'direction: "HtoD", "DtoH", "DtoD", "HtoH" or "PtoP"', ""),
-        Column("src", "object", 'source memory: "Pageable", "Pinned" or "Device"', ""),
-        Column("dst", "object", 'destination memory: "Pageable", "Pinned" or "Device"', ""),
+        Column("kind", TEXT, 'direction: "HtoD", "DtoH", "DtoD", "HtoH" or "PtoP"', ""),
+        Column("src", TEXT, 'source memory: "Pageable", "Pinned" or "Device"', ""),
+        Column("dst", TEXT, 'destination memory: "Pageable", "Pinned" or "Device"', ""),
         *_LAUNCH,
     ),
 )
@@ -359,7 +230,7 @@ RUNTIME = Table(
     (
         *_HOST_EVENT,
         replace(CORRELATION, doc="links the call to the GPU event it launched"),
-        Column("cat", "object", 'category: "cuda_runtime", "cuda_driver", "cuda_sync", ...'),
+        Column("cat", TEXT, 'category: "cuda_runtime", "cuda_driver", "cuda_sync", ...'),
         Column(
             "wait_on_stream",
             "int64",
@@ -399,9 +270,9 @@ DEVICES = Table(
         RANK,
         replace(DEVICE, doc="GPU index, as GPU events name it"),
         replace(NAME, doc="GPU name"),
-        Column("vendor", "object", '"nvidia", "amd" or "unknown"'),
+        Column("vendor", TEXT, '"nvidia", "amd" or "unknown"'),
         Column("sm_count", "int64", "streaming multiprocessors (CUs on AMD)", -1),
-        Column("compute_capability", "object", 'e.g. "9.0"', ""),
+        Column("compute_capability", TEXT, 'e.g. "9.0"', ""),
         Column("total_memory", "int64", "device memory", -1, "bytes"),
         Column("max_threads_per_sm", "int64", "threads one SM can hold", -1),
     ),
@@ -414,7 +285,7 @@ COUNTERS = Table(
         DEVICE,
         replace(NAME, doc="the kernel's name"),
         TS,
-        Column("metric", "object", "counter name"),
+        Column("metric", TEXT, "counter name"),
         Column("value", "float64", "counter value"),
     ),
 )
@@ -425,17 +296,17 @@ COMMS = Table(
     "newer PyTorch writes on collective kernels.",
     (
         *_HOST_EVENT,
-        Column("source", "object", 'record kind: "kernel", "op" or "annotation"'),
+        Column("source", TEXT, 'record kind: "kernel", "op" or "annotation"'),
         replace(DEVICE, doc="GPU of a kernel record", missing=""),
         CORRELATION,
-        Column("collective", "object", 'PyTorch\'s "Collective name"', ""),
-        Column("pg", "object", '"Process Group Name" or "Process Group ID"', ""),
-        Column("pg_ranks", "object", "the group's ranks (raw JSON text)", ""),
+        Column("collective", TEXT, 'PyTorch\'s "Collective name"', ""),
+        Column("pg", TEXT, '"Process Group Name" or "Process Group ID"', ""),
+        Column("pg_ranks", TEXT, "the group's ranks (raw JSON text)", ""),
         Column("group_size", "int64", "ranks in the group", -1),
         Column("seq", "int64", "the call's sequence number in its group", -1),
         Column("in_nelems", "int64", "input elements", -1),
         Column("out_nelems", "int64", "output elements", -1),
-        Column("dtype", "object", "element type", ""),
+        Column("dtype", TEXT, "element type", ""),
         INPUT_DIMS,
         INPUT_TYPES,
     ),
@@ -468,7 +339,7 @@ def _shared_dtypes(tables: Iterable[Table]) -> dict[str, str]:
         for c in t.columns:
             if out.get(c.name, c.dtype) != c.dtype:
                 raise TypeError(f"column {c.name!r} has two dtypes: {out[c.name]}, {c.dtype}")
-            if c.dtype != "object":
+            if c.dtype not in ("object", TEXT):
                 out.setdefault(c.name, c.dtype)
     return out
 

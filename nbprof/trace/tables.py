@@ -1,9 +1,12 @@
-"""Columnar tables from decoded events: one numpy column at a time, no per-event dicts.
+"""Tabulating: events as columns -> the trace's tables, one numpy column at a time.
 
-Events are sorted into kinds by their category (one dict lookup each), then each table
-gathers only its own events' fields and decodes only its own events' ``args``, in one
-batch per kind. Columns hold absolute ``ts_ns``; the reader turns them into ``ts`` relative
-to the trace's origin once every chunk of the file has been read.
+Events are sorted into kinds by their category (their packed codes), then each table
+gathers only its own events' fields and reads only its own events' ``args``, in one batch
+per kind. Text columns stay dictionary-encoded (:class:`~nbprof.trace.text.Text`) until
+the frames are made, where they become ``Categorical`` s. Columns hold ``ts_ns`` as
+written until every piece of a file is read (:class:`Parts`); :func:`finish` then makes
+the rank's tables: times relative to its first event, launches linked
+(:func:`nbprof.trace.links.link`), rows in time order, steps and devices.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -21,10 +23,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from nbprof.trace import argfields
+from nbprof.errors import plain_text
+from nbprof.trace import accel, links
 from nbprof.trace import decode as dec
-from nbprof.trace.model import TABLES, empty_columns, empty_table, frame_from_arrays
-from nbprof.trace.scan import TEXT_ID, ArgSpans, EventColumns
+from nbprof.trace import text as tx
+from nbprof.trace.events import TEXT_ID, ArgSpans, EventColumns
+from nbprof.trace.model import SCHEMA, TABLES, frame_from_arrays
+from nbprof.trace.text import Text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,6 +37,9 @@ else:
     from nbprof._lazy import pandas as pd
 
 logger = logging.getLogger(__name__)
+
+#: A table's columns while it is built: numbers, and text dictionary-encoded.
+Columns = dict[str, Any]
 
 # Event kinds. Old Kineto (PyTorch <= 1.9) wrote capitalised categories; newer ones use
 # snake_case. Both map to the same kind.
@@ -83,17 +91,12 @@ INPUT_FRAME = re.compile(
 )
 
 
-def kept_frames(names: list[str]) -> np.ndarray:
-    """Which Python frames are kept (:data:`PYTHON`): each distinct name tested once (a
-    stack trace repeats a few thousand names over a hundred thousand frames)."""
-    hits = {
-        n
-        for n in set(names)
-        if ("dataloader.py" in n and DATALOADER_FRAME.search(n)) or INPUT_FRAME.search(n)
-    }
-    if not hits:
-        return np.zeros(len(names), dtype=bool)
-    return np.fromiter((n in hits for n in names), dtype=bool, count=len(names))
+def kept_frame(name: str) -> bool:
+    """Whether a Python frame is kept (:data:`PYTHON`); a substring test first, as a stack
+    trace's frames are many and its DataLoader frames few."""
+    return ("dataloader.py" in name and DATALOADER_FRAME.search(name) is not None) or (
+        INPUT_FRAME.search(name) is not None
+    )
 
 
 #: The code of a thread id text that no table row holds (codes given out are -2, -3, ...).
@@ -158,7 +161,7 @@ _CATS: tuple[str, ...] = ("", *_KIND_OF_CAT)
 _CAT_NO: dict[str, int] = {c: i for i, c in enumerate(_CATS) if i}
 _KIND_OF_NO = np.array([OTHER] + [_KIND_OF_CAT[c] for c in _CATS[1:]], np.int8)
 #: A runtime call's category by number, as the ``runtime.cat`` column spells it.
-_RUNTIME_CAT_OF_NO = np.array([RUNTIME_CAT_NAMES.get(c, c) for c in _CATS], dtype=object)
+_RUNTIME_CAT_OF_NO = [RUNTIME_CAT_NAMES.get(c, c) for c in _CATS]
 _CAT_BITS = 5
 assert len(_CATS) <= 1 << _CAT_BITS
 #: Phases, shifted above the category number so that one small int holds both.
@@ -167,7 +170,7 @@ _PHASE_CODE: dict[str, int] = {ph: n << _CAT_BITS for ph, n in _PHASE.items()}
 
 @dataclass
 class Sorted:
-    """Event indices by kind, plus the flow events, for one file."""
+    """Event indices by kind, plus the flow events, for one run of events."""
 
     by_kind: dict[int, np.ndarray]
     flows_start: np.ndarray
@@ -177,28 +180,21 @@ class Sorted:
     #: Each event's category number (see ``_CATS``).
     cat_no: np.ndarray
 
-    def runtime_cats(self, idx: np.ndarray) -> np.ndarray:
+    def runtime_cats(self, idx: np.ndarray) -> Text:
         """The ``runtime.cat`` column of the runtime events ``idx``."""
-        return _RUNTIME_CAT_OF_NO[self.cat_no[idx]]
+        return Text(self.cat_no[idx].astype(np.int32), _RUNTIME_CAT_OF_NO)
 
 
-#: The same numbers by the categories' and phases' bytes, for the scanner.
+#: The category and phase numbers by their text, for the two readers of events.
 CAT_CODES: dict[bytes, int] = {c.encode(): n for c, n in _CAT_NO.items()}
 PHASE_CODES: dict[bytes, int] = {ph.encode(): n for ph, n in _PHASE_CODE.items()}
+CAT_NO: dict[str, int] = _CAT_NO
+PHASE_CODE: dict[str, int] = _PHASE_CODE
 
-#: A run of events: decoded structs, or the scanner's columns.
-Events = list[dec.AnyEvent] | EventColumns
 
-
-def sort_events(events: Events) -> Sorted:
+def sort_events(events: EventColumns) -> Sorted:
     """Which events go to which table (duration events ``ph == "X"`` only)."""
-    if isinstance(events, EventColumns):
-        codes = events.codes
-    else:
-        cget, pget = _CAT_NO.get, _PHASE_CODE.get
-        # One pass of two dict lookups per event, category and phase packed in one small
-        # int: cheaper than factorizing the strings, and no intermediate object arrays.
-        codes = np.fromiter([cget(e.cat, 0) + pget(e.ph, 0) for e in events], np.uint8, len(events))
+    codes = events.codes
     cat_no = codes & ((1 << _CAT_BITS) - 1)
     phases = codes >> _CAT_BITS
     kinds = _KIND_OF_NO[cat_no]
@@ -213,12 +209,6 @@ def sort_events(events: Events) -> Sorted:
         {"B": int((phases == _B).sum()), "E": int((phases == _E).sum())},
         cat_no,
     )
-
-
-def _obj(values: Sequence[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 def _num(values: Sequence[Any], dtype: type, missing: float | int) -> np.ndarray:
@@ -294,10 +284,10 @@ def _product(v: list[int] | int | None) -> int:
 class Common:
     """The fields every table reads from its events, as columns."""
 
-    name: np.ndarray
+    name: Text
     pid: np.ndarray
     tid: np.ndarray
-    ts_ns: np.ndarray  # absolute ns (int64)
+    ts_ns: np.ndarray  # as written (ns), before baseTimeNanoseconds
     dur: np.ndarray  # µs float64
     args: list[msgspec.Raw] | ArgSpans
 
@@ -305,7 +295,7 @@ class Common:
         """These columns at positions ``pos`` (the same as gathering those events anew)."""
         args = self.args
         return Common(
-            name=self.name[pos],
+            name=self.name.take(pos),
             pid=self.pid[pos],
             tid=self.tid[pos],
             ts_ns=self.ts_ns[pos],
@@ -314,49 +304,28 @@ class Common:
         )
 
 
-def common(
-    events: Events,
-    idx: np.ndarray,
-    ts_abs_ns: np.ndarray,
-    ids: Ids,
-    path: str,
-    offset: int = 0,
-) -> Common:
-    """Shared columns of ``events[idx]``; ``offset`` turns chunk positions into file ones."""
-    ts = ts_abs_ns[idx]
+def common(events: EventColumns, idx: np.ndarray, ids: Ids, path: str, offset: int) -> Common:
+    """Shared columns of ``events[idx]``; ``offset`` turns run positions into file ones."""
+    ts = events.ts[idx]
     missing = ts == dec.NO_TS
     if missing.any():
         where = offset + int(idx[np.flatnonzero(missing)[0]])
         raise dec.TraceError(path, f"event {where}: duration event has no `ts`")
-    if isinstance(events, EventColumns):
-        # Scanned: the columns are there already (names interned by the scanner).
-        pid, tid = events.pid[idx], events.tid[idx]
-        # Text ids (rare) get their codes here, in the order the Python path gives them.
-        if events.pid_text and (pid == TEXT_ID).any():
-            pid = ids.column(events.ids(events.pid, events.pid_text, idx))
-        if events.tid_text and (tid == TEXT_ID).any():
-            tid = ids.column(events.ids(events.tid, events.tid_text, idx))
-        got = Common(
-            name=events.name[idx],
-            pid=pid,
-            tid=tid,
-            ts_ns=ts,
-            dur=events.dur[idx],
-            args=events.args.take(idx),
-        )
-    else:
-        evs = [events[i] for i in idx.tolist()]
-        # Names repeat (the same kernel, the same op, thousands of times): one string each.
-        intern = sys.intern
-        got = Common(
-            name=_obj([intern(e.name) for e in evs]),
-            pid=ids.column([e.pid for e in evs]),
-            tid=ids.column([e.tid for e in evs]),
-            ts_ns=ts,
-            # The struct's dur is always a float: no type discovery needed, unlike np.array.
-            dur=np.fromiter([e.dur for e in evs], np.float64, len(evs)),
-            args=[e.args for e in evs],
-        )
+    pid, tid = events.pid[idx], events.tid[idx]
+    # Text ids (rare) get their codes here, in order of first use.
+    if events.pid_text and (pid == TEXT_ID).any():
+        pid = ids.column(events.ids("pid", idx))
+    if events.tid_text and (tid == TEXT_ID).any():
+        tid = ids.column(events.ids("tid", idx))
+    args = events.args
+    got = Common(
+        name=events.name.take(idx),
+        pid=pid,
+        tid=tid,
+        ts_ns=ts,
+        dur=events.dur[idx],
+        args=args.take(idx) if isinstance(args, ArgSpans) else [args[i] for i in idx.tolist()],
+    )
     dur = got.dur
     if (dur < 0).any():
         j = int(np.flatnonzero(dur < 0)[0])
@@ -378,13 +347,10 @@ def common(
     return got
 
 
-def _device_col(devs: list[int | str | None], pid: np.ndarray) -> np.ndarray:
+def _device_col(devs: list[int | str | None], pid: np.ndarray) -> Text:
     # A device is keyed by args.device when present, else by the event's pid (DESIGN.md).
     keys = [p if d is None else d for d, p in zip(devs, pid.tolist(), strict=True)]
-    # A trace names a few devices over many events: one str per device, not one per event
-    # (less memory, and a forked decoder's columns pickle each text once).
-    texts = {k: str(k) for k in dict.fromkeys(keys)}
-    return _obj(list(map(texts.__getitem__, keys)))
+    return Text.of(map(str, keys))
 
 
 def _stream_col(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> np.ndarray:
@@ -415,15 +381,12 @@ def _stream_each(streams: list[int | str | None], tid: np.ndarray, ids: Ids) -> 
 
 
 def rel_us(ts_ns: np.ndarray, origin_ns: int) -> np.ndarray:
-    """Absolute ns -> µs relative to the origin, exact to the ns before the float step."""
+    """ns -> µs relative to the origin, exact to the ns before the float step."""
     return (ts_ns - origin_ns).astype(np.float64) / 1000.0
 
 
-Columns = dict[str, np.ndarray]
-
-
 class _Structs:
-    """:class:`argfields.ArgColumns` of decoded args structs."""
+    """:class:`accel.ArgColumns` of decoded args structs (the pure path)."""
 
     def __init__(self, args: Sequence[Any]) -> None:
         self.args = args
@@ -437,23 +400,23 @@ class _Structs:
     def dims(self, attr: str) -> np.ndarray:
         return _dims(self.args, attr)
 
-    def device(self, attr: str, pid: np.ndarray) -> np.ndarray:
+    def device(self, attr: str, pid: np.ndarray) -> Text:
         return _device_col(self._values(attr), pid)
 
     def stream(self, attr: str, tid: np.ndarray, ids: Ids) -> np.ndarray:
         return _stream_col(self._values(attr), tid, ids)
 
-    def memcpy_kind(self, attr: str, kinds: frozenset[str]) -> list[str]:
-        return [k if isinstance(k, str) and k in kinds else "" for k in self._values(attr)]
+    def memcpy_kind(self, attr: str, kinds: frozenset[str]) -> Text:
+        return Text.of(k if isinstance(k, str) and k in kinds else "" for k in self._values(attr))
 
-    def raw_texts(self, attr: str) -> np.ndarray:
+    def raw_texts(self, attr: str) -> Text:
         return _raw_texts(self._values(attr))
 
 
-_I, _N = argfields.INT_FIELD, argfields.NUMBER_FIELD
-#: The args fields each table reads, and what each may hold to be read by the scanner.
+_I, _N = accel.INT_FIELD, accel.NUMBER_FIELD
+#: The args fields each table reads, and what each may hold to be read by the accelerator.
 _FIELDS: dict[type[msgspec.Struct], dict[str, Any]] = {
-    dec.KernelArgs: argfields.spec_of(
+    dec.KernelArgs: accel.spec_of(
         dec.KernelArgs,
         {
             "device": _I,
@@ -463,40 +426,38 @@ _FIELDS: dict[type[msgspec.Struct], dict[str, Any]] = {
             "shared_mem": _N,
             "blocks_per_sm": _N,
             "occupancy": _N,
-            "grid": argfields.DIMS_FIELD,
-            "block": argfields.DIMS_FIELD,
+            "grid": accel.DIMS_FIELD,
+            "block": accel.DIMS_FIELD,
         },
     ),
-    dec.CopyArgs: argfields.spec_of(
+    dec.CopyArgs: accel.spec_of(
         dec.CopyArgs,
-        {"device": _I, "stream": _I, "correlation": _I, "bytes": _N, "kind": argfields.KIND_FIELD},
+        {"device": _I, "stream": _I, "correlation": _I, "bytes": _N, "kind": accel.KIND_FIELD},
     ),
-    dec.RuntimeArgs: argfields.spec_of(dec.RuntimeArgs, {"correlation": _I, "wait_on_stream": _I}),
-    dec.OpArgs: argfields.spec_of(
+    dec.RuntimeArgs: accel.spec_of(dec.RuntimeArgs, {"correlation": _I, "wait_on_stream": _I}),
+    dec.OpArgs: accel.spec_of(
         dec.OpArgs,
         {
             "external_id": _I,
             "flops": _N,
-            "input_dims": argfields.RAW_FIELD,
-            "input_types": argfields.RAW_FIELD,
+            "input_dims": accel.RAW_FIELD,
+            "input_types": accel.RAW_FIELD,
         },
     ),
 }
 
 
-def _args(
-    c: Common, kind: type[msgspec.Struct], path: str, idx: np.ndarray
-) -> argfields.ArgColumns:
-    """The args of ``c``'s events as :class:`argfields.ArgColumns`: read by the scanner
-    where it can, else decoded into ``kind`` structs (which words any error)."""
+def _args(c: Common, kind: type[msgspec.Struct], path: str, idx: np.ndarray) -> accel.ArgColumns:
+    """The args of ``c``'s events: read by the accelerator where it can, else decoded into
+    ``kind`` structs (which words any error)."""
     if isinstance(c.args, ArgSpans) and len(c.args):
-        got = argfields.read(c.args, _FIELDS[kind])
+        got = accel.fields(c.args, _FIELDS[kind])
         if got is not None:
             return got
     return _Structs(dec.decode_args(c.args, kind, path, idx))
 
 
-def _gpu_event_columns(c: Common, args: argfields.ArgColumns, ids: Ids) -> Columns:
+def _gpu_event_columns(c: Common, args: accel.ArgColumns, ids: Ids) -> Columns:
     """The columns every GPU event table starts with (kernels, memcpys, memsets)."""
     return {
         "_pid": c.pid,
@@ -511,7 +472,7 @@ def _gpu_event_columns(c: Common, args: argfields.ArgColumns, ids: Ids) -> Colum
 
 
 def kernels(c: Common, idx: np.ndarray, ids: Ids, path: str) -> Columns:
-    """Kernel columns (``ts_ns`` absolute; ``rank`` and ``ts`` are added by the reader)."""
+    """Kernel columns (``ts_ns`` as written; ``rank`` and ``ts`` come in :func:`finish`)."""
     args = _args(c, dec.KernelArgs, path, idx)
     return {
         **_gpu_event_columns(c, args, ids),
@@ -524,30 +485,26 @@ def kernels(c: Common, idx: np.ndarray, ids: Ids, path: str) -> Columns:
     }
 
 
-def _codes(names: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Each name's position among the distinct names (in order of first appearance), and
-    those names: ``pd.factorize`` of a column of str, for a tenth of its cost here."""
-    values = names.tolist()
-    uniques = list(dict.fromkeys(values))
-    code = {u: i for i, u in enumerate(uniques)}
-    return np.fromiter(map(code.__getitem__, values), np.intp, len(values)), uniques
+def _parse_memcpy_names(names: Text) -> tuple[Text, Text, Text]:
+    """(kind, src, dst) of each copy, from its name, read once per distinct name."""
 
+    def part(i: int, known: frozenset[str]) -> Callable[[str], str]:
+        def one(name: str) -> str:
+            m = _MEMCPY_RE.match(name)
+            got = m.group(i) if m else ""
+            return got if got in known else ""
 
-def _parse_memcpy_names(names: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    codes, uniques = _codes(names)
-    kinds, srcs, dsts = [], [], []
-    for u in uniques:
-        m = _MEMCPY_RE.match(str(u))
-        k, s, d = (m.group(1), m.group(2), m.group(3)) if m else ("", "", "")
-        kinds.append(k if k in _MEMCPY_KINDS else "")
-        srcs.append(s if s in _MEMORY_PLACES else "")
-        dsts.append(d if d in _MEMORY_PLACES else "")
-    return _obj(kinds)[codes], _obj(srcs)[codes], _obj(dsts)[codes]
+        return one
+
+    return (
+        names.map(part(1, _MEMCPY_KINDS)),
+        names.map(part(2, _MEMORY_PLACES)),
+        names.map(part(3, _MEMORY_PLACES)),
+    )
 
 
 def copies(c: Common, idx: np.ndarray, ids: Ids, path: str, *, memcpy: bool) -> Columns:
     args = _args(c, dec.CopyArgs, path, idx)
-    n = len(c.dur)
     cols: Columns = {
         **_gpu_event_columns(c, args, ids),
         "bytes": args.num("bytes", np.int64, -1),
@@ -556,12 +513,15 @@ def copies(c: Common, idx: np.ndarray, ids: Ids, path: str, *, memcpy: bool) -> 
         kind, src, dst = _parse_memcpy_names(c.name)
         # ROCm writes the direction in args.kind; use it where the name gave none.
         arg_kind = args.memcpy_kind("kind", _MEMCPY_KINDS)
-        kind = np.where(kind == "", _obj(arg_kind), kind) if n else kind
-        cols.update(kind=kind.astype(object), src=src, dst=dst)
+        if len(kind) and "" in kind.values and any(arg_kind.values):
+            kinds = kind.texts()
+            given = arg_kind.texts()
+            kind = Text.of(k or a for k, a in zip(kinds, given, strict=True))
+        cols.update(kind=kind, src=src, dst=dst)
     return cols
 
 
-def runtime(c: Common, idx: np.ndarray, cats: np.ndarray, path: str) -> Columns:
+def runtime(c: Common, idx: np.ndarray, cats: Text, path: str) -> Columns:
     """Runtime call columns; ``cats`` already spelled as the column wants (see Sorted)."""
     args = _args(c, dec.RuntimeArgs, path, idx)
     return {
@@ -576,17 +536,15 @@ def runtime(c: Common, idx: np.ndarray, cats: np.ndarray, path: str) -> Columns:
     }
 
 
-def _raw_texts(raws: list[msgspec.Raw]) -> np.ndarray:
-    """Raw JSON values as text ("" where absent), one interned string per distinct text.
+def _raw_texts(raws: list[msgspec.Raw]) -> Text:
+    """Raw JSON values as text ("" where absent), dictionary-encoded.
 
     Decoded in one call: JSON text never holds a NUL byte (control characters in strings
     are escaped), so NUL separates the values safely.
     """
     if not raws:
-        return _obj([])
-    text = b"\x00".join(raws).decode("utf-8", "replace")
-    # Shapes and dtypes repeat across ops: one string per distinct text.
-    return _obj(list(map(sys.intern, text.split("\x00"))))
+        return Text(np.zeros(0, np.int32), [])
+    return Text.of(b"\x00".join(raws).decode("utf-8", "replace").split("\x00"))
 
 
 def cpu_ops(c: Common, idx: np.ndarray, path: str) -> Columns:
@@ -617,27 +575,25 @@ def annotation_columns(c: Common, on_gpu: np.ndarray) -> Columns:
 
 def steps(ann: Columns) -> Columns:
     """ProfilerStep#N annotations on the CPU side, every one kept (the last, partial, too)."""
-    names = np.asarray(ann["name"], object)
+    names: Text = ann["name"]
     if not len(names):
-        return empty_columns("steps")
-    # A trace has few distinct annotation names: each is matched once (as pandas'
-    # str.extract would, with a search).
-    number: dict[str, int | None] = {}
-    for n in dict.fromkeys(names.tolist()):
-        m = _STEP_RE.search(n) if isinstance(n, str) else None
-        number[n] = int(m.group(1)) if m else None
-    got = [number[n] is not None for n in names.tolist()]
-    keep = np.flatnonzero(np.array(got, bool) & ~np.asarray(ann["on_gpu"], bool))
+        return _empty_columns("steps")
+    # Each distinct annotation name is matched once (as pandas' str.extract would, with a
+    # search).
+    found = [_STEP_RE.search(n) for n in names.values]
+    number = np.array([int(m.group(1)) if m else -1 for m in found], np.int64)
+    is_step = np.array([m is not None for m in found], bool)
+    keep = np.flatnonzero(is_step[names.codes] & ~np.asarray(ann["on_gpu"], bool))
     if not len(keep):
-        return empty_columns("steps")
+        return _empty_columns("steps")
     rank = np.asarray(ann["rank"], np.int32)
     ts = np.asarray(ann["ts"], np.float64)
     # lexsort is stable: rows at the same rank and start keep their order.
     order = keep[np.lexsort((ts[keep], rank[keep]))]
-    kept = names[order]
+    kept = names.take(order)
     return {
         "rank": rank[order],
-        "step": np.array([number[n] for n in kept.tolist()], np.int64),
+        "step": number[kept.codes],
         "name": kept,
         "ts": ts[order],
         "dur": np.asarray(ann["dur"], np.float64)[order],
@@ -659,40 +615,19 @@ def counters(c: Common, idx: np.ndarray, path: str) -> Columns:
                 continue
             rows.append(i)
             device.append(dev[i] if d is None else str(d))
-            metric.append(sys.intern(k))
+            metric.append(k)
             value.append(float(v))
     at = np.asarray(rows, np.int64)
     return {
-        "device": _obj(device),
-        "name": c.name[at] if len(at) else _obj([]),
+        "device": Text.of(device),
+        "name": c.name.take(at),
         "ts_ns": c.ts_ns[at] if len(at) else np.zeros(0, np.int64),
-        "metric": _obj(metric),
+        "metric": Text.of(metric),
         "value": np.asarray(value, np.float64),
     }
 
 
 _NOT_COUNTERS = frozenset({"device", "correlation", "External id", "external id", "stream"})
-
-
-def frame_of(table: str, cols: dict[str, np.ndarray]) -> pd.DataFrame:
-    """A frame with the contract's columns first, in order, then any extras. The columns
-    are handed over: the frame may hold the arrays themselves."""
-    names = tuple(cols)
-    order = _column_order(table, names)
-    # Text columns stay object, as the contract has them (pandas would otherwise infer
-    # its string dtype for them, which the contract cast would then undo).
-    return frame_from_arrays(cols if order == names else {c: cols[c] for c in order}, own=True)
-
-
-@functools.lru_cache(maxsize=256)
-def _column_order(table: str, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The order of a frame of columns ``names``: worked out once per set of names, as
-    every file's tables come with the same few (a sixth of a small table's frame)."""
-    want = TABLES[table]
-    missing = [c for c in want if c not in names]
-    if missing:  # pragma: no cover - a programming error, not bad input
-        raise KeyError(f"{table}: missing columns {missing}")
-    return tuple(c for c in want if c in names) + tuple(c for c in names if c not in want)
 
 
 def vendor_of(name: str) -> str:
@@ -733,12 +668,12 @@ def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> Col
                 "compute_capability": "", "total_memory": -1, "max_threads_per_sm": -1,
             }  # fmt: skip
     if not rows:
-        return empty_columns("devices")
+        return _empty_columns("devices")
     got = list(rows.values())
 
-    def col(name: str, dtype: type) -> np.ndarray:
+    def col(name: str, dtype: type) -> Any:
         values = [r[name] for r in got]
-        return _obj(values) if dtype is object else np.array(values, dtype)
+        return Text.of(values) if dtype is object else np.array(values, dtype)
 
     return {
         "rank": col("rank", np.int32),
@@ -750,29 +685,6 @@ def devices(props: list[dec.DeviceProps], seen: Sequence[str], rank: int) -> Col
         "total_memory": col("total_memory", np.int64),
         "max_threads_per_sm": col("max_threads_per_sm", np.int64),
     }
-
-
-def typed(table: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """Cast a frame's contract columns to the contract's dtypes (after concatenation)."""
-    want = _contract_dtypes(table)
-    # One look at every dtype: a column lookup per name costs more than the frame's build.
-    have = dict(zip(frame.columns, frame.dtypes, strict=True))
-    cast = {c: t for c, t in want.items() if have[c] != t}
-    # astype copies every column even when nothing changes.
-    return frame.astype(cast) if cast else frame
-
-
-def typed_frame(table: str, cols: Columns) -> pd.DataFrame:
-    """``typed(table, frame_of(table, cols))``, the dtypes read off the arrays: a frame's
-    ``dtypes`` is a Series made anew, which costs a small table a third of its frame."""
-    frame = frame_of(table, cols)
-    want = _contract_dtypes(table)
-    return frame if all(cols[c].dtype == t for c, t in want.items()) else typed(table, frame)
-
-
-@functools.cache
-def _contract_dtypes(table: str) -> dict[str, Any]:
-    return {str(c): t for c, t in empty_table(table).dtypes.items()}
 
 
 # -- collectives: what the trace says about each collective call -------------------------
@@ -788,24 +700,18 @@ COMM_OP_NAMES = frozenset({"record_param_comms"})
 COMM_ANNOTATION = re.compile(r"^(?:nccl|rccl|gloo|ucc|mpi|xccl|hccl):\w")
 
 
-def comm_candidates(names: np.ndarray, pattern: re.Pattern[str] | frozenset[str]) -> np.ndarray:
+def comm_candidates(names: Text, pattern: re.Pattern[str] | frozenset[str]) -> np.ndarray:
     """Positions of ``names`` that match (tested once per distinct name)."""
-    if not len(names):
-        return np.zeros(0, np.int64)
-    values = names.tolist()
-    hits: frozenset[str] | set[str]
     if isinstance(pattern, frozenset):
-        hits = pattern.intersection(values)
+        hit = names.hits(pattern.__contains__)
     else:
-        hits = {u for u in set(values) if _searched(pattern, str(u))}
-    if not hits:  # the usual case: no name is a collective's
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(np.fromiter(map(hits.__contains__, values), bool, len(values)))
+        hit = names.hits(lambda u: _searched(pattern, u))
+    return np.flatnonzero(hit)
 
 
 @functools.lru_cache(maxsize=1 << 14)
 def _searched(pattern: re.Pattern[str], name: str) -> bool:
-    # Each chunk of a file sees the same few kernel names again, and a search for
+    # Each piece of a file sees the same few kernel names again, and a search for
     # COMM_KERNEL's many alternatives over a long templated kernel name is not cheap.
     return bool(pattern.search(name))
 
@@ -824,11 +730,11 @@ def _any_text(v: Any) -> str:
     if v is None or isinstance(v, bool):
         return ""
     if isinstance(v, str):
-        return sys.intern(v)
+        return v
     if isinstance(v, (int, float)):
         return str(v)
     try:
-        return sys.intern(msgspec.json.encode(v).decode())
+        return msgspec.json.encode(v).decode()
     except (TypeError, msgspec.EncodeError):  # pragma: no cover - decoded JSON re-encodes
         return ""
 
@@ -850,13 +756,12 @@ def _any_ints(values: list[Any]) -> np.ndarray:
     return np.array([_any_int(v) for v in values], np.int64)
 
 
-def _any_texts(values: list[Any]) -> np.ndarray:
-    """:func:`_any_text` of each value; without a call per value when all are text or None."""
+def _any_texts(values: list[Any]) -> Text:
+    """:func:`_any_text` of each value, dictionary-encoded."""
     kinds = set(map(type, values))
     if kinds <= {str, _NONE}:
-        intern = sys.intern
-        return _obj(["" if v is None else intern(v) for v in values])
-    return _obj([_any_text(v) for v in values])
+        return Text.of("" if v is None else v for v in values)
+    return Text.of(map(_any_text, values))
 
 
 def comms(c: Common, idx: np.ndarray, source: str, path: str) -> Columns:
@@ -874,17 +779,15 @@ def comms(c: Common, idx: np.ndarray, source: str, path: str) -> Columns:
         )
     at = np.flatnonzero(keep)
     a = [args[i] for i in at.tolist()]
-    dims = _raw_texts([x.input_dims for x in a])
-    types = _raw_texts([x.input_types for x in a])
     return {
         "pid": c.pid[at],
         "tid": c.tid[at],
-        "name": c.name[at],
+        "name": c.name.take(at),
         "ts_ns": c.ts_ns[at],
         "dur": c.dur[at],
-        "source": _obj([source] * len(a)),
+        "source": Text.repeat(source, len(a)),
         # A kernel's device as the kernels table keys it: args.device, else its pid.
-        "device": _obj(
+        "device": Text.of(
             [
                 _any_text(x.device) if x.device is not None else str(p)
                 for x, p in zip(a, c.pid[at].tolist(), strict=True)
@@ -901,6 +804,365 @@ def comms(c: Common, idx: np.ndarray, source: str, path: str) -> Columns:
         "in_nelems": _any_ints([x.in_nelems for x in a]),
         "out_nelems": _any_ints([x.out_nelems for x in a]),
         "dtype": _any_texts([x.dtype for x in a]),
-        "input_dims": dims,
-        "input_types": types,
+        "input_dims": _raw_texts([x.input_dims for x in a]),
+        "input_types": _raw_texts([x.input_types for x in a]),
     }
+
+
+# -- a file's events, piece by piece, into a rank's tables --------------------------------
+
+_STEP_PREFIX = "ProfilerStep#"
+_GPU = ("kernels", "memcpy", "memset")
+_TIMED = (*_GPU, "runtime", "cpu_ops", "annotations", "counters", "comms")
+
+
+@dataclass
+class _Flows:
+    """One run's flow events (starts or ends): ids as read (``TEXT_ID`` where text, the
+    text beside), times as written."""
+
+    pid: np.ndarray
+    tid: np.ndarray
+    ts_ns: np.ndarray
+    id: np.ndarray
+    texts: dict[str, dict[int, str]]
+
+
+@dataclass
+class Parts:
+    """A file's tables as they are gathered, run by run (joined by :func:`finish`)."""
+
+    parts: dict[str, list[Columns]] = field(default_factory=dict)
+    #: The earliest time of a timed event, and the latest of any event (ns, as written).
+    first_ns: int | None = None
+    latest_ns: int | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
+    #: Per run, its flow starts and ends: they are read only where correlation ids are
+    #: missing, which is known once every run is.
+    flows: list[tuple[_Flows, _Flows]] = field(default_factory=list)
+    events: int = 0
+
+    def add(self, table: str, cols: Columns) -> None:
+        self.parts.setdefault(table, []).append(cols)
+
+    def get(self, table: str) -> Columns:
+        """The table's columns, its runs' parts given up (so that the tables made from
+        the columns do not sit beside them)."""
+        return _concat(self.parts.pop(table, []))
+
+    def any_missing_correlation(self) -> bool:
+        return any(
+            bool((p["correlation"] < 0).any())
+            for t in (*_GPU, "runtime")
+            for p in self.parts.get(t, [])
+        )
+
+
+def _concat(parts: list[Columns]) -> Columns:
+    """Runs' columns joined into one set ({} for none; a single run is not copied)."""
+    if not parts:
+        return {}
+    if len(parts) == 1:
+        return parts[0]
+    return {
+        k: tx.concat([p[k] for p in parts])
+        if isinstance(parts[0][k], Text)
+        else np.concatenate([p[k] for p in parts])
+        for k in parts[0]
+    }
+
+
+def _take(col: Any, rows: np.ndarray) -> Any:
+    return col.take(rows) if isinstance(col, Text) else col[rows]
+
+
+def tabulate(parts: Parts, events: EventColumns, offset: int, ids: Ids, path: str) -> None:
+    """Add the tables' rows of ``events`` (events ``offset ..`` of the file) to ``parts``."""
+    s = sort_events(events)
+    ts = events.ts
+    has = ts != dec.NO_TS
+    usable = has & ~s.is_meta
+    if usable.any():
+        m = int(ts[usable].min())
+        parts.first_ns = m if parts.first_ns is None else min(parts.first_ns, m)
+    if has.any():
+        m = int(ts[has].max())
+        parts.latest_ns = m if parts.latest_ns is None else max(parts.latest_ns, m)
+    for ph, n in s.skipped_phases.items():
+        parts.skipped[ph] = parts.skipped.get(ph, 0) + n
+    parts.events += len(events)
+
+    def com(idx: np.ndarray) -> Common:
+        return common(events, idx, ids, path, offset)
+
+    k = s.by_kind
+    kern = com(k[KERNEL])
+    parts.add("kernels", kernels(kern, offset + k[KERNEL], ids, path))
+    parts.add("memcpy", copies(com(k[MEMCPY]), offset + k[MEMCPY], ids, path, memcpy=True))
+    parts.add("memset", copies(com(k[MEMSET]), offset + k[MEMSET], ids, path, memcpy=False))
+    ir = k[RUNTIME]
+    parts.add("runtime", runtime(com(ir), offset + ir, s.runtime_cats(ir), path))
+
+    # "ProfilerStep#N" written as an op (old Kineto) is an annotation, as in new ones.
+    op_idx = k[CPU_OP]
+    step_like = events.name.take(op_idx).hits(lambda n: n.startswith(_STEP_PREFIX))
+    ops = op_idx[~step_like]
+    op_com = com(ops)
+    parts.add("cpu_ops", cpu_ops(op_com, offset + ops, path))
+    py = k[PYTHON]
+    # Each distinct name tested once: a stack trace repeats a few thousand names.
+    fetch = events.name.take(py).hits(kept_frame)
+    ann_idx = np.concatenate([k[ANNOTATION], k[GPU_ANNOTATION], op_idx[step_like], py[fetch]])
+    on_gpu = np.zeros(len(ann_idx), bool)
+    n_cpu = len(k[ANNOTATION])
+    on_gpu[n_cpu : n_cpu + len(k[GPU_ANNOTATION])] = True
+    ann = com(ann_idx)
+    parts.add("annotations", annotation_columns(ann, on_gpu))
+    parts.add("counters", counters(com(k[RANGE]), offset + k[RANGE], path))
+    # The CPU annotations come first among the annotations' rows.
+    cpu_ann = ann.take(np.arange(n_cpu))
+    # Collective-call records: candidates by name, then their args. Each source comes as
+    # its rows' shared columns (already built for its own table) and their positions.
+    for source, (c, idx), pattern in (
+        ("kernel", (kern, k[KERNEL]), COMM_KERNEL),
+        ("op", (op_com, ops), COMM_OP_NAMES),
+        ("annotation", (cpu_ann, k[ANNOTATION]), COMM_ANNOTATION),
+    ):
+        pos = comm_candidates(c.name, pattern)
+        # Added even when empty: every run gives every table its columns.
+        parts.add("comms", comms(c.take(pos), offset + idx[pos], source, path))
+    parts.flows.append((_flows(events, s.flows_start), _flows(events, s.flows_end)))
+
+
+def _flows(events: EventColumns, idx: np.ndarray) -> _Flows:
+    texts = {}
+    for w in ("pid", "tid", "id"):
+        given: dict[int, str] = getattr(events, f"{w}_text")
+        if given and len(idx):
+            # The flows' rows among the events that have their id as text (idx ascends).
+            rows = np.fromiter(given, np.int64, len(given))
+            at = np.minimum(np.searchsorted(idx, rows), len(idx) - 1)
+            hit = idx[at] == rows
+            if hit.any():
+                texts[w] = {int(at[k]): given[int(rows[k])] for k in np.flatnonzero(hit)}
+    return _Flows(events.pid[idx], events.tid[idx], events.ts[idx], events.id[idx], texts)
+
+
+#: Timestamps at or above this many ns are wall-clock (after 2001), not relative.
+_EPOCH_NS = 10**18
+
+
+@dataclass
+class RankTables:
+    """One file's tables (times relative to ``first_ns``, its earliest event), with what
+    the file says of itself."""
+
+    tables: dict[str, Columns]
+    first_ns: int
+    wall_clock: bool
+    event_count: int
+    metadata: dict[str, Any]
+    notes: list[str]
+
+
+def finish(
+    parts: Parts,
+    top: dec.Top,
+    ids: Ids,
+    rank: int,
+    path: str,
+    step: Callable[[str], None],
+) -> RankTables:
+    """The rank's tables from the columns its events were gathered into. Times were
+    gathered as written: ``baseTimeNanoseconds`` moves only the first time (the tables'
+    times are relative to it)."""
+    if parts.first_ns is None:
+        raise dec.TraceError(path, "trace holds no timed events (only metadata)")
+    shift = top.base_ns or 0
+    if shift and parts.latest_ns is not None and parts.latest_ns > np.iinfo(np.int64).max - shift:
+        raise dec.TraceError(
+            path, "timestamps out of range (past year 2262 with baseTimeNanoseconds)"
+        )
+    first = parts.first_ns + shift
+    wall = top.base_ns is not None or first >= _EPOCH_NS
+    notes = list(top.notes)
+    for ph, n in parts.skipped.items():
+        if n:
+            notes.append(f"{n} begin/end ('{ph}') events ignored: only complete events are read")
+    missing = parts.any_missing_correlation()
+    flows, parts.flows = parts.flows, []
+    cols = {t: parts.get(t) for t in _TIMED}
+    if missing:
+        filled = links.correlate_by_flows(cols, _flow_columns(flows, ids))
+        if filled:
+            notes.append(
+                f"{filled} events linked to their launch by flow events (no correlation ids)"
+            )
+    del flows
+    for c in cols.values():
+        c["ts"] = rel_us(c.pop("ts_ns"), parts.first_ns)
+        c.pop("_pid", None)
+        c.pop("_tid", None)
+        c["rank"] = np.full(len(c["ts"]), rank, np.int32)
+    step("tables")
+    links.link(cols["kernels"], cols["memcpy"], cols["memset"], cols["runtime"], cols["cpu_ops"])
+    step("links")
+    for t in (*_GPU, "runtime", "annotations", "counters", "comms"):
+        c = cols[t]
+        ts = c["ts"]
+        if len(ts) > 1 and not bool((ts[1:] >= ts[:-1]).all()):
+            order = np.argsort(ts, kind="stable")
+            cols[t] = {k: _take(v, order) for k, v in c.items()}
+    tables: dict[str, Columns] = dict(cols)
+    tables["steps"] = steps(cols["annotations"])
+    seen: list[str] = []
+    for t in _GPU:
+        seen.extend(_firsts(cols[t]["device"]))
+    tables["devices"] = devices(top.device_props, list(dict.fromkeys(seen)), rank)
+    for p in top.device_props:
+        if p.numSms is not None and p.numSms <= 0:
+            notes.append(
+                f"deviceProperties says device {plain_text(p.id)} has {p.numSms} SMs: its "
+                "SM count is unknown, so SM efficiency is not computed"
+            )
+    step("frames")
+    return RankTables(tables, first, wall, parts.events, dict(top.metadata), notes)
+
+
+def _firsts(t: Text) -> list[str]:
+    """The values ``t`` uses, in order of first appearance."""
+    if not len(t):
+        return []
+    _, first = np.unique(t.codes, return_index=True)
+    used = t.codes[np.sort(first)]
+    return [t.values[c] for c in used.tolist()]
+
+
+def _flow_columns(flows: list[tuple[_Flows, _Flows]], ids: Ids) -> tuple[Columns, Columns]:
+    """The flow events' columns (starts, ends). Thread ids written as text are looked up in
+    the tables' ``ids`` without adding to it, so the tables' codes do not depend on the
+    flows; text never seen in the tables matches nothing there. Flow ids written as text
+    get codes of their own, in order of first appearance."""
+    flow_ids = Ids()
+    out: dict[str, list[Columns]] = {"start": [], "end": []}
+    for run in flows:
+        for name, f in zip(("start", "end"), run, strict=True):
+            if not len(f.id):
+                continue
+            pid, tid, fid = f.pid, f.tid, f.id
+            if "pid" in f.texts:
+                pid = _known(pid, f.texts["pid"], ids)
+            if "tid" in f.texts:
+                tid = _known(tid, f.texts["tid"], ids)
+            if "id" in f.texts:
+                values: list[int | str] = fid.tolist()
+                for j, t in f.texts["id"].items():
+                    values[j] = t
+                fid = flow_ids.column(values)
+            out[name].append({"pid": pid, "tid": tid, "ts_ns": f.ts_ns, "id": fid})
+    return _concat(out["start"]), _concat(out["end"])
+
+
+def _known(column: np.ndarray, texts: dict[int, str], ids: Ids) -> np.ndarray:
+    out = column.copy()
+    for j, t in texts.items():
+        out[j] = ids.known(t)
+    return out
+
+
+# -- frames ------------------------------------------------------------------------------
+
+_BY_NAME = {t.name: t for t in SCHEMA}
+
+
+def _empty_columns(table: str) -> Columns:
+    return {
+        c.name: Text(np.zeros(0, np.int32), []) if c.dtype == "category" else np.empty(0, c.dtype)
+        for c in _BY_NAME[table].columns
+    }
+
+
+def frame_of(table: str, cols: Columns) -> pd.DataFrame:
+    """A frame with the contract's columns first, in order, then any extras: text as
+    ``Categorical`` s, numbers as the contract types them."""
+    order = _column_order(table, tuple(cols))
+    want = _BY_NAME[table].dtypes
+    arrays: dict[str, Any] = {}
+    for c in order:
+        v = cols[c]
+        if isinstance(v, Text):
+            arrays[c] = v.categorical()
+        elif isinstance(v, pd.Categorical):
+            arrays[c] = v
+        else:
+            t = want.get(c)
+            arrays[c] = v.astype(t) if t is not None and t != "category" and v.dtype != t else v
+    return frame_from_arrays(arrays, own=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _column_order(table: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    want = TABLES[table]
+    missing = [c for c in want if c not in names]
+    if missing:  # pragma: no cover - a programming error, not bad input
+        raise KeyError(f"{table}: missing columns {missing}")
+    return tuple(c for c in want if c in names) + tuple(c for c in names if c not in want)
+
+
+def columns_of(frame: pd.DataFrame) -> Columns:
+    """A frame's columns as :func:`frame_of` takes them (a table read from the cache)."""
+    out: Columns = {}
+    for c in frame.columns:
+        v = frame[c].array
+        if isinstance(v, pd.Categorical):
+            out[str(c)] = Text(np.asarray(v.codes, np.int32), v.categories.tolist())
+        else:
+            out[str(c)] = frame[c].to_numpy()
+    return out
+
+
+#: One rank's columns of a table, the shift of its times (µs) onto the job's origin, and of
+#: its ``op_index`` onto the joined ``cpu_ops``.
+RankPart = tuple[Columns, float, int]
+
+
+def joined(table: str, parts: list[RankPart]) -> pd.DataFrame:
+    """Ranks' rows of one table, one after another, shifted (see :data:`RankPart`)."""
+    names = list(parts[0][0])
+    if any(list(p) != names for p, _, _ in parts):
+        # Ranks whose columns differ (from the cache of another version): pandas aligns them.
+        frames = [_shifted(frame_of(table, p), shift, offset) for p, shift, offset in parts]
+        aligned = pd.concat(frames, ignore_index=True)
+        for c in aligned.columns:
+            # pandas joins Categoricals of different categories as objects: united instead.
+            cats = [f[c].array for f in frames if c in f]
+            if len(cats) == len(frames) and all(isinstance(a, pd.Categorical) for a in cats):
+                aligned[c] = tx.union(cats)
+        return aligned
+    out: Columns = {}
+    for c in names:
+        pieces = [p[c] for p, _, _ in parts]
+        if isinstance(pieces[0], Text):
+            out[c] = tx.concat(pieces)
+            continue
+        if c in ("ts", "launch_ts"):
+            pieces = [a + s if s else a for a, (_, s, _) in zip(pieces, parts, strict=True)]
+        elif c == "op_index":
+            pieces = [
+                np.where(a >= 0, a + offset, -1) if offset else a
+                for a, (_, _, offset) in zip(pieces, parts, strict=True)
+            ]
+        out[c] = np.concatenate(pieces)
+    return frame_of(table, out)
+
+
+def _shifted(frame: pd.DataFrame, shift: float, op_offset: int) -> pd.DataFrame:
+    frame = frame.copy(deep=False)
+    if shift:
+        for col in ("ts", "launch_ts"):
+            if col in frame:
+                frame[col] = frame[col] + shift
+    if "op_index" in frame and op_offset:
+        idx = frame["op_index"].to_numpy()
+        frame["op_index"] = np.where(idx >= 0, idx + op_offset, -1)
+    return frame

@@ -14,22 +14,25 @@ from nbprof import units
 #: Event class key -> (label, colour). The order fixes the class ids the timeline embeds.
 #: One palette for light and dark themes, legend and bars alike: every colour keeps a
 #: contrast of at least 2.9:1 against white and 3.2:1 against JupyterLab's dark background
-#: (#111111), and the GPU classes stay apart (CIELAB distance >= 10) under simulated
-#: protanopia, deuteranopia and tritanopia (tests/test_views_colours.py checks both).
+#: (#111111) (tests/test_views_colours.py), and any two classes a GPU lane can show differ
+#: by CIEDE2000 >= 10 with normal vision and simulated protanopia, deuteranopia and
+#: tritanopia, painted over either background (tests/test_views_timeline_palette.py; the
+#: GPU colours were searched for under those constraints, then named by hue: violet
+#: Tensor Cores, blue compute, brown memory, red communication, greys for the unknown).
 #: Green is not used for a class that reads as a problem.
 CLASSES: dict[str, tuple[str, str]] = {
-    "tensor_core": ("Tensor Core GEMM", "#922ed7"),
-    "compute": ("other compute", "#276998"),
-    "memory": ("memory-bound / elementwise", "#a66933"),
-    "communication": ("communication", "#bc2d5a"),
+    "tensor_core": ("Tensor Core GEMM", "#8f4ca0"),
+    "compute": ("other compute", "#3898ff"),
+    "memory": ("memory-bound / elementwise", "#ba705c"),
+    "communication": ("communication", "#d3000a"),
     # Kernels whose names give no evidence of what they do: neutral, not a verdict.
-    "other": ("other (unrecognised kernel names)", "#868686"),
-    "kernel": ("kernel (class unknown)", "#737373"),
-    "copy_htod": ("memcpy HtoD", "#0fa6b0"),
-    "copy_dtoh": ("memcpy DtoH", "#7ba022"),
-    "copy_dtod": ("memcpy DtoD / PtoP", "#3f8fd0"),
-    "copy_other": ("memcpy (other)", "#5f9ea0"),
-    "memset": ("memset", "#d03fd0"),
+    "other": ("other (unrecognised kernel names)", "#8c928e"),
+    "kernel": ("kernel (class unknown)", "#8f9a8c"),
+    "copy_htod": ("memcpy HtoD", "#197875"),
+    "copy_dtoh": ("memcpy DtoH", "#47ac0e"),
+    "copy_dtod": ("memcpy DtoD / PtoP", "#0659ff"),
+    "copy_other": ("memcpy (other)", "#728dac"),
+    "memset": ("memset", "#bf2969"),
     "cpu_op": ("CPU op (top level)", "#5f83b3"),
     "runtime_launch": ("runtime: launch", "#8a7cc0"),
     "runtime_sync": ("runtime: synchronize", "#d9534f"),

@@ -18,7 +18,7 @@ from markupsafe import Markup
 from nbprof import units, vocab
 from nbprof.views import dashboard, panel, report, templating, timeline
 from nbprof.views._style import clip, plain, short_name, wrap
-from nbprof.views.assets import SCRIPTS, asset, bundle
+from nbprof.views.assets import asset, scripts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -331,7 +331,7 @@ def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> Markup:
         timelines=timelines,
         legend=legend,
         note_items=list(dict.fromkeys(notes)),
-        scripts=templating.trusted(bundle(*SCRIPTS, "compare_page.mjs")),
+        scripts=templating.trusted(scripts("compare_page.mjs")),
     )
 
 

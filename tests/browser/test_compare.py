@@ -104,7 +104,9 @@ def test_both_timelines_draw_and_zoom_together(lab: Lab, corpus: Path) -> None:
     before_box.scroll_into_view_if_needed()
     before = _main_plot(lab, "before")
     page.mouse.move(*_frame_point(before, 0.3))
+    page.keyboard.down("Control")  # the wheel zooms with Ctrl held, else scrolls the page
     page.mouse.wheel(0, -600)
+    page.keyboard.up("Control")
     wait_for(lambda: _window(lab) != first, RENDER_TIMEOUT_S, "the wheel to zoom")
     zoomed = _window(lab)
     assert zoomed[1] - zoomed[0] < first[1] - first[0]

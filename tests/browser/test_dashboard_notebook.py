@@ -28,8 +28,8 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 LOAD_MIME = "application/javascript"  # nbprof's load bundle (dashboard.loader_bundle)
 #: The targets of the dashboard's notebook footprint (10k-kernel synthetic trace).
-MAX_OUTPUT_BYTES = 300_000
-MAX_NOTEBOOK_BYTES = 3_000_000
+MAX_OUTPUT_BYTES = 250_000
+MAX_NOTEBOOK_BYTES = 1_500_000
 DASHBOARDS = 5
 
 SETUP = f"""\

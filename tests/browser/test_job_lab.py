@@ -145,10 +145,11 @@ def test_job_dashboard_folds_ranks_and_hovers_after_zooms(lab: Lab, corpus: Path
     # Tooltips answer on several rows before any zoom ...
     assert len(_rows_answering(page, tl)) >= 3, "no tooltips on the job timeline"
 
-    # ... after a wheel zoom about the cursor ...
+    # ... after a wheel zoom about the cursor (the plot clicked into first: until then the
+    # wheel scrolls the notebook) ...
     before = list(tl.evaluate(_RANGE))
     f = _frame(page, tl)
-    page.mouse.move(f["x"] + f["width"] * 0.5, f["y"] + f["height"] * 0.5)
+    page.mouse.click(f["x"] + f["width"] * 0.5, f["y"] + f["height"] * 0.5)
     page.mouse.wheel(0, -800)
     wheeled = _wait_range(page, tl, "now[1] - now[0] < ref[1] - ref[0]", before, "a wheel zoom")
     assert before[0] <= wheeled[0] < wheeled[1] <= before[1]
@@ -169,4 +170,85 @@ def test_job_dashboard_folds_ranks_and_hovers_after_zooms(lab: Lab, corpus: Path
     tips = _rows_answering(page, tl)
     assert len(tips) >= 3, "tooltips stopped after a box zoom"
     tl.screenshot(path=str(artifact("job-8ranks-zoomed.png")))
+    lab.errors.assert_none()
+
+
+#: The element the notebook scrolls in (JupyterLab scrolls its own panel, not the page):
+#: the nearest scrolling ancestor of the timeline, and how far it is scrolled.
+_SCROLLER = """(el) => { let e = el.parentElement;
+  while (e && !(/(auto|scroll)/.test(getComputedStyle(e).overflowY)
+                && e.scrollHeight > e.clientHeight)) { e = e.parentElement; }
+  return e ? e.scrollTop : null; }"""
+
+
+#: _FRAME where the timeline is now, not scrolled into view.
+_FRAME_HERE = _FRAME.replace("v.el.scrollIntoView({block: 'center'});", "")
+
+
+def _wheel_over_plot(page: Page, tl: Locator, dy: float, centre: bool = True) -> tuple[Any, Any]:
+    """One wheel turn over the timeline's frame (scrolled to the middle of the notebook
+    first, with ``centre``): (scroll position, x range) before and after it settled."""
+    f = _frame(page, tl) if centre else dict(tl.evaluate(_FRAME_HERE))
+    page.mouse.move(f["x"] + f["width"] * 0.5, f["y"] + f["height"] * 0.3)
+    before = (tl.evaluate(_SCROLLER), list(tl.evaluate(_RANGE)))
+    page.mouse.wheel(0, dy)
+    page.wait_for_timeout(600)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(null)))")
+    return before, (tl.evaluate(_SCROLLER), list(tl.evaluate(_RANGE)))
+
+
+def test_the_wheel_scrolls_the_notebook_until_the_plot_is_clicked(lab: Lab, corpus: Path) -> None:
+    """The 8-rank view opens unfolded and fills the screen: a wheel turn over it must scroll
+    the notebook past it. Clicked into (or with Ctrl/⌘ held), the wheel zooms instead."""
+    folder = corpus / JOB
+    if not folder.is_dir():
+        pytest.skip(f"no {JOB} in the corpus")
+    below = "print('\\n'.join(f'line {i}' for i in range(300)))"
+    nb = lab.notebook("wheel.ipynb", [f"import nbprof\nnbprof.load({str(folder)!r})", below])
+    nb.run_all()
+    assert nb.error_outputs() == [], "a cell raised"
+    page = lab.page
+    out = nb.output_area(0)
+    tl = out.locator(".nbp-timeline[data-nbp-ready]")
+    tl.wait_for(timeout=RENDER_TIMEOUT_S * 1000)
+    assert tl.get_attribute("data-nbp-wheel") == "page"
+    hint = tl.locator(".nbp-wheel-page")
+    assert hint.is_visible() and not tl.locator(".nbp-wheel-zoom").is_visible()
+    assert "scrolls the page" in hint.inner_text() and "Ctrl/⌘" in hint.inner_text()
+
+    # Not clicked into: the notebook scrolls (down, then up), the timeline stays put.
+    for dy in (500, -500):
+        (top0, r0), (top1, r1) = _wheel_over_plot(page, tl, dy)
+        assert top0 is not None and (top1 - top0) * dy > 0, (dy, top0, top1)
+        assert abs(top1 - top0) > 100, (dy, top0, top1)
+        assert r1 == r0, "the wheel zoomed a timeline nobody clicked into"
+
+    # Clicked into: the wheel zooms, and the notebook stays where it is.
+    f = _frame(page, tl)
+    page.mouse.click(f["x"] + f["width"] * 0.5, f["y"] + f["height"] * 0.3)
+    wait_for(lambda: tl.get_attribute("data-nbp-wheel") == "zoom", 10, "the click to arm it")
+    assert tl.locator(".nbp-wheel-zoom").is_visible() and not hint.is_visible()
+    assert "zooms" in tl.locator(".nbp-wheel-zoom").inner_text()
+    (top0, r0), (top1, r1) = _wheel_over_plot(page, tl, -500, centre=False)
+    assert top1 == top0, "the notebook scrolled under a zooming timeline"
+    assert r1[1] - r1[0] < r0[1] - r0[0], "the wheel did not zoom after a click"
+
+    # A click elsewhere gives the wheel back to the notebook.
+    nb.output_area(1).click()
+    wait_for(lambda: tl.get_attribute("data-nbp-wheel") == "page", 10, "the click outside")
+    (top0, r0), (top1, r1) = _wheel_over_plot(page, tl, 500)
+    assert top1 > top0 and r1 == r0
+
+    # With Ctrl (Bokeh's wheel zoom) or ⌘ (nbprof's) held, the wheel zooms without a click.
+    for key in ("Control", "Meta"):
+        f = _frame(page, tl)
+        page.mouse.move(f["x"] + f["width"] * 0.5, f["y"] + f["height"] * 0.3)
+        page.keyboard.down(key)
+        try:
+            (top0, r0), (top1, r1) = _wheel_over_plot(page, tl, -500, centre=False)
+        finally:
+            page.keyboard.up(key)
+        assert top1 == top0, key
+        assert r1[1] - r1[0] < r0[1] - r0[0], f"{key} + wheel did not zoom"
+    assert tl.get_attribute("data-nbp-wheel") == "page"
     lab.errors.assert_none()

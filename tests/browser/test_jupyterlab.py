@@ -103,11 +103,12 @@ def _frame_point(plot: dict[str, Any], fx: float, fy: float = 0.5) -> tuple[floa
 
 
 def assert_zooms(page: Page, output: Locator) -> None:
-    """A wheel turn over the timeline zooms in about the cursor; a drag zooms to the box."""
+    """Clicked into, a wheel turn over the timeline zooms in about the cursor; a drag zooms
+    to the box."""
     output.locator(".nbp-timeline").first.scroll_into_view_if_needed()
     before = plot_named(page, "nbprof-timeline", output)
     assert before["active_scroll"] == "WheelZoomTool", before["tools"]
-    page.mouse.move(*_frame_point(before, 0.5))
+    page.mouse.click(*_frame_point(before, 0.5))
     page.mouse.wheel(0, -600)
 
     def changed(ref: dict[str, Any]) -> bool:

@@ -8,15 +8,16 @@
  * in globalThis.__nbprof_pending, which the load bundle drains when it runs; after a few
  * seconds it also says, in the output, how to make it draw.
  *
- * Each dashboard carries its documents as <script type="application/vnd.nbprof+json">
- * (the Bokeh document, and the timeline document as `meta`); this embeds every one not
- * yet embedded, so the same script serves a notebook output, an nbconvert export and the
- * standalone report.
+ * Each dashboard carries its documents packed in <script type="application/vnd.nbprof.pack">
+ * (wire.mjs: the Bokeh document, and the timeline document as `meta`); this embeds every
+ * one not yet embedded, so the same script serves a notebook output, an nbconvert export
+ * and the standalone report.
  */
 import { sortable } from "./tables.mjs";
 import { attach } from "./timeline.mjs";
+import { unpack } from "./wire.mjs";
 
-const PAYLOAD = 'script[type="application/vnd.nbprof+json"]';
+const PAYLOAD = 'script[type="application/vnd.nbprof.pack"]';
 /** How long a dashboard waits for BokehJS before it says how to load it. */
 const WAIT_MS = 4000;
 export const NEEDS_BOKEH =
@@ -75,7 +76,7 @@ async function embedOne(payloadEl) {
   const dash = payloadEl.closest(".nbprof");
   const container = dash ? dash.querySelector(".nbp-timeline") : null;
   if (!container) return;
-  const payload = JSON.parse(payloadEl.textContent);
+  const payload = await unpack(payloadEl.textContent);
   const B = globalThis.Bokeh;
   const item = uniqueRoots(container, payload.render_items[0]);
   await B.embed.embed_items(payload.docs_json, [item]);

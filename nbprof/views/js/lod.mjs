@@ -6,7 +6,8 @@
  * event (name, class, grid, ...), and the link of each kernel to the runtime call that
  * launched it. Everything drawn is decided here, at first paint and at every zoom: the
  * exact events of the visible window when at most `cap` of them are there, else a
- * per-lane aggregate (busy fraction per time bin, coloured by the dominant class).
+ * per-lane aggregate (busy fraction per time bin, coloured by the class that took most of
+ * its time).
  */
 
 /** Marks "no link" in the delta-encoded link array (see decodeLinks). */
@@ -106,58 +107,80 @@ export function binCount(nLanes, aggCap, maxBins) {
 }
 
 /**
- * Per lane and bin of [x0, x1]: busy fraction (union-free sum of overlaps, clamped at 1),
- * count of events starting in the bin, the dominant class by time, and whether an event
- * of `mark` (a per-signature 0/1 array, e.g. search matches) starts in it.
+ * Time per class in `bins` equal bins of [x0, x1], for the events of one lane at a time:
+ * add(start, end, class, marked) each event, then emit(lane, out) pushes every bin that
+ * holds something to `out` (as aggregate() returns it) and empties the bins.
  */
-export function aggregate(x, d, sig, sigCls, nClasses, b, x0, x1, bins, mark) {
+export function binner(nClasses, x0, x1, bins) {
   const w = (x1 - x0) / bins;
   const busy = new Float64Array(bins * nClasses);
   const cnt = new Int32Array(bins);
   const hit = new Uint8Array(bins);
-  const out = { lane: [], bin: [], left: [], right: [], busy: [], events: [], cls: [],
-    marked: [] };
-  for (let l = 0; l < b.lo.length; l++) {
-    if (b.hi[l] === b.lo[l]) continue;
-    busy.fill(0);
-    cnt.fill(0);
-    hit.fill(0);
-    for (let i = b.lo[l]; i < b.hi[l]; i++) {
-      const s = x[i];
-      const e = s + d[i];
-      if (e < x0) continue;
-      const k = sigCls[sig[i]];
+  let used = false;
+  return {
+    add(s, e, k, marked) {
+      if (e < x0 || s > x1) return;
+      used = true;
       const b0 = Math.max(0, Math.min(bins - 1, Math.floor((s - x0) / w)));
       const b1 = Math.max(0, Math.min(bins - 1, Math.floor((e - x0) / w)));
       cnt[b0] += 1;
-      if (mark && mark[sig[i]]) hit[b0] = 1;
+      if (marked) hit[b0] = 1;
       for (let q = b0; q <= b1; q++) {
         const ov = Math.min(e, x0 + (q + 1) * w) - Math.max(s, x0 + q * w);
         if (ov > 0) busy[q * nClasses + k] += ov;
       }
-    }
-    for (let q = 0; q < bins; q++) {
-      let t = 0;
-      let best = 0;
-      let bk = 0;
-      for (let k = 0; k < nClasses; k++) {
-        const v = busy[q * nClasses + k];
-        t += v;
-        if (v > best) {
-          best = v;
-          bk = k;
+    },
+    emit(l, out) {
+      if (!used) return;
+      for (let q = 0; q < bins; q++) {
+        let t = 0;
+        let best = 0;
+        let bk = 0;
+        for (let k = 0; k < nClasses; k++) {
+          const v = busy[q * nClasses + k];
+          t += v;
+          if (v > best) {
+            best = v;
+            bk = k;
+          }
         }
+        if (t <= 0 && cnt[q] === 0) continue;
+        out.lane.push(l);
+        out.bin.push(q);
+        out.left.push(x0 + q * w);
+        out.right.push(x0 + (q + 1) * w);
+        out.busy.push(Math.min(1, t / w));
+        out.events.push(cnt[q]);
+        out.cls.push(bk);
+        out.marked.push(hit[q]);
       }
-      if (t <= 0 && cnt[q] === 0) continue;
-      out.lane.push(l);
-      out.bin.push(q);
-      out.left.push(x0 + q * w);
-      out.right.push(x0 + (q + 1) * w);
-      out.busy.push(Math.min(1, t / w));
-      out.events.push(cnt[q]);
-      out.cls.push(bk);
-      out.marked.push(hit[q]);
+      busy.fill(0);
+      cnt.fill(0);
+      hit.fill(0);
+      used = false;
+    },
+  };
+}
+
+/** Aggregate bars as aggregate() returns them, none yet. */
+export function noBins() {
+  return { lane: [], bin: [], left: [], right: [], busy: [], events: [], cls: [], marked: [] };
+}
+
+/**
+ * Per lane and bin of [x0, x1]: busy fraction (union-free sum of overlaps, clamped at 1),
+ * count of events starting in the bin, the class that took most of the bin's time (what
+ * the bin is coloured by), and whether an event of `mark` (a per-signature 0/1 array,
+ * e.g. search matches) starts in it.
+ */
+export function aggregate(x, d, sig, sigCls, nClasses, b, x0, x1, bins, mark) {
+  const out = noBins();
+  const acc = binner(nClasses, x0, x1, bins);
+  for (let l = 0; l < b.lo.length; l++) {
+    for (let i = b.lo[l]; i < b.hi[l]; i++) {
+      acc.add(x[i], x[i] + d[i], sigCls[sig[i]], mark ? mark[sig[i]] : 0);
     }
+    acc.emit(l, out);
   }
   return out;
 }

@@ -2,7 +2,8 @@
  * nbprof timeline: wires the pure modules to a Bokeh document built by
  * nbprof/views/timeline/ and to the page: it fills the sources the timeline document
  * names (draw.mjs) at first paint and on every change of the x range, and adds what Bokeh
- * has no tool for: search (search.mjs), the keys (keys.mjs), click to pin an event's
+ * has no tool for: search (search.mjs), the keys (keys.mjs), the wheel left to the page
+ * until the plot is clicked into (wheel.mjs), click to pin an event's
  * details with its launch <-> kernel link (pin.mjs, pane.mjs), ranks folded into one row
  * (fold.mjs), the page's theme (theme.mjs), and the plot areas of the timeline, the
  * sample chart and the overview aligned (bokeh.mjs).
@@ -16,9 +17,11 @@ import { collapsedAttr, groupOfRow, layoutOf, plotHeight, toggleFold, yTicks }
 import { isFormField, keyAction } from "./keys.mjs";
 import { renderPane } from "./pane.mjs";
 import { eventInfo, hit, partnerOf, pinShapes, windowOf } from "./pin.mjs";
+import { MIN_INTERVAL, zoomRange } from "./range.mjs";
 import { countText, cursorText, exactSigs, matchSigs, matchesInTime, stepCursor, windowFor }
   from "./search.mjs";
 import { followTheme } from "./theme.mjs";
+import { wheelAction, wheelFactor, wheelHint, wheelModifiers } from "./wheel.mjs";
 
 /**
  * Draw the timeline in `container` (its .nbp-timeline element) from Bokeh document
@@ -33,7 +36,7 @@ export async function attach(container, bokehDoc, tdoc) {
   const full = [xr.bounds ? xr.bounds[0] : xr.start, xr.bounds ? xr.bounds[1] : xr.end];
   const groups = tdoc.groups;
   const state = { mark: null, matches: [], cursor: -1, pinned: -1, mouseX: null, mode: "",
-    collapsed: groups.map((g, k) => Boolean(tdoc.collapsed[k])), layout: null };
+    armed: false, collapsed: groups.map((g, k) => Boolean(tdoc.collapsed[k])), layout: null };
   state.layout = layoutOf(tdoc, state.collapsed);
 
   function fill(source, data) {
@@ -149,9 +152,52 @@ export async function attach(container, bokehDoc, tdoc) {
   }
 
   const plotEl = container.querySelector(".nbp-root-main") || container;
+
+  // -- the wheel: the page's, until the plot is clicked into (or with Ctrl/⌘ held) -----
+  const wheelTool = get(tdoc.models.wheel);
+  const bar = container.querySelector(".nbp-tl-bar");
+  if (bar) {
+    // Both texts in one grid cell, one of them hidden (nbprof.css): the bar keeps its size
+    // as a click arms the wheel, so nothing moves between the click's press and release.
+    const hint = document.createElement("span");
+    hint.className = "nbp-wheel";
+    for (const on of [false, true]) {
+      const t = document.createElement("span");
+      t.className = on ? "nbp-wheel-zoom" : "nbp-wheel-page";
+      t.textContent = wheelHint(on);
+      hint.append(t);
+    }
+    bar.append(hint);
+  }
+  function arm(on) {
+    state.armed = on;
+    if (wheelTool) wheelTool.setv({ modifiers: wheelModifiers(on) });
+    container.setAttribute("data-nbp-wheel", on ? "zoom" : "page");
+  }
+  arm(false);
+  const outside = (e) => {
+    if (!container.isConnected) {
+      document.removeEventListener("pointerdown", outside, true);
+      return;
+    }
+    const path = e.composedPath ? e.composedPath() : [e.target];
+    if (state.armed && !path.includes(container)) arm(false);
+  };
+  document.addEventListener("pointerdown", outside, true);
+  plotEl.addEventListener("wheel", (e) => {
+    if (wheelAction(e, state.armed) !== "own") return;
+    const p = pointer(e);
+    if (!p || !p.inside) return;
+    e.preventDefault();
+    e.stopPropagation();
+    const r = zoomRange(xr.start, xr.end, p.t, wheelFactor(e), full, MIN_INTERVAL);
+    setRange(r[0], r[1]);
+  }, { capture: true, passive: false });
+
   let down = null;
   plotEl.addEventListener("pointerdown", (e) => {
     down = { x: e.clientX, y: e.clientY };
+    if (!state.armed) arm(true);
   });
   plotEl.addEventListener("pointerup", (e) => {
     if (!down || Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4) return;
@@ -236,7 +282,10 @@ export async function attach(container, bokehDoc, tdoc) {
     e.preventDefault();
     e.stopPropagation();
     if (act.range) setRange(act.range[0], act.range[1]);
-    else if (act.unpin) pin(-1);
+    else if (act.unpin) {
+      pin(-1);
+      arm(false);
+    }
     else if (act.search) input.focus();
   });
 
@@ -261,6 +310,7 @@ export async function attach(container, bokehDoc, tdoc) {
   else update();
   const api = {
     doc: bokehDoc, tdoc, model: m, update, pin, search, step, setRange, state, full, foldRank,
+    arm,
     eventInfo: (i) => eventInfo(m, state.layout, i),
     layout: () => state.layout,
     matches: () => state.matches.slice(),

@@ -18,7 +18,6 @@ bars. The binning is level of detail for drawing, not a metric.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +34,7 @@ from nbprof.views.timeline.fields import (
     TOOLTIP_MAX_PX,
     tooltip_html,
 )
-from nbprof.views.timeline.figures import MAIN, rank_axis_name
+from nbprof.views.timeline.figures import MAIN, WHEEL, rank_axis_name
 from nbprof.views.timeline.gaps import MAX_GAPS, encode_gaps, gap_table, gaps_on_lanes
 from nbprof.views.timeline.rows import (
     AXIS_EVERY,
@@ -104,10 +103,16 @@ class Timeline:
     gap_causes: list[str]
     notes: list[str] = field(default_factory=list)
 
-    @cached_property
+    @property
     def meta(self) -> dict[str, Any]:
-        """The timeline document as JSON, what the page's payload carries."""
-        return self.doc.json()
+        """The timeline document as JSON, what the page's payload carries (its columns
+        name :attr:`parts`)."""
+        return self.doc.wire[0]
+
+    @property
+    def parts(self) -> list[bytes]:
+        """The deflated columns :attr:`meta` names (wire.py)."""
+        return self.doc.wire[1]
 
 
 def build(
@@ -225,5 +230,7 @@ def document_of(
         plot=PlotSize(),
         sources=SOURCES,
         pane={kind: fields.pane_rows(kind) for kind in DETAIL_KINDS},
-        models=Models(figure=MAIN, rank_axes=[rank_axis_name(k) for k in range(n_axes)]),
+        models=Models(
+            figure=MAIN, rank_axes=[rank_axis_name(k) for k in range(n_axes)], wheel=WHEEL
+        ),
     )

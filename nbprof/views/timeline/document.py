@@ -8,16 +8,14 @@ drawing policy, the columns of each source and the rows of the details pane (fie
 and the names of the models it fills. tests/test_views_timeline_doc.py fails when the
 browser code reads a field this document does not declare, or leaves one unread.
 
-A :class:`Column` is a typed array, sent as its little-endian bytes, deflated, in base64
-(js/document.mjs inflates it with the browser's DecompressionStream); text is
+A :class:`Column` is a typed array, sent as one deflated part of the page's pack (wire.py;
+js/wire.mjs inflates it with the browser's DecompressionStream); text is
 dictionary-encoded: integer codes into its distinct values.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -28,18 +26,12 @@ import pandas as pd
 
 from nbprof.views.timeline.fields import Sources
 from nbprof.views.timeline.rows import PlotSize, RankGroup
+from nbprof.views.timeline.wire import column_part
 
 #: The document's format; js/document.mjs refuses any other.
 SCHEMA = "nbprof.timeline/1"
 #: Types a column may have (each has a JavaScript typed array).
 DTYPES = ("uint8", "uint16", "uint32", "int8", "int16", "int32", "float32", "float64")
-#: zlib level of a column, and of one over LARGE_BYTES raw. Measured on the synthetic
-#: traces of benchmarks/bench_timeline.py: at 10k kernels, level 6 makes the document 4%
-#: smaller than level 2 in 25 ms; at 1M kernels, 8% smaller but in 2.9 s instead of 0.6 s
-#: (level 9: 10% in 15 s), which a build of that size should not wait for.
-DEFLATE_LEVEL = 6
-DEFLATE_LEVEL_LARGE = 2
-LARGE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -62,18 +54,15 @@ class Column:
     def __len__(self) -> int:
         return len(self.values)
 
-    @cached_property
-    def packed(self) -> str:
-        """The values' little-endian bytes, deflated, as base64."""
-        data = np.ascontiguousarray(self.values, dtype=self.values.dtype.newbyteorder("<"))
-        level = DEFLATE_LEVEL if data.nbytes <= LARGE_BYTES else DEFLATE_LEVEL_LARGE
-        return base64.b64encode(zlib.compress(data.tobytes(), level)).decode("ascii")
-
-    def json(self) -> dict[str, Any]:
+    def json(self, parts: list[bytes]) -> dict[str, Any]:
+        """The column as the header of a pack names it; its values go to ``parts``."""
+        part, shuffle = column_part(self.values)
+        parts.append(part)
         out: dict[str, Any] = {
             "dtype": self.values.dtype.name,
             "length": len(self.values),
-            "deflate": self.packed,
+            "part": len(parts),  # part 0 of a pack is its header
+            "shuffle": int(shuffle),
         }
         if self.labels is not None:
             out["labels"] = list(self.labels)
@@ -99,6 +88,8 @@ class Models:
     figure: str
     #: Time axes along rank headers and rulers, moved as ranks fold.
     rank_axes: list[str]
+    #: The wheel zoom tool, whose modifiers change as the plot is clicked into and left.
+    wheel: str
 
 
 @dataclass(frozen=True)
@@ -157,23 +148,26 @@ class TimelineDoc:
             if len(lengths) > 1 or (rows is not None and lengths - {rows}):
                 raise ValueError(f"the {name} columns differ in length: {sorted(lengths)}")
 
-    def json(self) -> dict[str, Any]:
-        """The document as the browser reads it."""
-        out = to_json(self)
+    @cached_property
+    def wire(self) -> tuple[dict[str, Any], list[bytes]]:
+        """The document as the browser reads it, and the deflated parts its columns name
+        (what wire.pack puts in the page)."""
+        parts: list[bytes] = []
+        out = to_json(self, parts)
         assert isinstance(out, dict)
-        return out
+        return out, parts
 
 
-def to_json(value: Any) -> Any:
-    """``value`` as JSON: dataclasses as objects of their fields, columns packed."""
+def to_json(value: Any, parts: list[bytes]) -> Any:
+    """``value`` as JSON: dataclasses as objects of their fields, columns as parts."""
     if isinstance(value, Column):
-        return value.json()
+        return value.json(parts)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: to_json(getattr(value, f.name), parts) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
+        return {str(k): to_json(v, parts) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
+        return [to_json(v, parts) for v in value]
     if isinstance(value, np.generic):
         return value.item()
     return value

@@ -18,6 +18,9 @@ MIN_BORDER_LEFT = 60
 MIN_BORDER_RIGHT = 16
 MAIN = "nbprof-timeline"
 OVERVIEW = "nbprof-overview"
+#: The wheel zoom: it needs Ctrl until the reader clicks into the plot (js/wheel.mjs), so
+#: that the wheel scrolls the notebook past the timeline.
+WHEEL = "nbprof-wheel-zoom"
 
 #: Hover tool name per kind of event row.
 HOVER_NAMES: dict[str, str] = {
@@ -59,17 +62,18 @@ def x_range(span: float) -> tuple[Any, tuple[float, float]]:
 def main_figure(xr: Any, lay: RowLayout, groups: list[RankGroup], n_axes: int, ticks: Any) -> Any:
     """The main plot: its rows as y ticks, a time axis above and below, and, with ranks,
     a pool of time axes along rank headers and the lines between folded ranks."""
-    from bokeh.models import ColumnDataSource, FixedTicker, LinearAxis, Range1d
+    from bokeh.models import ColumnDataSource, FixedTicker, LinearAxis, Range1d, WheelZoomTool
     from bokeh.plotting import figure
 
     n_rows = max(len(lay.rows), 1)
+    wheel = WheelZoomTool(dimensions="width", modifiers={"ctrl": True}, name=WHEEL)
     p = figure(
         x_range=xr,
         y_range=Range1d(n_rows - 0.5, -0.5),
         height=plot_height(n_rows),
         sizing_mode="stretch_width",
-        tools="xpan,xwheel_zoom,xbox_zoom,reset,save",
-        active_scroll="xwheel_zoom",
+        tools=["xpan", wheel, "xbox_zoom", "reset", "save"],
+        active_scroll=wheel,
         active_drag="xbox_zoom",
         x_axis_label="time since the first event",
         toolbar_location="above",
@@ -146,9 +150,11 @@ def add_drawn_glyphs(p: Any) -> dict[str, Any]:
         source=empty_source(SOURCES.aggregate), name="nbprof-aggregate-glyphs",
     )  # fmt: skip
     # One source and renderer per kind of event, each with the hover fields that apply.
+    # No outline: a stroke widens every bar by its width, which on a zoomed-out view paints
+    # short events far beyond their share of the time.
     for kind in DETAIL_KINDS:
         hovered[kind] = p.quad(
-            **quad, fill_color="color", line_color="color", line_width=0.5,
+            **quad, fill_color="color", line_color=None,
             source=empty_source(SOURCES.detail[kind]), name=f"nbprof-detail-glyphs-{kind}",
         )  # fmt: skip
     # Search matches and the pinned event with its linked event, outlined on top.

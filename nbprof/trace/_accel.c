@@ -1,12 +1,14 @@
-/* Trace events scanned straight into columns: the fast path of nbprof.trace.scan.
+/* nbprof's one accelerator (nbprof.trace._accel, behind nbprof.trace.accel): trace events
+ * scanned straight into columns, and (in _nest.c) CPU ops nested per thread.
  *
  * A piece of a trace's event array (events written one after another, comma separated)
  * is read once, byte by byte, into the columns the tables are built from: each event's
- * category and phase code, name, pid, tid, timestamp in ns, duration and the span of its
- * raw `args`. Only what the pure-Python path (msgspec structs, then columns) reads the same
- * way is taken here; anything else (text ids, escaped keys, exponents in timestamps,
- * invalid JSON, wrong types, deep nesting) makes scan() return None and that path reads the
- * piece instead, so results and error messages are the same whichever path ran.
+ * category and phase code, its name as a code into the piece's distinct names, pid, tid,
+ * flow id, timestamp in ns, duration and the span of its raw `args`. Only what the
+ * pure-Python path (msgspec structs, then columns) reads the same way is taken here;
+ * anything else (escaped keys, exponents in timestamps, invalid JSON, wrong types, deep
+ * nesting) makes scan() return None and that path reads the piece instead, so results and
+ * error messages are the same whichever path ran.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -63,9 +65,23 @@ static int col_grow(Col *c) {
         ((type *)(col).data)[(col).n++] = (value);                                     \
     } while (0)
 
-static PyObject *col_bytearray(Col *c) {
-    return PyByteArray_FromStringAndSize(c->data, c->n * c->item);
+/* A bytearray of n bytes (a copy of data, unless NULL). Made empty, then resized:
+ * CPython 3.11's PyByteArray_FromStringAndSize, when its allocation fails, frees the new
+ * object before setting its count of buffer exports, which then reads as garbage and
+ * prints "SystemError: deallocated bytearray object has exported buffers" on top of the
+ * MemoryError (Objects/bytearrayobject.c, 3.11.7). */
+static PyObject *new_bytearray(const char *data, Py_ssize_t n) {
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, 0);
+    if (!out || !n) return out;
+    if (PyByteArray_Resize(out, n) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    if (data) memcpy(PyByteArray_AS_STRING(out), data, n);
+    return out;
 }
+
+static PyObject *col_bytearray(Col *c) { return new_bytearray(c->data, c->n * c->item); }
 
 /* -- interned text, keyed by its raw bytes ---------------------------------------- */
 
@@ -455,9 +471,10 @@ static int scan_double(cp *pp, cp end, double *out) {
 /* -- events ------------------------------------------------------------------------ */
 
 typedef struct {
-    Col code, name, pid, tid, ts, dur, astart, aend;
+    Col code, name, pid, tid, id, ts, dur, astart, aend;
     Table names, cats, phases;
-    PyObject *cat_codes, *phase_codes, *unescape, *texts;
+    /* The distinct names, in order of first use: a name's entry holds its place here. */
+    PyObject *cat_codes, *phase_codes, *unescape, *texts, *distinct;
     cp base;
 } Scan;
 
@@ -511,7 +528,8 @@ static int scan_id(Scan *sc, cp *pp, cp end, int64_t *out, PyObject **text) {
     return 0;
 }
 
-/* Event number (the one about to be pushed), pid (0) or tid (1), and its text id. */
+/* Event number (the one about to be pushed), pid (0), tid (1) or flow id (2), and its
+ * text. */
 static int note_text(Scan *sc, int which, PyObject *text) {
     if (!text) return 0;
     PyObject *item = Py_BuildValue("(niO)", sc->code.n, which, text);
@@ -531,8 +549,8 @@ static int scan_event(Scan *sc, cp *pp, cp end) {
     cp ph = empty, cat = empty, name = empty;
     Py_ssize_t ph_n = 0, cat_n = 0, name_n = 0;
     int ph_esc = 0, cat_esc = 0, name_esc = 0;
-    int64_t pid = 0, tid = 0, ts = NO_TS, as = -1, ae = -1;
-    PyObject *pid_text = NULL, *tid_text = NULL;
+    int64_t pid = 0, tid = 0, id = -1, ts = NO_TS, as = -1, ae = -1;
+    PyObject *pid_text = NULL, *tid_text = NULL, *id_text = NULL;
     double dur = 0.0;
     int r;
 
@@ -562,18 +580,21 @@ static int scan_event(Scan *sc, cp *pp, cp end) {
             } else if (KEY("dur")) {
                 if (scan_double(&p, end, &dur)) return BAIL;
             } else if (KEY("id")) {
-                /* Not read here, but its type is checked as the struct checks it. */
+                /* A flow's id: an integer, text (decoded, its UTF-8 checked as the struct
+                 * checks it; the tables give it a code) or null (-1, as absent). */
                 if (*p == '"') {
-                    /* Text: decoded (its UTF-8 checked, as the struct checks it). */
-                    Entry *ignored;
+                    Entry *e;
                     if (scan_string(&p, end, &s, &sn, &esc)) return BAIL;
-                    if ((r = table_get(&sc->names, s, sn, esc, sc->unescape, &ignored)))
-                        return r;
+                    if ((r = table_get(&sc->names, s, sn, esc, sc->unescape, &e))) return r;
+                    id = TEXT_ID;
+                    id_text = e->text;
                 } else if (*p == 'n') {
                     if (skip_literal(&p, end, "null")) return BAIL;
+                    id = -1;
+                    id_text = NULL;
                 } else {
-                    int64_t ignored;
-                    if (scan_int(&p, end, &ignored)) return BAIL;
+                    if (scan_int(&p, end, &id)) return BAIL;
+                    id_text = NULL;
                 }
             } else if (KEY("args")) {
                 cp a = p;
@@ -600,11 +621,18 @@ static int scan_event(Scan *sc, cp *pp, cp end) {
     if ((r = code_of(&sc->phases, sc->phase_codes, ph, ph_n, ph_esc, &ph_code))) return r;
     Entry *e;
     if ((r = table_get(&sc->names, name, name_n, name_esc, sc->unescape, &e))) return r;
-    if ((r = note_text(sc, 0, pid_text)) || (r = note_text(sc, 1, tid_text))) return r;
+    if ((r = note_text(sc, 0, pid_text)) || (r = note_text(sc, 1, tid_text)) ||
+        (r = note_text(sc, 2, id_text)))
+        return r;
+    if (e->code < 0) {
+        e->code = PyList_GET_SIZE(sc->distinct);
+        if (PyList_Append(sc->distinct, e->text)) return FAIL;
+    }
     PUSH(sc->code, uint8_t, (uint8_t)(cat_code + ph_code));
-    PUSH(sc->name, PyObject *, e->text);
+    PUSH(sc->name, int32_t, (int32_t)e->code);
     PUSH(sc->pid, int64_t, pid);
     PUSH(sc->tid, int64_t, tid);
+    PUSH(sc->id, int64_t, id);
     PUSH(sc->ts, int64_t, ts);
     PUSH(sc->dur, double, dur);
     PUSH(sc->astart, int64_t, as);
@@ -627,22 +655,25 @@ static int scan_all(Scan *sc, cp p, cp end) {
 }
 
 static void scan_free(Scan *sc) {
-    Col *cols[] = {&sc->code, &sc->name, &sc->pid,    &sc->tid,
+    Col *cols[] = {&sc->code, &sc->name, &sc->pid,    &sc->tid, &sc->id,
                    &sc->ts,   &sc->dur,  &sc->astart, &sc->aend};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) PyMem_Free(cols[i]->data);
     table_free(&sc->names);
     table_free(&sc->cats);
     table_free(&sc->phases);
     Py_XDECREF(sc->texts);
+    Py_XDECREF(sc->distinct);
 }
 
 PyDoc_STRVAR(scan_doc,
              "scan(buffer, start, stop, cat_codes, phase_codes, unescape)\n--\n\n"
-             "The events in buffer[start:stop] as columns: (codes, names, pid, tid, ts_ns, "
-             "dur, args_start, args_stop, texts), numeric columns as bytearrays, texts the "
-             "(event, 0 for pid or 1 for tid, text) of ids written as text that is not a "
-             "number (their column holds the lowest int64 there); None when the "
-             "text is not what this scanner reads exactly as the Python path does.");
+             "The events in buffer[start:stop] as columns: (codes, name_codes, names, pid, "
+             "tid, id, ts_ns, dur, args_start, args_stop, texts), numeric columns as "
+             "bytearrays, name_codes (int32) the place of each event's name in names (the "
+             "distinct names in order of first use), texts the (event, 0 for pid, 1 for tid "
+             "or 2 for id, text) of ids written as text that is not a number (their column "
+             "holds the lowest int64 there); None when the text is not what this scanner "
+             "reads exactly as the Python path does.");
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
@@ -664,8 +695,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     sc.unescape = unescape;
     sc.base = (cp)view.buf;
     sc.texts = PyList_New(0);
-    int r = !sc.texts || col_init(&sc.code, 1) || col_init(&sc.name, sizeof(PyObject *)) ||
-            col_init(&sc.pid, 8) || col_init(&sc.tid, 8) || col_init(&sc.ts, 8) ||
+    sc.distinct = PyList_New(0);
+    int r = !sc.texts || !sc.distinct || col_init(&sc.code, 1) || col_init(&sc.name, 4) ||
+            col_init(&sc.pid, 8) || col_init(&sc.tid, 8) || col_init(&sc.id, 8) ||
+            col_init(&sc.ts, 8) ||
             col_init(&sc.dur, 8) || col_init(&sc.astart, 8) || col_init(&sc.aend, 8) ||
             table_init(&sc.names, 1024) || table_init(&sc.cats, 64) ||
             table_init(&sc.phases, 16);
@@ -673,16 +706,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (r == BAIL) {
         result = Py_NewRef(Py_None);
     } else if (r == 0) {
-        PyObject *names = PyList_New(sc.name.n);
-        if (names) {
-            PyObject **src = (PyObject **)sc.name.data;
-            for (Py_ssize_t i = 0; i < sc.name.n; i++) PyList_SET_ITEM(names, i, Py_NewRef(src[i]));
-            result = Py_BuildValue("(NNNNNNNNO)", col_bytearray(&sc.code), names,
-                                   col_bytearray(&sc.pid), col_bytearray(&sc.tid),
-                                   col_bytearray(&sc.ts), col_bytearray(&sc.dur),
-                                   col_bytearray(&sc.astart), col_bytearray(&sc.aend),
-                                   sc.texts);
-        }
+        result = Py_BuildValue("(NNONNNNNNNO)", col_bytearray(&sc.code),
+                               col_bytearray(&sc.name), sc.distinct, col_bytearray(&sc.pid),
+                               col_bytearray(&sc.tid), col_bytearray(&sc.id),
+                               col_bytearray(&sc.ts), col_bytearray(&sc.dur),
+                               col_bytearray(&sc.astart), col_bytearray(&sc.aend), sc.texts);
     } else if (!PyErr_Occurred()) {
         PyErr_NoMemory();
     }
@@ -909,11 +937,11 @@ static PyObject *fields(PyObject *self, PyObject *args) {
         }
         kp[k] = PyBytes_AS_STRING(key);
         kn[k] = PyBytes_GET_SIZE(key);
-        f[k].tags = PyByteArray_FromStringAndSize(NULL, n);
-        f[k].num = PyByteArray_FromStringAndSize(NULL, n * 8);
-        f[k].ival = PyByteArray_FromStringAndSize(NULL, n * 8);
-        f[k].start = PyByteArray_FromStringAndSize(NULL, n * 8);
-        f[k].stop = PyByteArray_FromStringAndSize(NULL, n * 8);
+        f[k].tags = new_bytearray(NULL, n);
+        f[k].num = new_bytearray(NULL, n * 8);
+        f[k].ival = new_bytearray(NULL, n * 8);
+        f[k].start = new_bytearray(NULL, n * 8);
+        f[k].stop = new_bytearray(NULL, n * 8);
         if (!f[k].tags || !f[k].num || !f[k].ival || !f[k].start || !f[k].stop) goto done;
         memset(PyByteArray_AS_STRING(f[k].tags), F_ABSENT, n);
         memset(PyByteArray_AS_STRING(f[k].num), 0, n * 8);
@@ -1005,12 +1033,14 @@ done:
 PyDoc_STRVAR(texts_doc,
              "texts(buffer, starts, stops)\n--\n\n"
              "The text of each span buffer[starts[i]:stops[i]] (UTF-8, invalid bytes replaced; "
-             "a negative start: the empty string), one interned str per distinct text.");
+             "a negative start: the empty string), dictionary-encoded: (codes, distinct), "
+             "codes an int32 bytearray of each span's place in distinct, the distinct texts "
+             "in order of first appearance.");
 
 static PyObject *texts(PyObject *self, PyObject *args) {
     Py_buffer view, sv, ev;
     if (!PyArg_ParseTuple(args, "y*y*y*:texts", &view, &sv, &ev)) return NULL;
-    PyObject *out = NULL;
+    PyObject *out = NULL, *distinct = NULL, *codes = NULL;
     Table seen = {0};
     Py_ssize_t n = sv.len / 8;
     const int64_t *st = sv.buf, *en = ev.buf;
@@ -1020,15 +1050,16 @@ static PyObject *texts(PyObject *self, PyObject *args) {
         goto done;
     }
     if (table_init(&seen, 64)) goto done;
-    out = PyList_New(n);
-    if (!out) goto done;
+    distinct = PyList_New(0);
+    codes = new_bytearray(NULL, n * 4);
+    if (!distinct || !codes) goto done;
+    int32_t *code = (int32_t *)PyByteArray_AS_STRING(codes);
     for (Py_ssize_t i = 0; i < n; i++) {
         cp s = base;
         Py_ssize_t len = 0;
         if (st[i] >= 0) {
             if (st[i] > en[i] || en[i] > view.len) {
                 PyErr_SetString(PyExc_ValueError, "span outside the buffer");
-                Py_CLEAR(out);
                 goto done;
             }
             s = base + st[i];
@@ -1041,29 +1072,31 @@ static PyObject *texts(PyObject *self, PyObject *args) {
             char *raw = text ? PyMem_Malloc(len ? len : 1) : NULL;
             if (!raw) {
                 Py_XDECREF(text);
-                Py_CLEAR(out);
                 if (!PyErr_Occurred()) PyErr_NoMemory();
                 goto done;
             }
-            PyUnicode_InternInPlace(&text);
             memcpy(raw, s, len);
             e->hash = h;
             e->len = len;
             e->raw = raw;
             e->text = text;
+            e->code = PyList_GET_SIZE(distinct);
+            if (PyList_Append(distinct, text)) goto done;
             seen.used++;
             if (seen.used * 2 > seen.cap) {
                 if (table_grow(&seen)) {
-                    Py_CLEAR(out);
                     PyErr_NoMemory();
                     goto done;
                 }
                 e = table_find(&seen, s, len, h);
             }
         }
-        PyList_SET_ITEM(out, i, Py_NewRef(e->text));
+        code[i] = (int32_t)e->code;
     }
+    out = PyTuple_Pack(2, codes, distinct);
 done:
+    Py_XDECREF(codes);
+    Py_XDECREF(distinct);
     table_free(&seen);
     PyBuffer_Release(&view);
     PyBuffer_Release(&sv);
@@ -1071,20 +1104,28 @@ done:
     return out;
 }
 
+/* The ops' nesting walks, in _nest.c. */
+extern PyObject *nbprof_nest(PyObject *self, PyObject *args);
+extern PyObject *nbprof_innermost(PyObject *self, PyObject *args);
+extern const char nbprof_nest_doc[], nbprof_innermost_doc[];
+
 static PyMethodDef methods[] = {
     {"texts", texts, METH_VARARGS, texts_doc},
     {"fields", fields, METH_VARARGS, fields_doc},
     {"scan", scan, METH_VARARGS, scan_doc},
     {"join", join, METH_VARARGS, join_doc},
+    {"nest", nbprof_nest, METH_VARARGS, nbprof_nest_doc},
+    {"innermost", nbprof_innermost, METH_VARARGS, nbprof_innermost_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "nbprof.trace._scan", "Trace events scanned into columns.", -1,
+    PyModuleDef_HEAD_INIT, "nbprof.trace._accel",
+    "Trace events scanned into columns, and CPU ops nested per thread.", -1,
     methods,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) {
+PyMODINIT_FUNC PyInit__accel(void) {
     init_special();
     return PyModule_Create(&module);
 }

@@ -1,6 +1,6 @@
 from typing import Any
 
-from nbprof.trace.scan import Buffer
+Buffer = bytes | bytearray | memoryview
 
 def scan(
     data: Buffer,
@@ -12,7 +12,9 @@ def scan(
 ) -> (
     tuple[
         bytearray,
+        bytearray,
         list[str],
+        bytearray,
         bytearray,
         bytearray,
         bytearray,
@@ -27,4 +29,16 @@ def join(data: Buffer, start: Any, stop: Any) -> bytes: ...
 def fields(
     data: Buffer, start: Any, stop: Any, keys: tuple[bytes, ...]
 ) -> tuple[tuple[bytearray, bytearray, bytearray, bytearray, bytearray], ...] | None: ...
-def texts(data: Buffer, start: Any, stop: Any) -> list[str]: ...
+def texts(data: Buffer, start: Any, stop: Any) -> tuple[bytearray, list[str]]: ...
+def nest(pid: Any, tid: Any, starts: Any, ends: Any, depth: Any, parent: Any) -> bool: ...
+def innermost(
+    pid: Any,
+    tid: Any,
+    starts: Any,
+    ends: Any,
+    parent: Any,
+    q_pid: Any,
+    q_tid: Any,
+    q_t: Any,
+    out: Any,
+) -> bool: ...
