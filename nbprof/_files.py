@@ -5,8 +5,10 @@
   and then asks the open file what it is, so nothing can swap the path in between.
 * :func:`atomic_output` writes beside the destination and renames over it at the end: a
   failed write (full disk, Ctrl-C) leaves the previous file as it was, never half of a new
-  one. :func:`check_writable` says up front whether that can work, so a long profiling run
-  is not wasted on an output path that was never writable.
+  one. A writer killed mid-write (SIGTERM, SIGKILL) leaves its temporary file, named for
+  its process; the next write of the same file removes it. :func:`check_writable` says
+  up front whether that can work, so a long profiling run is not wasted on an output path
+  that was never writable.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import secrets
 import stat
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from nbprof.errors import OutputError, TraceError
+from nbprof.errors import OutputError, TraceError, plain_text, valid_text
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +90,7 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
             raise TraceError(str(path), _reason(e, Path(path))) from None
 
 
-def _write_reason(e: OSError) -> str:
+def write_reason(e: OSError) -> str:
     if e.errno == errno.ENOSPC:
         return "could not write it: no space left on the disk"
     if e.errno in (errno.EACCES, errno.EPERM):
@@ -98,21 +102,37 @@ def _write_reason(e: OSError) -> str:
     return f"could not write it ({e.strerror or e})"
 
 
+def output_name(path: str | os.PathLike[str]) -> Path:
+    """``path`` as the Path of a file to write; an :class:`OutputError` where its name
+    cannot be one: empty (an unset variable, which must not mean some default file), or
+    ending in a slash (a folder: ``Path`` would drop the slash, and the page would be
+    written as a file of the folder's name)."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        text = os.fsdecode(text)
+    if not text.strip():
+        raise OutputError(repr(text), "an empty file name (is the variable empty?)")
+    if text.endswith("/") or text.endswith(os.sep) or (os.altsep and text.endswith(os.altsep)):
+        raise OutputError(text, "names a folder (it ends in /): give the file to write in it")
+    return Path(text)
+
+
 def check_writable(path: str | os.PathLike[str], *, not_over: list[Path] | None = None) -> Path:
     """Refuse, with an :class:`OutputError` naming ``path``, an output that cannot be written.
 
     Refused: an existing folder, device, FIFO or other non-regular file; a missing parent
     folder; a folder where no file can be created (permissions, a read-only or virtual file
     system such as ``/proc``); and any of ``not_over`` (the input being read). Returns
-    ``path`` as a Path. A full disk is only found when writing.
+    ``path`` as a Path. A full disk is only found when writing. Refused first, by its name
+    alone (:func:`output_name`): an empty name, and one that ends in a slash.
     """
-    p = Path(path)
+    p = output_name(path)
     try:
         st = os.stat(p)
     except FileNotFoundError:
         st = None
     except OSError as e:
-        raise OutputError(str(p), _write_reason(e)) from None
+        raise OutputError(str(p), write_reason(e)) from None
     if st is not None:
         why = kind_of(st.st_mode)
         if why:
@@ -132,10 +152,95 @@ def check_writable(path: str | os.PathLike[str], *, not_over: list[Path] | None 
     except OSError as e:
         if e.errno == errno.ENOENT:  # the folder is there: a virtual file system (/proc)
             raise OutputError(str(p), f"no file can be created in {parent}") from None
-        raise OutputError(str(p), _write_reason(e)) from None
+        raise OutputError(str(p), write_reason(e)) from None
     with contextlib.suppress(OSError):
         os.unlink(probe)
     return p
+
+
+_refused: set[tuple[str, str]] = set()
+
+
+def env_folder(var: str, raw: str, otherwise: str) -> Path | None:
+    """The absolute folder the environment variable ``var`` (set to ``raw``) names, ``~``
+    expanded; None where it is blank or relative, said in one warning per process that
+    ends in ``otherwise`` (what nbprof does instead). A relative value would otherwise make
+    a folder named "~" or " " wherever the command happens to run."""
+    folder = Path(os.path.expanduser(raw.strip())) if raw.strip() else None
+    if folder is not None and folder.is_absolute():
+        return folder
+    if (var, raw) not in _refused:
+        _refused.add((var, raw))
+        why = "is blank" if folder is None else "is not an absolute path"
+        logger.warning(
+            "%s=%s %s: %s (set it to a folder such as ~/.cache/nbprof, or unset it)",
+            var,
+            plain_text(repr(raw)),
+            why,
+            otherwise,
+        )
+    return None
+
+
+#: A temporary file whose writer still runs is left alone, unless it is older than this
+#: (its process id may have been given to another process since).
+STALE_TEMP_S = 3600.0
+_TEMP = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.tmp")
+
+
+def temp_name(name: str) -> str:
+    """The name of a temporary file that becomes ``name`` once written: hidden, beside it,
+    and naming the process writing it, so that what a killed writer left behind is known
+    for what it is (:func:`is_stale_temp`)."""
+    return f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
+def temp_target(name: str) -> str | None:
+    """The file a temporary file named ``name`` was to become (None: not one of ours)."""
+    m = _TEMP.fullmatch(name)
+    return m.group("name") if m else None
+
+
+def is_stale_temp(name: str, mtime: float) -> bool:
+    """Whether the temporary file ``name`` (see :func:`temp_name`), last written at
+    ``mtime``, was left by a writer that is gone: a SIGTERM or a crash mid-write."""
+    m = _TEMP.fullmatch(name)
+    if m is None:
+        return False
+    if time.time() - mtime > STALE_TEMP_S:
+        return True
+    pid = int(m.group("pid"))
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, OSError):
+        return False  # alive, someone else's, or not a process id this system has
+    return False
+
+
+def remove_stale_temps(target: Path) -> int:
+    """Remove the temporary files an interrupted write of ``target`` left beside it; how
+    many were removed. Only files named by :func:`temp_name` for this target."""
+    removed = 0
+    try:
+        with os.scandir(target.parent) as it:
+            for e in it:
+                if temp_target(e.name) != target.name:
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and is_stale_temp(e.name, st.st_mtime):
+                        os.unlink(e.path)
+                        removed += 1
+                        logger.debug("removed %s, left by an interrupted write", plain_text(e.path))
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return removed
 
 
 @contextlib.contextmanager
@@ -154,11 +259,12 @@ def atomic_output(
     and can be made again (a cache entry).
     """
     p = check_writable(path, not_over=not_over)
-    tmp = p.parent / f".{p.name}.{secrets.token_hex(4)}.tmp"
+    remove_stale_temps(p)
+    tmp = p.parent / temp_name(p.name)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as e:
-        raise OutputError(str(p), _write_reason(e)) from None
+        raise OutputError(str(p), write_reason(e)) from None
     done = False
     try:
         with open(fd, "wb", closefd=True) as f:
@@ -168,11 +274,11 @@ def atomic_output(
                 if durable:
                     os.fsync(f.fileno())
             except OSError as e:
-                raise OutputError(str(p), _write_reason(e)) from None
+                raise OutputError(str(p), write_reason(e)) from None
         try:
             os.replace(tmp, p)
         except OSError as e:
-            raise OutputError(str(p), _write_reason(e)) from None
+            raise OutputError(str(p), write_reason(e)) from None
         done = True
     finally:
         if not done:
@@ -196,7 +302,8 @@ def write_atomic(
     path: str | os.PathLike[str], data: bytes | str, *, not_over: list[Path] | None = None
 ) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` atomically (see :func:`atomic_output`)."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    # A page that names a file whose name is not UTF-8 shows its bytes as \xNN.
+    raw = valid_text(data).encode("utf-8") if isinstance(data, str) else data
     with atomic_output(path, not_over=not_over) as f:
         f.write(raw)
     return Path(path)
@@ -209,7 +316,7 @@ def render_page(
     (which can take a while on a big trace), replaced atomically, never over ``inputs``."""
     if path is not None:
         check_writable(path, not_over=inputs)
-    html = render()
+    html = valid_text(render())
     if path is not None:
         write_atomic(path, html, not_over=inputs)
         logger.info("wrote %s", path)

@@ -40,20 +40,48 @@ def free_bytes() -> int | None:
 
 
 def gb(n: float) -> str:
-    """A size in words: "1.2 GB", "340 MB"."""
-    return f"{n / _GB:.1f} GB" if n >= _GB else f"{n / 1e6:.0f} MB"
+    """A size in words that never rounds to nothing: "1.2 GB", "340 MB", "4.2 kB", "80 bytes"."""
+    if n >= _GB:
+        return f"{n / _GB:.1f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:.0f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:.1f} kB"
+    return f"{max(int(n), 0)} bytes"
 
 
-def not_enough(size: int, free: int | None, what: str = "trace") -> str:
+def not_enough(size: int, free: int | None, what: str = "trace", detail: str = "") -> str:
     """The reason given when a ``size``-byte file ran out of memory while being read, with
-    ``free`` the bytes that were free when reading began (None: unknown)."""
+    ``free`` the bytes that were free when reading began (None: unknown) and ``detail``
+    what could not be allocated (a MemoryError's own words, often empty).
+
+    Where the file is small beside the memory that was free, its size is not what ran
+    out: something it declares (a count, a length) asked for more, and the reason says so
+    rather than blaming "this 4 kB trace"."""
+    asked = f" ({detail.strip()})" if detail and detail.strip() else ""
+    if free is not None and size * WORST_FACTOR <= free:
+        return (
+            f"not enough memory{asked}: far more than a {gb(size)} {what} takes to read, so "
+            f"a count or size it declares is likely wrong ({gb(free)} was free)"
+        )
     room = ""
     if free is not None:
         room = f"; {gb(free)} was free, so traces up to about {gb(free / WORST_FACTOR)} of JSON fit"
     return (
-        f"not enough memory to read this {gb(size)} {what} (reading takes up to "
+        f"not enough memory to read this {gb(size)} {what}{asked} (reading takes up to "
         f"{WORST_FACTOR}x the JSON's size{room})"
     )
+
+
+def size_on_disk(path: str | os.PathLike[str]) -> int:
+    """The bytes of a file, or of the files directly in a folder; 0 when unknown."""
+    try:
+        p = Path(path)
+        if p.is_dir():
+            return sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+        return p.stat().st_size
+    except OSError:
+        return 0
 
 
 def _read(path: str) -> bytes:

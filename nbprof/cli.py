@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbprof import _memory
 from nbprof._version import __version__
-from nbprof.errors import NbprofError, plain_text
+from nbprof.errors import NbprofError, OutputError, plain_json, plain_lines, plain_text, valid_text
 
 if TYPE_CHECKING:
     from nbprof.analysis.model import Diagnosis
@@ -148,7 +148,36 @@ def _positive(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``nbprof`` command; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    handler = _warnings_to_stderr()
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        if handler is not None:
+            logging.getLogger("nbprof").removeHandler(handler)
+
+
+class _Escaped(logging.Formatter):
+    """A warning as Python prints one with no logging set up, its names escaped: a file
+    name or a trace string in it cannot start a line of its own or drive the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return plain_text(super().format(record))
+
+
+def _warnings_to_stderr() -> logging.Handler | None:
+    """Where nothing else shows nbprof's warnings (no handler configured: Python's last
+    resort would print them raw), a handler that prints them escaped, one line each."""
+    log = logging.getLogger("nbprof")
+    if log.hasHandlers():
+        return None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_Escaped("%(message)s"))
+    log.addHandler(handler)
+    return handler
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "demo":
         # The demo owns its own options; hand it everything after the word.
         from nbprof.demo import main as demo_main
@@ -174,9 +203,11 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.trace, args.output, opts=opts)
     except (_BadInput, NbprofError) as e:  # TraceError says "<file>: <reason>" already
         return _fail(str(e))
-    except MemoryError:
+    except MemoryError as e:
         # Past the reader (which words its own): the analysis or the report ran out.
-        return _fail(f"{args.trace}: {_memory.not_enough(_size_of(args.trace), None)}")
+        where = getattr(args, "trace", None) or args.before
+        size = _memory.size_on_disk(where)
+        return _fail(f"{where}: {_memory.not_enough(size, _memory.free_bytes(), detail=str(e))}")
     except BrokenPipeError:  # `nbprof analyze x | head`
         return EXIT_OK
     except OSError as e:
@@ -205,14 +236,6 @@ def _fail(message: str) -> int:
     # File names and trace text can hold terminal control sequences: never echo them.
     print(f"nbprof: error: {plain_text(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
-
-
-def _size_of(path: str) -> int:
-    try:
-        p = Path(path)
-        return sum(f.stat().st_size for f in p.iterdir()) if p.is_dir() else p.stat().st_size
-    except OSError:
-        return 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,12 +318,25 @@ def _analyze_job(job: Job, path: str, *, as_json: bool, devices: list[str] | Non
     return EXIT_OK
 
 
+def _output(option: str | None) -> Path | None:
+    """The file ``-o`` names (None: not given). Refused: an empty name (``-o "$OUT"`` with
+    OUT unset, which must not mean "the default" and replace the report beside the trace)
+    and a name ending in a slash (see :func:`nbprof._files.output_name`)."""
+    from nbprof._files import output_name
+
+    if option is None:
+        return None
+    if not option.strip():
+        raise _BadInput(f"-o {option!r}: an empty file name (is the variable empty?)")
+    return output_name(option)
+
+
 def _report(path: str, output: str | None, *, opts: _JobOptions = _JobOptions()) -> int:
     from nbprof._files import check_writable, inputs_of
 
     src = Path(path)
     # Beside the trace by default, not in whatever folder the command runs in.
-    out = Path(output) if output else src.parent / (_stem(path) + ".html")
+    out = _output(output) or src.parent / (_stem(path) + ".html")
     check_writable(out, not_over=inputs_of(src))  # before the load, which may take a while
     replaced = out.exists()
     profile = _load(path, opts)
@@ -308,7 +344,7 @@ def _report(path: str, output: str | None, *, opts: _JobOptions = _JobOptions())
     size = out.stat().st_size
     shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size} bytes"
     note = ", replacing the previous file" if replaced else ""
-    print(f"wrote {plain_text(out)} ({shown}{note})")
+    _write(f"wrote {plain_text(out)} ({shown}{note})")
     return EXIT_OK
 
 
@@ -318,7 +354,7 @@ def _compare(
     from nbprof._files import check_writable, inputs_of
     from nbprof.comparison import compare
 
-    out = Path(output) if output else None
+    out = _output(output)
     if out is not None:  # before either run is read, which may take a while
         check_writable(out, not_over=[*inputs_of(before), *inputs_of(after)])
     for path in (before, after):  # a missing run is said before the other is read
@@ -334,11 +370,13 @@ def _compare(
         _write(cmp.text())
     if out is not None:
         size = out.stat().st_size
-        wrote = (
-            f"wrote {out} ({size / 1e6:.1f} MB)" if size >= 1e6 else f"wrote {out} ({size} bytes)"
-        )
+        shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size} bytes"
+        wrote = f"wrote {plain_text(out)} ({shown})"
         # Beside JSON on stdout, the note goes to stderr so the output stays parseable.
-        print(wrote, file=sys.stderr if as_json else sys.stdout)
+        if as_json:
+            print(wrote, file=sys.stderr)
+        else:
+            _write(wrote)
     return EXIT_OK
 
 
@@ -355,9 +393,55 @@ def _dumps(obj: Any) -> str:
 
     # NaN becomes null (valid JSON); numpy scalars serialize as numbers.
     opts = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    return orjson.dumps(obj, option=opts, default=str).decode()
+    try:
+        text = orjson.dumps(obj, option=opts, default=str).decode()
+    except TypeError:
+        # A name that is not UTF-8 (a file's, from os.fsdecode): JSON holds text only, so
+        # its bytes are written out, as plain_text shows them. An integer orjson cannot
+        # write (beyond 64 bits, read from a trace) is written as its digits, in a string.
+        text = orjson.dumps(_valid(obj), option=opts, default=str).decode()
+    return plain_json(text)
+
+
+def _valid(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return valid_text(obj)
+    if isinstance(obj, int) and not isinstance(obj, bool) and not -(2**63) <= obj < 2**64:
+        return str(obj)
+    if isinstance(obj, dict):
+        return {_valid(k): _valid(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_valid(v) for v in obj]
+    return obj
 
 
 def _write(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    sys.stdout.flush()
+    """``text`` on standard output; an OutputError naming it (never the input) when it
+    cannot be written (``> /dev/full``, a closed pipe is left to the caller)."""
+    try:
+        # Every line escaped, whatever view made it: a trace's string cannot reach the
+        # terminal as an escape sequence, a bidirectional control or a forged line.
+        sys.stdout.write(plain_lines(text if text.endswith("\n") else text + "\n"))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        raise
+    except OSError as e:
+        from nbprof._files import write_reason
+
+        _drop_stdout()
+        raise OutputError("standard output", write_reason(e)) from None
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null: what is still buffered would fail again when
+    Python flushes it on exit, with a message of its own on stderr."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)

@@ -380,10 +380,16 @@ def table() -> Any:
 
 
 def cache_dir() -> Path:
-    """Where downloads are kept: ``$NBPROF_CACHE_DIR``, else the user cache folder."""
+    """Where downloads are kept: ``$NBPROF_CACHE_DIR`` (``~`` expanded; a blank or
+    relative value is refused in one warning), else the user cache folder."""
+    from nbprof._files import env_folder
+
     env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env)
+    folder = (
+        None if env is None else env_folder(CACHE_ENV, env, "downloads go to the user cache folder")
+    )
+    if folder is not None:
+        return folder
     import pooch
 
     return Path(pooch.os_cache("nbprof")) / "traces"

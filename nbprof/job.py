@@ -254,8 +254,11 @@ def summarize_file(task: tuple[str, int, bool]) -> RankSummary | RankFailure:
             return rank_analysis.summarize(trace, path, cap=cap)
     except TraceError as e:
         return RankFailure(path, e.reason)
-    except MemoryError:
-        return RankFailure(path, "not enough memory to read and analyse it")
+    except MemoryError as e:
+        from nbprof import _memory
+
+        size = _memory.size_on_disk(path) if not is_url(path) else 0
+        return RankFailure(path, _memory.not_enough(size, _memory.free_bytes(), detail=str(e)))
 
 
 def local_workers(workers: int | None, n_files: int) -> int:
@@ -264,17 +267,18 @@ def local_workers(workers: int | None, n_files: int) -> int:
     imported), and this process alone where they would be spawned (a spawned worker spends
     about a second of CPU importing before its first rank: more than a small job takes)."""
     if workers is not None:
-        return workers
+        n, why = parallel.bounded(workers, n_files)
+        if why:
+            logger.warning(
+                "%d worker processes asked for, %d started: no more can run at once (%s)",
+                workers,
+                n,
+                " and ".join(w.replace("item", "rank file") for w in why),
+            )
+        return n
     if n_files < 2 or parallel.start_method() != "fork":
         return 1
-    return max(1, min(n_files, _cpus()))
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux; fork is not used there anyway
-        return os.cpu_count() or 1
+    return max(1, min(n_files, parallel.cpus()))
 
 
 def load_job(
@@ -304,6 +308,11 @@ def load_job(
     if len(files) == 1 and not job:
         with _local(files[0]) as local:
             return Profile(read(local, progress=progress, cache=cache and not is_url(files[0])))
+    if cache:
+        from nbprof.trace import cache as table_cache
+
+        # Asked here, once: a refused cache folder is one warning, not one per worker.
+        cache = table_cache.ready()
     cap = max(200, min(5000, TIMELINE_EVENTS // len(files)))
     if scheduler is None:
         workers = local_workers(workers, len(files))
@@ -332,7 +341,10 @@ def load_job(
         if len(failures) == 1:
             raise TraceError(failures[0].path, failures[0].reason)
         why = "; ".join(f"{_base(x.path)}: {x.reason}" for x in failures[:3])
-        raise TraceError(label, f"no rank file could be read ({why})")
+        more = len(failures) - 3
+        if more > 0:
+            why += f"; and {more:,} more"
+        raise TraceError(label, f"no rank file of {len(failures):,} could be read ({why})")
     problem = check(summaries)
     if problem is not None and not job:
         raise NotOneJob(

@@ -13,6 +13,7 @@ import ast
 import html
 import keyword
 import logging
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -174,7 +175,7 @@ class GpuprofMagics(Magics):
                 # Up front: the body may run for hours, and its profile must not be lost to
                 # an output that could never be written (a folder, /proc, no permission).
                 try:
-                    check_writable(Path(path).expanduser())
+                    check_writable(os.path.expanduser(path))  # a trailing / kept
                 except OutputError as e:
                     raise UsageError(f"--{option} {e.path}: {e.reason}") from None
         if args.trace and args.html and _same_place(args.trace, args.html):

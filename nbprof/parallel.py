@@ -17,14 +17,22 @@ only its small summary comes back).
   ``distributed.scheduler.allowed-failures``; such an item is reported with the number of
   deaths, and one that succeeded after a death says so too.
 
+Local workers end with the process that started them (:func:`die_with_parent`), however
+it ends; :func:`bounded` says how many can be of use.
+
 Dask is optional (``pip install nbprof[dask]``) and imported only here, only when asked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
+import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -32,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from nbprof._forksafe import can_fork
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +129,28 @@ def _processes(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[O
     return [o if o is not None else Outcome(error="not run") for o in out]
 
 
+def cpus() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def bounded(workers: int, items: int) -> tuple[int, list[str]]:
+    """(how many worker processes can be of use for ``items`` items: at most one per item
+    and per core, at least one; why that is fewer than ``workers``, in words)."""
+    n_cpus = cpus()
+    n = max(1, min(workers, items, n_cpus))
+    why: list[str] = []
+    if n < workers:
+        if items < workers:
+            why.append(f"{items} item{'s' if items != 1 else ''}")
+        if n_cpus < workers:
+            why.append(f"{n_cpus} CPU{'s' if n_cpus != 1 else ''}")
+    return n, why
+
+
 def start_method() -> str:
     """How worker processes start here: ``fork`` where it is safe, else ``spawn``.
 
@@ -148,9 +178,13 @@ def _pool_pass(
     ctx = multiprocessing.get_context(start_method())
     died: list[int] = []
     batches = _batches(indices, workers) if batched else [[i] for i in indices]
-    with ProcessPoolExecutor(
-        max_workers=min(workers, len(batches)), mp_context=ctx, initializer=_keep_freed_memory
-    ) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(batches)),
+        mp_context=ctx,
+        initializer=_worker_start,
+        initargs=(os.getpid(),),
+    )
+    try:
         futures: dict[Future[list[Outcome[R]]], list[int]] = {
             pool.submit(_batch, fn, [items[i] for i in b]): b for b in batches
         }
@@ -166,7 +200,86 @@ def _pool_pass(
             except Exception as e:
                 for i in batch:
                     out[i] = Outcome(error=_reason(e))
+    except BaseException:
+        # Ctrl-C (or anything else that ends the pass early): the workers stop now. Leaving
+        # the pool as ``with`` does would wait for every item still queued.
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
     return sorted(died)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End a pool's workers at once, queued items dropped."""
+    kill = getattr(pool, "kill_workers", None)  # Python 3.14
+    if kill is not None:
+        kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        return
+    # Before 3.14 the executor has no way to end its workers but its own map of them,
+    # which shutdown() empties: read first.
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    for p in workers:
+        with contextlib.suppress(Exception):
+            p.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in workers:
+        with contextlib.suppress(Exception):
+            p.join(5)
+
+
+def _worker_start(parent: int) -> None:
+    """In a worker process, first: die with the parent, then keep freed memory.
+
+    Ctrl-C reaches every process of the terminal's foreground group: the parent stops its
+    workers (:func:`_stop`), so a worker ignores it rather than print a traceback of its
+    own or hand the interrupt back as an item's result."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
+    _keep_freed_memory()
+
+
+#: prctl's option that signals a process when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+#: How often a worker without PR_SET_PDEATHSIG looks whether its parent is still there.
+_WATCH_S = 0.2
+
+
+def die_with_parent(parent: int) -> str:
+    """Make this worker process end when process ``parent`` does: killed (SIGTERM,
+    SIGHUP, SIGKILL), crashed, or a notebook kernel restarted. How it is done, in a word.
+
+    A pool's worker otherwise outlives its parent: it waits on the pool's pipe, whose
+    other end its sibling workers hold open too, so no end-of-file ever comes, and it is
+    left running under init, holding its memory. On Linux the kernel sends SIGKILL when
+    the parent goes (``PR_SET_PDEATHSIG``: no thread, nothing to poll); the parent may have
+    gone already, before this call, so that is checked after. Elsewhere a daemon thread
+    looks every :data:`_WATCH_S` whether the worker was handed to another parent, and
+    ends the process if so, as Dask's worker processes do when their parent's pipe closes
+    (``distributed.process.AsyncProcess._immediate_exit_when_closed``).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+            prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                              ctypes.c_ulong]  # fmt: skip
+            armed = prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+        if armed:
+            if os.getppid() != parent:  # it ended before the signal was asked for
+                os._exit(1)
+            return "pdeathsig"
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_WATCH_S)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="nbprof-parent-watch", daemon=True).start()
+    return "watch"
 
 
 # glibc's mallopt parameters (malloc.h).

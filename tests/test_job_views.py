@@ -43,3 +43,24 @@ def test_report_command_writes_the_job_page(tmp_path: Path) -> None:
     assert main(["report", str(folder), "-o", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("<!DOCTYPE html>") and "nbprof-job-heatmap" in text
+
+
+def test_job_dashboard_names_the_folder_says_the_gpu_once_and_what_last_means(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "run-7"
+    write_job(folder)
+    job = nbprof.load(folder)
+    html = job._repr_mimebundle_()["text/html"]
+    # The folder's name in the title, its full path on hover.
+    assert f'<h2 title="{job.diagnosis.source}">nbprof · run-7 · job of' in html
+    # Every rank on the same GPU: named once, not on every row.
+    names = {r.device_name or r.device for r in job.diagnosis.ranks}
+    assert len(names) == 1
+    (name,) = names
+    table = html[html.index("<h3>Ranks</h3>") : html.index("nbp-heatmap")]
+    assert table.count(name) == 1 and "<th>GPU</th>" not in table
+    # What "last" counts, in words.
+    r = job.diagnosis.ranks[0]
+    assert "<th>last to arrive at</th>" in html
+    assert f"<td>{r.last_count} of the {r.collective_count} collectives</td>" in html

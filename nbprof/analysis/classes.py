@@ -219,7 +219,9 @@ def possible_comm(
 _MEMORY_FIRST = name_pattern(
     r"^triton_(?:poi|red|per)_|"
     r"at::native::(?:\w+_)?elementwise_kernel|at::native::reduce_kernel|"
-    r"splitKreduce|cublasLt::epilogue|cublas\w*::(?:scal|axpy|copy|swap)",
+    # "cublas", word characters but no second "cublas" (one scan per word, not one per
+    # repeat), "::": the texts cublas\w*:: matches.
+    r"splitKreduce|cublasLt::epilogue|cublas(?:(?!cublas)\w)*::(?:scal|axpy|copy|swap)",
     re.IGNORECASE,
 )
 _MEMORY = name_pattern(

@@ -73,7 +73,7 @@ from nbprof.analysis.model import (
 from nbprof.analysis.rank import RankFailure, RankSummary
 from nbprof.analysis.stalls import RAN
 from nbprof.analysis.verdict import CLOSE_CALL, FINDING_STALL_PCT, STALL_PCT, STALLS, shares_of
-from nbprof.errors import TraceError
+from nbprof.errors import TraceError, plain_text
 from nbprof.units import duration as _us
 from nbprof.units import share as _pct
 
@@ -82,6 +82,9 @@ logger = logging.getLogger(__name__)
 SCHEMA_KEY = "job"
 #: How many file names a one-line error lists before "(+N more)".
 _NAMED = 3
+#: How many ranks beyond the files given a world size may claim and still be believed
+#: (see :func:`believed_world`).
+BELIEVED_MARGIN = 64
 
 
 class NotOneJob(TraceError):
@@ -110,8 +113,15 @@ def _disagree(what: str, values: dict[str, Any]) -> str:
     return f"{what} differ: " + "; ".join(parts)
 
 
+#: A rank or world size beyond what a 64-bit integer holds is no count a job can have:
+#: such a number is read as no number (JSON output holds 64-bit integers only).
+_INT_RANGE = 2**63
+
+
 def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(v, int) and not isinstance(v, bool) and -_INT_RANGE < v < _INT_RANGE:
+        return v
+    return None
 
 
 def check(summaries: list[RankSummary]) -> str | None:
@@ -348,12 +358,16 @@ def analyze_job(
     notes: list[str] = []
     ranks = _numbering(summaries, forced, notes)
     info = summaries[0].info
-    world = _int(info.get("world_size"))
+    claimed = info.get("world_size")
+    world = _int(claimed)
+    if world is None and isinstance(claimed, int) and not isinstance(claimed, bool):
+        notes.append(f"distributedInfo's world_size ({claimed:,}) is no rank count: ignored")
     backend = info.get("backend") if isinstance(info.get("backend"), str) else None
+    believed = believed_world(world, len(summaries) + len(failures))
     missing = _missing(ranks, summaries, failures, world)
     shifts, clock = _clock(summaries)
     records = [s.collectives for s in summaries]
-    colls = _match(summaries, records, ranks, shifts, world, notes)
+    colls = _match(summaries, records, ranks, shifts, believed, notes)
     per_rank = _per_rank(summaries, records, ranks, colls)
     median_span = float(np.median([s.metrics.gpu_span_us for s in summaries if s.device]))
     # Each rank's first event on the job's time axis (shifts: one per summary).
@@ -370,12 +384,13 @@ def analyze_job(
     findings = _findings(breakdown, stragglers, skew, colls, verdict)
     if missing:
         notes.append(
-            "analysed without "
-            + "; ".join(
-                (f"rank {m['rank']}" if m["rank"] is not None else _name(m["path"] or "?"))
-                + f" ({m['reason']})"
-                for m in missing
-            )
+            "analysed without " + "; ".join(describe_missing(m, note=True) for m in missing)
+        )
+    if world is not None and believed is None:
+        notes.append(
+            f"distributedInfo says the world has {world:,} ranks, far more than the "
+            f"{len(summaries) + len(failures)} rank files given: the ranks without a file are "
+            "counted, not listed"
         )
     return JobDiagnosis(
         source=source,
@@ -408,30 +423,92 @@ def _numbering(summaries: list[RankSummary], forced: bool, notes: list[str]) -> 
     return list(range(len(summaries)))
 
 
+def believed_world(world: int | None, files: int) -> int | None:
+    """The world size taken as true: the one the files name, where it is at most
+    :data:`BELIEVED_MARGIN` ranks more than the ``files`` given; None otherwise.
+
+    A world size is a number in a file, not a measurement: ranks beyond what could plausibly
+    be missing size no list and no loop (a billion-rank claim in two small files would
+    otherwise cost gigabytes). What it claims is still reported, in one line."""
+    if world is None or world <= 0:
+        return None
+    return world if world <= files + BELIEVED_MARGIN else None
+
+
 def _missing(
     ranks: list[int], summaries: list[RankSummary], failures: list[RankFailure], world: int | None
 ) -> list[dict[str, Any]]:
+    """What the job lacks: one entry per unreadable file, and one per run of consecutive
+    ranks below ``world`` that no file holds (``rank`` to ``last``, ``count`` of them).
+
+    Worked out from the ranks present alone: as many runs as files at most, however large
+    the world the files claim."""
     out: list[dict[str, Any]] = []
-    absent = sorted(set(range(world)) - set(ranks)) if world else []
+    runs = _absent_runs(ranks, world or 0)
+    n_absent = sum(b - a + 1 for a, b in runs)
     unknown = [f for f in failures if f.rank is None]
     for f in failures:
         rank = f.rank
         # An unreadable file cannot say its rank; with one rank short and one such file,
         # that file was that rank.
-        if rank is None and len(unknown) == 1 and len(absent) == 1:
-            rank = absent[0]
+        if rank is None and len(unknown) == 1 and n_absent == 1:
+            rank = runs[0][0]
         out.append({"rank": rank, "path": f.path, "reason": f.reason})
-    claimed = {m["rank"] for m in out}
-    for r in absent:
-        if r in claimed:
-            continue
-        reason = (
-            "no analysed file (it may be one of the unreadable files)"
-            if unknown
-            else "no trace file for this rank"
-        )
-        out.append({"rank": r, "path": None, "reason": reason})
+    claimed = {m["rank"] for m in out if m["rank"] is not None}
+    for a, b in runs:
+        for first, last in _without(a, b, claimed):
+            many = last > first
+            if unknown:
+                reason = "no analysed file (it may be one of the unreadable files)"
+            else:
+                reason = f"no trace file for {'these ranks' if many else 'this rank'}"
+            out.append(
+                {"rank": first, "last": last, "count": last - first + 1, "path": None,
+                 "reason": reason}
+            )  # fmt: skip
     return out
+
+
+def _absent_runs(ranks: list[int], world: int) -> list[tuple[int, int]]:
+    """The runs (first, last) of ranks in ``range(world)`` not in ``ranks``."""
+    runs: list[tuple[int, int]] = []
+    at = 0
+    for r in sorted({r for r in ranks if 0 <= r < world}):
+        if r > at:
+            runs.append((at, r - 1))
+        at = r + 1
+    if at < world:
+        runs.append((at, world - 1))
+    return runs
+
+
+def _without(a: int, b: int, taken: set[int]) -> list[tuple[int, int]]:
+    """The run a..b cut around the ranks in ``taken`` (as many pieces as ``taken`` has)."""
+    pieces: list[tuple[int, int]] = []
+    for t in sorted(x for x in taken if a <= x <= b):
+        if t > a:
+            pieces.append((a, t - 1))
+        a = t + 1
+    if a <= b:
+        pieces.append((a, b))
+    return pieces
+
+
+def describe_missing(m: dict[str, Any], *, note: bool = False) -> str:
+    """One line for one entry of :attr:`JobDiagnosis.missing`: "rank 3 (rank3.json): why",
+    or "ranks 8-999999 missing: 999,992 ranks (why)" ("ranks 8-999999 (999,992 ranks:
+    why)" inside a note that says what they are)."""
+    count = int(m.get("count", 1))
+    if m.get("path") is None and count > 1:
+        span = f"ranks {m['rank']}-{m['last']}"
+        if note:
+            return f"{span} ({count:,} ranks: {m['reason']})"
+        return f"{span} missing: {count:,} ranks ({m['reason']})"
+    who = f"rank {m['rank']}" if m["rank"] is not None else "rank ?"
+    where = f" ({plain_text(_name(m['path']))})" if m.get("path") else ""
+    if note:
+        return f"{who}{where} ({m['reason']})"
+    return f"{who}{where}: {m['reason']}"
 
 
 def _clock(summaries: list[RankSummary]) -> tuple[list[float | None], Basis]:
@@ -484,6 +561,7 @@ def _match(
             else:
                 key = ("order", pg, kind, int(row["order"]))
             groups.setdefault(key, []).append(_Call(ranks[i], i, j))
+    # ``world`` is believed_world's: at most the files plus a margin.
     everyone = sorted(set(ranks) | set(range(world or 0)))
     out: list[CollectiveRow] = []
     for key, calls in groups.items():
@@ -543,7 +621,12 @@ def _collective(
     members = list(group_ranks) if group_ranks else everyone
     sizes = [int(r["group_size"]) for r in rows if int(r["group_size"]) > 0]
     n = sizes[0] if sizes else len(members)
-    absent = sorted(set(members) - set(rks))
+    lacking = set(members) - set(rks)
+    if len(lacking) > len(everyone) + BELIEVED_MARGIN:
+        # A group the trace says is larger than the job could be: only members the job
+        # knows of are named (a list per collective would otherwise grow with the claim).
+        lacking &= set(everyone)
+    absent = sorted(lacking)
     nbytes = max((int(r["bytes"]) for r in rows), default=-1)
     size_from = next((str(r["size_from"]) for r in rows if int(r["bytes"]) == nbytes), "")
     duration = float(dur[last_i])

@@ -40,7 +40,9 @@ _CUTLASS_ARCH = re.compile(r"\bcutlass_\d+_", re.IGNORECASE)
 _STAGES = re.compile(r"_stages?_?\d+x\d+", re.IGNORECASE)
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _DIGITS = re.compile(r"\d+")
-_SPACE_BEFORE_CLOSE = re.compile(r"\s+>")
+# From the first space of a run only: "\s+>" alone retried from every space of a run
+# with no ">" after it, quadratic in the run.
+_SPACE_BEFORE_CLOSE = re.compile(r"(?<!\s)\s+>")
 _SPACES = re.compile(r"\s+")
 
 _DATALOADER_ITER = re.compile(r"_(?:SingleProcess|MultiProcessing)DataLoaderIter")

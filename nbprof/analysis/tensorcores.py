@@ -30,7 +30,9 @@ from nbprof.analysis.model import TensorCoreBasis
 
 logger = logging.getLogger(__name__)
 
-# Positive evidence. Each alternative names the generation it comes from.
+_SM_XMMA = r"sm(?:75|80|86|87|89|90a?|100a?|120)_xmma"
+# Positive evidence. Each alternative names the generation it comes from. No pattern that
+# sees a name may take more than linear time in it (tests/test_hostile_names.py).
 _TC_NVIDIA = name_pattern(
     r"|".join(
         (
@@ -41,18 +43,23 @@ _TC_NVIDIA = name_pattern(
             r"i8816",  # Turing/Ampere integer tensor op
             r"imma",  # integer MMA kernels
             r"tensorop",  # CUTLASS / cuBLAS tensorop_*, cutlass_tensorop_*
-            r"sm(?:75|80|86|87|89|90a?|100a?|120)_xmma.*(?:tf32|bf16|f16|fp16|e4m3|e5m2|i8|int8)",
-            r"xmma_.*(?:tf32|bf16|f16|fp16|e4m3|e5m2|int8)",  # xmma with a TC data type
+            # "A.*B" is searched as "A, then anything but another A, then B": the same
+            # texts (B can start inside no A), scanned once from one A instead of to the
+            # end of the name from every repeat of A (quadratic in a name of repeats).
+            _SM_XMMA + r"(?:(?!" + _SM_XMMA + r").)*(?:tf32|bf16|f16|fp16|e4m3|e5m2|i8|int8)",
+            r"xmma_(?:(?!xmma_).)*(?:tf32|bf16|f16|fp16|e4m3|e5m2|int8)",  # xmma, TC type
             r"wgmma",  # Hopper warpgroup MMA
             r"gmma",  # Hopper CUTLASS sm90 gmma kernels
             r"nvjet",  # cuBLAS Hopper/Blackwell JIT GEMMs (nvjet_hsh, nvjet_tst)
             r"tcgen05",  # Blackwell 5th-gen Tensor Core instructions
-            r"bmm_\w*e[45]m[23]",  # Blackwell block-scaled GEMMs (bmm_MxE4m3)
+            r"bmm_(?:(?!bmm_)\w)*e[45]m[23]",  # Blackwell block-scaled GEMMs (bmm_MxE4m3)
             r"fmha",  # fused multi-head attention (fmhaSm100a, fmha_cutlass)
             r"flash_(?:fwd|bwd)",  # FlashAttention 2/3
             r"flash::",  # FlashAttention templates
-            r"cutlass.*(?:_tf32|_bf16|_f16|_s8|_e4m3|h16816|s16816|tensor)",
-            r"implicit_?gemm.*(?:tensor|hmma|xmma|1688|16816|884)",  # cuDNN TC convs
+            # s16816 can start at the last "s" of a later "cutlass": "cutlass16816".
+            r"cutlass(?:(?!cutlass).)*(?:_tf32|_bf16|_f16|_s8|_e4m3|h16816|s16816|tensor"
+            r"|cutlass16816)",
+            r"implicit_?gemm(?:(?!implicit_?gemm).)*(?:tensor|hmma|xmma|1688|16816|884)",
             r"\bsm9\d_",  # CUTLASS 3 sm90 kernels run on Tensor Cores
         )
     ),
@@ -60,12 +67,23 @@ _TC_NVIDIA = name_pattern(
 )
 # Negative evidence: SIMT / plain-FP32 GEMMs and GEMVs never touch Tensor Cores.
 _NOT_TC = name_pattern(
-    r"simt|sgemm|gemv|gemmSN|nvjet_sss|"
-    r"gemmk1|sm\d+_xmma_\w*_f32f32_f32f32_f32|xmma_\w*_f32f32_f32(?!.*tf32)",
+    r"simt|sgemm|gemv|gemmSN|nvjet_sss|gemmk1|"
+    # B ("_f32...") can start at the "_" that ends a later A: "sm90_xmma_f32f32...".
+    r"sm\d+_xmma_(?:(?!sm\d+_xmma_)\w)*(?:_|sm\d+_xmma_)f32f32_f32f32_f32",
+    re.IGNORECASE,
+)
+# A pure-f32 xmma kernel with no tf32 after it: ``xmma_\w*_f32f32_f32(?!.*tf32)``, searched
+# once per line. The lookahead is true only after the last "tf32", so only the last
+# xmma_..._f32f32_f32 of a line decides: found from the line's first "xmma_" by jumping to
+# its last one that is followed by one (atomic groups: no second try from any other
+# start, where each try would scan to the end of the line again).
+_F32_XMMA = name_pattern(
+    r"(?:\A|(?<=\n))(?>[^\n]*?xmma_)"
+    r"(?>(?:[^\n]*xmma_)?(?:(?!xmma_)\w)*(?:_|xmma_)f32f32_f32)(?![^\n]*tf32)",
     re.IGNORECASE,
 )
 # AMD matrix cores (MFMA) by name only.
-_MFMA = name_pattern(r"mfma|_MT\d+x\d+x\d+_MI|Cijk_.*_MI\d+", re.IGNORECASE)
+_MFMA = name_pattern(r"mfma|_MT\d+x\d+x\d+_MI|Cijk_(?:(?!Cijk_).)*(?:_|Cijk_)MI\d+", re.IGNORECASE)
 # Kernels an eligible op launches around its GEMM: layout transforms, epilogues, fills.
 _HELPER = name_pattern(
     r"elementwise|vectorized|reduce|reduction|transpose|nchwToNhwc|nhwcToNchw|copy|fill|"
@@ -99,7 +117,7 @@ def name_evidence(names: Names, vendor: str = "nvidia") -> np.ndarray:
         neg = np.zeros(len(names), dtype=bool)
     else:
         pos = matches(names, _TC_NVIDIA)
-        neg = matches(names, _NOT_TC)
+        neg = matches(names, _NOT_TC) | matches(names, _F32_XMMA)
     # Negative markers (simt, sgemm, pure f32 xmma) override generic positives such as a
     # bare sm90_ prefix: cutlass_simt_* kernels carry both.
     return np.where(neg, -1, np.where(pos, 1, 0)).astype("int64")

@@ -165,12 +165,13 @@ def read(
     with _collector.paused():
         try:
             return _read(Path(path), progress, sizes, cache)
-        except MemoryError:
+        except MemoryError as e:
             # Out of memory under a process or container limit (beyond one, Linux's OOM
             # killer ends the process instead; the source refuses what clearly cannot fit
             # beforehand).
             where, size = next(reversed(sizes.items()), (str(path), 0))
-            raise TraceError(where, _memory.not_enough(size, free)) from None
+            size = size or _memory.size_on_disk(where)
+            raise TraceError(where, _memory.not_enough(size, free, detail=str(e))) from None
 
 
 def _read(p: Path, progress: bool | None, sizes: dict[str, int], cache: bool) -> Trace:
@@ -334,6 +335,8 @@ def _cached_rank(key: table_cache.Key) -> _Rank | None:
         return None
     frames, info = got
     try:
+        if not -(2**31) <= int(info["rank"]) < 2**31:  # the rank column is int32
+            raise ValueError(f"rank {info['rank']} out of range")
         return _Rank(
             rank=int(info["rank"]),
             first_ns=int(info["first_ns"]),
@@ -344,8 +347,10 @@ def _cached_rank(key: table_cache.Key) -> _Rank | None:
             notes=[str(n) for n in info["notes"]],
             file_rank=None if info["file_rank"] is None else int(info["file_rank"]),
         )
-    except (KeyError, TypeError, ValueError) as e:
-        logger.warning("ignoring a table cache with unreadable facts (%s); reading the trace", e)
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
+        logger.warning(
+            "ignoring a table cache with unreadable facts (%s); reading the trace", plain_text(e)
+        )
         return None
 
 

@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from nbprof import units
+from nbprof.errors import plain_text
 
 #: Event class key -> (label, colour). The order fixes the class ids the timeline embeds.
 #: One palette for light and dark themes, legend and bars alike: every colour keeps a
@@ -94,22 +95,23 @@ SPAN_PARTS: dict[str, str] = {
 #: Findings are listed most severe first; an unknown severity sorts last.
 SEVERITY_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2, "info": 3}
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
-
-def plain(value: object) -> str:
-    """Text safe for a terminal: control characters (ANSI escapes, bells) become '?'."""
-    return _CONTROL.sub("?", str(value))
+#: Text safe for a terminal: nbprof's one escaping of names (nbprof.errors.plain_text).
+plain = plain_text
 
 
 _RETURN_TYPE = re.compile(r"^(?:(?:__global__|static|inline|void|auto)\s+)+")
 _NAMESPACE = re.compile(r"\b(?:[A-Za-z_]\w*::)+")
 
 
+_WHITESPACE = {ord(c): " " for c in "\t\n\x0b\x0c\r"}
+
+
 def wrap(text: str, width: int, *, first: str = "", indent: str = "") -> list[str]:
     """``text`` as plain lines of at most ``width`` characters (at least one line)."""
     return textwrap.wrap(
-        plain(text),
+        # Whitespace is wrapped over as textwrap always did; only the rest is escaped.
+        plain(str(text).translate(_WHITESPACE)),
         width=width,
         initial_indent=first,
         subsequent_indent=indent,

@@ -166,7 +166,7 @@ def text(cmp: Comparison, *, width: int = WIDTH) -> str:
     except Exception as e:  # a failed analysis still says which side and why
         logger.exception("comparison failed")
         lines += wrap(f"The comparison failed: {type(e).__name__}: {e}", width)
-        return "\n".join(lines) + "\n"
+        return "\n".join(map(plain, lines)) + "\n"
     for w in d.warnings:
         lines += wrap(f"WARNING: {w}", width, indent="  ")
     if d.warnings:
@@ -182,7 +182,7 @@ def text(cmp: Comparison, *, width: int = WIDTH) -> str:
     lines += ["", *_metrics_text(d, width)]
     lines += ["", *_names_text(d.kernels, "Kernels", d, TEXT_KERNELS, width)]
     lines += ["", *_names_text(d.ops, "Top-level CPU ops", d, TEXT_OPS, width)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(plain, lines)) + "\n"
 
 
 def _metrics_text(d: Diff, width: int) -> list[str]:

@@ -11,12 +11,14 @@ verdicts that quote them).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from markupsafe import Markup
 
 from nbprof import units, vocab
+from nbprof.analysis.job import describe_missing
 from nbprof.views import dashboard, panel, report, templating, timeline
 from nbprof.views.assets import scripts
 
@@ -94,16 +96,24 @@ class JobVerdict(NamedTuple):
     cause: str
 
 
-def _rank_rows(job: Job) -> list[RankRow]:
+def _shared_gpu(job: Job) -> str | None:
+    """The one GPU model of every rank, said once below the table, not on each row."""
+    gpus = list(dict.fromkeys(str(r.device_name or r.device) for r in job.diagnosis.ranks))
+    return gpus[0] if len(gpus) == 1 else None
+
+
+def _rank_rows(job: Job, shared: str | None) -> list[RankRow]:
     rows = []
     for r in job.diagnosis.ranks:
         steps = list(r.steps.values())
+        gpu = [] if shared is not None else [str(r.device_name or r.device)]
         cells = [
-            str(r.rank), str(r.device_name or r.device), units.duration(r.gpu_span_us),
+            str(r.rank), *gpu, units.duration(r.gpu_span_us),
             _pct(r.kernel_busy_pct), _pct(r.compute_busy_pct), _pct(r.exposed_comm_pct),
             _pct(r.wait_pct), _pct(r.idle.get("host")), _pct(r.idle.get("sync")),
             units.duration(float(np.median(steps))) if steps else units.NA,
-            f"{r.last_count} of {r.collective_count}", vocab.term(r.bottleneck).label,
+            f"{r.last_count} of the {r.collective_count} collectives",
+            vocab.term(r.bottleneck).label,
         ]  # fmt: skip
         rows.append(RankRow(r.rank in job.stragglers, cells))
     return rows
@@ -152,26 +162,22 @@ def fragment(job: Job, *, include_bokeh_js: bool = True) -> Markup:
     except Exception as e:  # the tables and the heatmap still say everything
         logger.exception("job timeline failed")
         notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
-    missing = [
-        {
-            "rank": "?" if m["rank"] is None else m["rank"],
-            "path": m.get("path"),
-            "reason": m["reason"],
-        }
-        for m in d.missing
-    ]
+    shared = _shared_gpu(job)
     return templating.render(
         "job.html",
         css=templating.trusted(panel.CSS + _CSS),
         bokeh_js=templating.trusted(dashboard.bokeh_js()) if include_bokeh_js else "",
-        title=f"nbprof · {d.source} · job of {len(d.ranks)} ranks",
+        # The folder's name reads at a glance; its full path is on hover.
+        title=f"nbprof · {Path(d.source).name or d.source} · job of {len(d.ranks)} ranks",
+        source=d.source,
         verdict=_verdict(job),
-        ranks=_rank_rows(job),
+        shared_gpu=shared,
+        ranks=_rank_rows(job, shared),
         clock=d.clock.label(),
         heatmap_div=heatmap_div,
         heatmap_script=heatmap_script,
         heatmap_error=heatmap_error,
-        missing=missing,
+        missing=[describe_missing(m) for m in d.missing],
         straggler=straggler,
         timeline=tl_html,
         note_items=notes,

@@ -7,7 +7,6 @@ characters, which would otherwise let a crafted kernel name drive the user's ter
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nbprof import units, vocab
@@ -45,7 +44,7 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
         logger.exception("analysis failed")
         lines += wrap(f"Analysis failed: {type(e).__name__}: {e}", width)
         lines += _notes(profile, width)
-        return "\n".join(lines) + "\n"
+        return "\n".join(map(plain, lines)) + "\n"
     label = vocab.term(diag.verdict.bottleneck).label
     lines += wrap(f"Verdict: {label}. {diag.verdict.summary}", width, indent="         ")
     conf, basis = confidence_text(diag.verdict)
@@ -68,7 +67,7 @@ def render(profile: Profile, *, width: int = WIDTH) -> str:
     lines += _findings(diag, width)
     lines += _top_kernels(diag, width)
     lines += _notes(profile, width)
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(plain, lines)) + "\n"
 
 
 def _device(dm: DeviceMetrics, width: int, *, multi: bool) -> list[str]:
@@ -237,7 +236,7 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
     d = job.diagnosis
     n = len(d.ranks)
     world = f", world size {d.world_size}" if d.world_size else ""
-    backend = f"{d.backend}" if d.backend else "backend unknown"
+    backend = plain(d.backend) if d.backend else "backend unknown"
     lines = [
         clip(f"nbprof · {plain(d.source)}", width),
         clip(f"job of {n} rank{'s' if n != 1 else ''} ({backend}{world})", width),
@@ -265,11 +264,11 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
     lines += _job_skew(d, width)
     lines += _job_collectives(d, width)
     if d.missing:
+        from nbprof.analysis.job import describe_missing
+
         lines += ["", "Missing ranks (the job is analysed without them):"]
         for m in d.missing:
-            who = f"rank {m['rank']}" if m["rank"] is not None else "rank ?"
-            where = f" ({plain(Path(m['path']).name)})" if m.get("path") else ""
-            lines += wrap(f"{who}{where}: {m['reason']}", width, first="  ", indent="    ")
+            lines += wrap(describe_missing(m), width, first="  ", indent="    ")
     others = [f for f in d.findings if f.id not in ("straggler",)]
     if others:
         lines += ["", "Findings:"]
@@ -291,7 +290,7 @@ def render_job(job: Job, *, width: int = WIDTH) -> str:
         lines += ["", "Notes:"]
         for note in dict.fromkeys(notes):
             lines += wrap(note, width, first="  - ", indent="    ")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(plain, lines)) + "\n"
 
 
 def _job_ranks(job: Job, width: int) -> list[str]:
