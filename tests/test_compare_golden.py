@@ -367,8 +367,14 @@ def test_html_page_and_bundle(tmp_path: Path) -> None:
     # Both timelines, one document: two main plots, each with its own section.
     assert page.count('nbp-cmp-timeline nbp-cmp-before"') == 1
     assert page.count('nbp-cmp-timeline nbp-cmp-after"') == 1
-    assert page.count('"name":"nbprof-timeline"') == 2
-    assert "CustomJSTicker" in page and "nbprof.compare = compare" in page  # shared scale, link
+    assert _timelines(page) == 2
+    # The shared scale (a CustomJSTicker in the packed document) and the link between the
+    # two (compare_page.mjs, in the page's one deflated script).
+    from nbprof.views import assets
+
+    assert _pack_text(page).count('"type":"object","name":"CustomJSTicker"') >= 1
+    assert assets.scripts("compare_page.mjs") in page
+    assert "nbprof.compare = compare" in assets.bundle("compare_page.mjs")
     bundle = cmp._repr_mimebundle_()
     assert set(bundle) == {"text/html", "text/plain"}
     assert bundle["text/plain"] == cmp.text()
@@ -521,3 +527,18 @@ def test_html_page_is_never_written_over_a_run_and_a_failed_write_keeps_the_old_
         cmp.to_html(out)
     assert out.read_text(encoding="utf-8") == "the previous page"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def _timelines(page: str) -> int:
+    """Main timeline plots in the page's payloads (they travel packed, so the figure's name
+    is in a pack's header, not in the page's text)."""
+    return _pack_text(page).count('"name":"nbprof-timeline"')
+
+
+def _pack_text(page: str) -> str:
+    """The headers of the page's payloads, as compact JSON text."""
+    from nbprof.views import dashboard
+    from nbprof.views.timeline import wire
+
+    packs = re.findall(rf'<script type="{dashboard.PAYLOAD_TYPE}">([^<]*)</script>', page)
+    return "".join(json.dumps(wire.unpack(p)[0], separators=(",", ":")) for p in packs)

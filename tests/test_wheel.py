@@ -151,6 +151,12 @@ def test_the_wheel_carries_the_package_data(installed: Installed) -> None:
             for f in files:
                 assert z.read(f"nbprof/data/{f}") == (DATA / f).read_bytes(), f
             assert z.read(f"nbprof/data/{ds.licence_file}") == (DATA / ds.licence_file).read_bytes()
+        # The views' HTML templates, every one: a missing one fails only when its view
+        # renders.
+        templates = sorted((REPO / "nbprof" / "views" / "templates").glob("*.html"))
+        assert templates
+        for t in templates:
+            assert z.read(f"nbprof/views/templates/{t.name}") == t.read_bytes(), t.name
     # PEP 561: type checkers read nbprof's own annotations only when the marker ships.
     assert "nbprof/py.typed" in names
     assert "nbprof/datasets.py" in names and "nbprof/demo.py" in names

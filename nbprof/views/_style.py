@@ -5,7 +5,6 @@ Numbers are formatted by :mod:`nbprof.units`, verdicts named by :mod:`nbprof.voc
 
 from __future__ import annotations
 
-import html
 import re
 import textwrap
 from typing import Any
@@ -95,11 +94,6 @@ SPAN_PARTS: dict[str, str] = {
 
 #: Findings are listed most severe first; an unknown severity sorts last.
 SEVERITY_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2, "info": 3}
-
-
-def esc(value: object) -> str:
-    """HTML-escape anything (trace names, analysis text) for element content or attributes."""
-    return html.escape(str(value), quote=True)
 
 
 #: Text safe for a terminal: nbprof's one escaping of names (nbprof.errors.plain_text).

@@ -4,17 +4,20 @@ What they show is :class:`~nbprof.analysis.compare.Diff`'s, formatted: the two v
 side by side, the sentence of what changed, the step time, every metric before / after /
 change, the kernels and top-level CPU ops that moved most, and both timelines stacked on
 one time scale with linked x ranges (zooming one zooms the other to the same window).
-Names from the traces are escaped in HTML and stripped of control characters in text.
+The HTML is templates/compare.html's, which escapes every name from the traces; in text
+they are stripped of control characters.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from markupsafe import Markup
 
 from nbprof import units, vocab
-from nbprof.views import dashboard, panel, timeline
-from nbprof.views._style import clip, esc, plain, short_name, wrap
+from nbprof.views import dashboard, panel, report, templating, timeline
+from nbprof.views._style import clip, plain, short_name, wrap
 from nbprof.views.assets import asset, scripts
 
 if TYPE_CHECKING:
@@ -70,7 +73,7 @@ def _legend(d: Diff) -> str:
     return f"{_SAME_NOISE}; {_KIND_LEGEND}"
 
 
-def notes(d: Diff) -> list[str]:
+def judged_notes(d: Diff) -> list[str]:
     """Why a shown metric's change is not judged ("achieved TFLOP/s not judged: before:
     FLOPs known for 3.0% of kernel time")."""
     return [f"{m.label} not judged: {m.note}" for m in d.metrics if m.note and _shown(m)]
@@ -240,7 +243,7 @@ def _metrics_text(d: Diff, width: int) -> list[str]:
             f" {fmt_delta(m.unit, m.delta):>13}  {judgement(m):<6} {_kind(m)}"
         )
         out.append(clip(row, width))
-    for n in notes(d):
+    for n in judged_notes(d):
         out += wrap(n + ".", width, first="  ", indent="    ")
     out += wrap(_legend(d) + ".", width, first="  ", indent="  ")
     return out
@@ -291,140 +294,140 @@ def _count(v: float) -> str:
 # -- HTML -------------------------------------------------------------------------------
 
 
-def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> str:
+class SideBox(NamedTuple):
+    which: str
+    device: str
+    verdict: panel.VerdictBox
+
+
+class MetricRow(NamedTuple):
+    name: str
+    label: str
+    before: str
+    after: str
+    change: str
+    #: better / worse / same, or "" (no better direction)
+    word: str
+    kind: str
+    basis: str
+
+
+class NameRow(NamedTuple):
+    change: str
+    before: str
+    after: str
+    delta: str
+    before_count: str
+    after_count: str
+    #: "new", "gone" or ""
+    word: str
+    short: str
+    example: str
+
+
+class NamesTable(NamedTuple):
+    what: str
+    attr: str
+    open: bool
+    #: None when neither run has any
+    rows: list[NameRow] | None
+    names: int
+    new: int
+    gone: int
+    more: int
+
+
+class TimelineBox(NamedTuple):
+    which: str
+    path: str
+    origin: str
+    shift: str
+    html: Markup
+
+
+def fragment(cmp: Comparison, *, include_bokeh_js: bool = True) -> Markup:
     """The comparison as one HTML fragment: ``<div class="nbprof nbp-compare">``.
 
     ``include_bokeh_js=False`` leaves BokehJS to the page (see
     :func:`nbprof.views.dashboard.page_loads_bokeh`); nbprof's own scripts are included.
     """
     d = cmp.diff
-    timelines, notes = _timelines_html(cmp, d)
-    parts = [_head_html(cmp, d), _verdicts_html(d), _changed_html(d), _metrics_html(d)]
-    parts.append(_names_html(d.kernels, "Kernels", d, open_=True))
-    parts.append(_names_html(d.ops, "Top-level CPU ops", d, open_=False))
-    parts.append(timelines)
-    if notes:
-        items = "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(notes))
-        parts.append(f'<div class="nbp-notes"><h3>Notes</h3><ul>{items}</ul></div>')
-    body = "\n".join(p for p in parts if p)
-    css = panel.CSS + asset("compare.css")
-    js = f"<script>{dashboard.bokeh_js()}</script>" if include_bokeh_js else ""
-    return (
-        f'<style>{css}</style>{js}<div class="nbprof nbp-compare">{body}</div>'
-        f"<script>{scripts('compare_page.mjs')}</script>"
+    timelines, legend, notes = _timelines(cmp, d)
+    sides = [
+        SideBox(which, _device_words(s), _verdict(s))
+        for which, s in (("before", d.before), ("after", d.after))
+    ]
+    return templating.render(
+        "compare.html",
+        css=templating.trusted(panel.CSS + asset("compare.css")),
+        bokeh_js=templating.trusted(dashboard.bokeh_js()) if include_bokeh_js else "",
+        before=cmp.before.trace.source,
+        after=cmp.after.trace.source,
+        warnings=d.warnings,
+        sides=sides,
+        summary=d.summary,
+        step=_step_line(d),
+        step_basis=_step_basis(d),
+        devices=_devices_words(d),
+        per=_per_words(d),
+        kind_legend=_legend(d),
+        metric_notes=judged_notes(d),
+        metrics=[_metric_row(m) for m in d.metrics if _shown(m)],
+        tables=[
+            _names_table(d.kernels, "Kernels", open_=True),
+            _names_table(d.ops, "Top-level CPU ops", open_=False),
+        ],
+        timelines=timelines,
+        legend=legend,
+        note_items=list(dict.fromkeys(notes)),
+        scripts=templating.trusted(scripts("compare_page.mjs")),
     )
 
 
-def _head_html(cmp: Comparison, d: Diff) -> str:
-    warn = "".join(f"<li>{esc(w)}</li>" for w in d.warnings)
-    warn_html = (
-        f'<div class="nbp-why nbp-cmp-warn"><h3>Not a like-for-like comparison</h3>'
-        f"<ul>{warn}</ul></div>"
-        if warn
-        else ""
-    )
-    return (
-        '<div class="nbp-cmp-head"><h3>Before / after</h3>'
-        f'<div class="nbp-basis">before: <code>{esc(cmp.before.trace.source)}</code> · '
-        f"after: <code>{esc(cmp.after.trace.source)}</code></div></div>{warn_html}"
+def _verdict(s: Side) -> panel.VerdictBox:
+    v = s.verdict
+    return panel.verdict_box(
+        v.bottleneck, v.summary, panel.confidence_text(v), getattr(v, "facts", [])
     )
 
 
-def _verdicts_html(d: Diff) -> str:
-    cells = []
-    for side, s in (("before", d.before), ("after", d.after)):
-        verdict = panel._verdict_html(
-            s.verdict.bottleneck, s.verdict.summary, panel.confidence_text(s.verdict)
-        )
-        cells.append(
-            f'<div class="nbp-cmp-side nbp-cmp-{side}"><div class="nbp-cmp-which">{side} · '
-            f"{esc(_device_words(s))}</div>{verdict}</div>"
-        )
-    return f'<div class="nbp-cmp-verdicts">{"".join(cells)}</div>'
+def _metric_row(m: MetricDelta) -> MetricRow:
+    return MetricRow(
+        m.name, m.label, fmt_value(m.unit, m.before), fmt_value(m.unit, m.after),
+        fmt_delta(m.unit, m.delta), judgement(m), _kind(m), _basis_title(m),
+    )  # fmt: skip
 
 
-def _changed_html(d: Diff) -> str:
-    return (
-        '<div class="nbp-why nbp-cmp-changed"><h3>What changed</h3>'
-        f'<p class="nbp-cmp-summary">{esc(d.summary)}</p>'
-        f'<p class="nbp-cmp-step"><b>{esc(_step_line(d))}</b> '
-        f'<span class="nbp-basis">· basis: {esc(_step_basis(d))}</span></p></div>'
-    )
-
-
-def _metrics_html(d: Diff) -> str:
-    rows = []
-    for m in d.metrics:
-        if not _shown(m):
-            continue
-        word = judgement(m)
-        rows.append(
-            f'<tr class="nbp-cmp-{word or "neutral"}" data-metric="{esc(m.name)}" '
-            f'title="{esc(_basis_title(m))}"><td>{esc(m.label)}</td>'
-            f"<td>{esc(fmt_value(m.unit, m.before))}</td>"
-            f"<td>{esc(fmt_value(m.unit, m.after))}</td>"
-            f"<td>{esc(fmt_delta(m.unit, m.delta))}</td><td>{esc(word)}</td>"
-            f'<td class="nbp-basis">{esc(_kind(m))}</td></tr>'
-        )
-    return (
-        f'<div class="nbp-cmp-metrics"><h3>Metrics <span class="nbp-muted">'
-        f"({esc(_devices_words(d))}; amounts "
-        f"{esc(_per_words(d))}; hover a row for its basis)</span></h3>"
-        f'<div class="nbp-basis">{esc(_legend(d))}.</div>'
-        + "".join(f'<div class="nbp-basis">{esc(n)}.</div>' for n in notes(d))
-        + '<table class="nbp-topk nbp-cmp-table"><colgroup><col class="nbp-cmp-label">'
-        '<col class="nbp-num"><col class="nbp-num"><col class="nbp-num">'
-        '<col class="nbp-cmp-word"><col class="nbp-cmp-kind"></colgroup>'
-        "<thead><tr><th>metric</th><th>before</th><th>after</th><th>change</th><th></th>"
-        "<th>basis</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
-    )
-
-
-def _names_html(t: pd.DataFrame, what: str, d: Diff, *, open_: bool) -> str:
+def _names_table(t: pd.DataFrame, what: str, *, open_: bool) -> NamesTable:
     if t is None or not len(t):
-        return (
-            f'<div class="nbp-cmp-names"><h3>{esc(what)}</h3>'
-            '<p class="nbp-muted">None in either run.</p></div>'
+        return NamesTable(what, _attr(what), open_, None, 0, 0, 0, 0)
+    rows = [
+        NameRow(
+            change=str(r.change),
+            before=_time(r.before_us, r.before_count),
+            after=_time(r.after_us, r.after_count),
+            delta=fmt_delta("µs", r.delta_us),
+            before_count=_count(r.before_count),
+            after_count=_count(r.after_count),
+            word=_change_word(str(r.change)),
+            short=short_name(str(r.name)),
+            example=str(r.example),
         )
-    new = int((t["change"] == "new").sum())
-    gone = int((t["change"] == "gone").sum())
-    rows = []
-    for r in t.head(HTML_ROWS).itertuples(index=False):
-        word = _change_word(str(r.change))
-        tag = f'<span class="nbp-cmp-tag nbp-cmp-{word}">{word}</span> ' if word else ""
-        full = str(r.example)
-        rows.append(
-            f'<tr class="nbp-cmp-{esc(r.change)}"><td>{esc(_time(r.before_us, r.before_count))}'
-            f"</td><td>{esc(_time(r.after_us, r.after_count))}</td>"
-            f"<td>{esc(fmt_delta('µs', r.delta_us))}</td>"
-            f"<td>{esc(_count(r.before_count))} → {esc(_count(r.after_count))}</td>"
-            f'<td title="{esc(full)}">{tag}{esc(short_name(str(r.name)))}</td></tr>'
-        )
-    more = (
-        f'<p class="nbp-basis">{len(t) - HTML_ROWS} more in <code>Comparison.{_attr(what)}</code>'
-        " (or <code>nbprof compare --json</code>).</p>"
-        if len(t) > HTML_ROWS
-        else ""
-    )
-    return (
-        f'<details class="nbp-device nbp-cmp-names"{" open" if open_ else ""}><summary>'
-        f"{esc(what)} by normalized name "
-        f'<span class="nbp-muted">({esc(_per_words(d))}; {len(t)} names, {new} new, '
-        f"{gone} gone; biggest movers first; read from the trace)</span></summary>"
-        '<table class="nbp-topk"><colgroup><col class="nbp-num"><col class="nbp-num">'
-        '<col class="nbp-num"><col class="nbp-cls"><col></colgroup>'
-        "<thead><tr><th>before</th><th>after</th><th>change</th><th>calls</th>"
-        f"<th>name</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{more}</details>"
-    )
+        for r in t.head(HTML_ROWS).itertuples(index=False)
+    ]
+    return NamesTable(
+        what, _attr(what), open_, rows, len(t), int((t["change"] == "new").sum()),
+        int((t["change"] == "gone").sum()), max(0, len(t) - HTML_ROWS),
+    )  # fmt: skip
 
 
 # -- the two timelines ------------------------------------------------------------------
 
 
-def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
-    """(the two timelines' HTML, notes). Each timeline is its own Bokeh document in its own
-    ``.nbprof`` section (js/embed.mjs draws each); js/compare.mjs links their x ranges."""
+def _timelines(cmp: Comparison, d: Diff) -> tuple[list[TimelineBox], Markup, list[str]]:
+    """(the two timelines, their legend, notes). Each timeline is its own Bokeh document in
+    its own ``.nbprof`` section (js/embed.mjs draws each); js/compare.mjs links their x
+    ranges."""
     notes: list[str] = []
     built: list[tuple[str, Side, Timeline | None]] = []
     for which, prof, side in (("before", cmp.before, d.before), ("after", cmp.after, d.after)):
@@ -441,30 +444,19 @@ def _timelines_html(cmp: Comparison, d: Diff) -> tuple[str, list[str]]:
         built.append((which, side, tl))
     drawn = [tl for _, _, tl in built if tl is not None]
     if not drawn:
-        return "", notes
+        return [], Markup(), notes
     shifts = share_scale(built)
     classes = list(dict.fromkeys(c for tl in drawn for c in tl.classes))
     causes = list(dict.fromkeys(c for tl in drawn for c in tl.gap_causes))
-    sections = []
-    for which, side, tl in built:
-        if tl is None:
-            continue
-        sections.append(
-            f'<div class="nbprof nbp-cmp-timeline nbp-cmp-{which}" '
-            f'data-nbp-shift="{esc(repr(shifts[which]))}"><h4>{which} · '
-            f"<code>{esc(side.source.get('path', ''))}</code> "
-            f'<span class="nbp-muted">(time from its {esc(side.origin_basis)})</span></h4>'
-            f"{dashboard.timeline_html(tl)}</div>"
+    boxes = [
+        TimelineBox(
+            which, str(side.source.get("path", "")), side.origin_basis, repr(shifts[which]),
+            dashboard.timeline_html(tl),
         )
-    html = (
-        '<div class="nbp-legend-wrap"><h3>Timelines</h3>'
-        f"{panel.legend_html(classes, causes)}"
-        '<div class="nbp-basis">Both runs on one time scale, each from its first step (or '
-        "first GPU event when it has no steps). Zooming or panning one timeline moves the "
-        "other to the same window, so the same iteration can be looked at in both.</div></div>"
-        f"{''.join(sections)}"
-    )
-    return html, notes
+        for which, side, tl in built
+        if tl is not None
+    ]  # fmt: skip
+    return boxes, panel.legend_html(classes, causes), notes
 
 
 def share_scale(built: list[tuple[str, Side, Timeline | None]]) -> dict[str, float]:
@@ -513,24 +505,11 @@ def mimebundle(cmp: Comparison) -> dict[str, Any]:
         html = fragment(cmp, include_bokeh_js=not dashboard.page_loads_bokeh())
     except Exception as e:  # never let display() raise: the text still says what changed
         logger.exception("comparison view failed")
-        html = f'<pre class="nbprof">{esc(plain_text)}</pre><p>comparison view failed: {esc(e)}</p>'
-    return {"text/html": html, "text/plain": plain_text}
-
-
-_PAGE_CSS = (
-    "html,body{margin:0;padding:0}body{padding:12px 20px;background:#ffffff}"
-    "@media (prefers-color-scheme:dark){body{background:#0d1117}}"
-)
+        html = dashboard.failed(plain_text, "comparison view", e)
+    return {"text/html": str(html), "text/plain": plain_text}
 
 
 def page(cmp: Comparison) -> str:
     """A complete HTML document (Bokeh's JavaScript inline: works offline from file://)."""
-    body = fragment(cmp, include_bokeh_js=True)
     title = f"nbprof compare · {cmp.before.trace.source} → {cmp.after.trace.source}"
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{esc(title)}</title>\n<style>{_PAGE_CSS}</style>\n</head>\n"
-        f"<body>\n{body}\n</body>\n</html>\n"
-    )
+    return report.page(title, fragment(cmp, include_bokeh_js=True))

@@ -26,10 +26,11 @@ import logging
 import sys
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from nbprof.views import panel, text, timeline
-from nbprof.views._style import esc
+from markupsafe import Markup
+
+from nbprof.views import panel, templating, text, timeline
 from nbprof.views.assets import asset, deflated, scripts
 from nbprof.views.timeline import wire
 
@@ -160,8 +161,17 @@ def page_loads_bokeh() -> bool:
     return small
 
 
-def embed_payload(tl: Any) -> tuple[str, str]:
-    """(root divs, payload <script>) of the timeline's figures as one Bokeh document."""
+class Root(NamedTuple):
+    """One Bokeh root of a timeline's document: the element it is drawn into."""
+
+    element_id: str
+    root_id: str
+    #: "main", "samples" or "ov" (the overview strip): the CSS class says which.
+    part: str
+
+
+def embed_payload(tl: Any) -> tuple[list[Root], Markup]:
+    """(roots, payload packed: timeline/wire.py) of the timeline's figures as one Bokeh document."""
     from bokeh.core.json_encoder import serialize_json
     from bokeh.embed.util import OutputDocumentFor, standalone_docs_json_and_render_items
 
@@ -171,82 +181,50 @@ def embed_payload(tl: Any) -> tuple[str, str]:
     with OutputDocumentFor(tl.figures, apply_theme=None):
         docs_json, [item] = standalone_docs_json_and_render_items(tl.figures)
     names = {f.id: f.name for f in tl.figures}
-    divs = []
-    for r in item.roots:
-        part = {"nbprof-timeline": "main", "nbprof-samples": "samples"}.get(
-            names.get(r.id) or "", "ov"
-        )
-        divs.append(
-            f'<div id="{esc(r.elementid)}" data-root-id="{esc(r.id)}" '
-            f'class="nbp-root nbp-root-{part}"></div>'
-        )
+    parts = {"nbprof-timeline": "main", "nbprof-samples": "samples"}
+    roots = [Root(r.elementid, r.id, parts.get(names.get(r.id) or "", "ov")) for r in item.roots]
     payload = {
         "docs_json": json.loads(serialize_json(docs_json)),
         "render_items": [item.to_json()],
         "meta": tl.meta,
     }
     # base64: nothing in it (a trace's names included) can close the element or be markup.
-    packed = wire.pack(payload, tl.parts)
-    return "".join(divs), f'<script type="{PAYLOAD_TYPE}">{packed}</script>'
+    return roots, templating.trusted(wire.pack(payload, tl.parts))
 
 
-_KEYS_HTML = (
-    '<span class="nbp-keys"><kbd>W</kbd>/<kbd>S</kbd> zoom, <kbd>A</kbd>/<kbd>D</kbd> pan, '
-    "<kbd>0</kbd> reset, <kbd>/</kbd> search, click an event for its details</span>"
-)
-
-
-_RANKS_HTML = (
-    '<span class="nbp-ranks">ranks: <button type="button" data-nbp-ranks="fold">fold all'
-    '</button><button type="button" data-nbp-ranks="unfold">unfold all</button> or click '
-    "a rank's label</span>"
-)
-
-
-def timeline_section(tl: Any, title: str = "Timeline") -> str:
+def timeline_section(tl: Any, title: str = "Timeline") -> Markup:
     """The timeline's section of a dashboard: its title, legend and zoom hint, then
     :func:`timeline_html`."""
-    hint = ""
-    if tl.data.event_count:
-        hint = (
-            '<div class="nbp-basis">Zoomed out, each lane shows how busy it was per time '
-            f"bin; individual events appear once at most {timeline.DEFAULT_CAP:,} are in "
-            "view. Drag across the plot to zoom to that time; the wheel zooms once you "
-            "click the plot, or with Ctrl/⌘ held. Drag the box in the overview strip to pan."
-            "</div>"
-        )
-    return (
-        f'<div class="nbp-legend-wrap"><h3>{esc(title)}</h3>'
-        f"{panel.legend_html(tl.classes, tl.gap_causes)}{hint}</div>{timeline_html(tl)}"
+    return templating.render(
+        "timeline_section.html",
+        title=title,
+        legend=panel.legend_html(tl.classes, tl.gap_causes),
+        cap=f"{timeline.DEFAULT_CAP:,}" if tl.data.event_count else "",
+        timeline=timeline_html(tl),
     )
 
 
-def timeline_html(tl: Any) -> str:
+def timeline_html(tl: Any) -> Markup:
     """The timeline's container (search bar, Bokeh roots, details pane) and its payload;
     js/embed.mjs draws it into the ``.nbp-timeline`` of the closest ``.nbprof`` element."""
-    divs, payload = embed_payload(tl)
-    search = (
-        '<label class="nbp-search"><span>search</span><input type="search" '
-        'placeholder="kernel or op name, or /regex/" aria-label="search events by name" '
-        'spellcheck="false"><span class="nbp-search-count"></span></label>'
-    )
-    ranks = _RANKS_HTML if tl.meta.get("groups") else ""
-    return (
-        f'<div class="nbp-timeline" tabindex="0" data-lm-suppress-shortcuts="true">'
-        f'<div class="nbp-tl-bar">{search}{ranks}{_KEYS_HTML}</div>{divs}'
-        '<div class="nbp-details" hidden></div></div>'
-        f"{payload}"
+    roots, payload = embed_payload(tl)
+    return templating.render(
+        "timeline.html",
+        roots=roots,
+        payload=payload,
+        payload_type=PAYLOAD_TYPE,
+        groups=bool(tl.meta.get("groups")),
     )
 
 
-def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
+def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> Markup:
     """The dashboard as an HTML fragment: ``<div class="nbprof">`` with styles and scripts.
 
     ``include_bokeh_js=False`` leaves BokehJS out (the page loads it once; see
     :func:`publish_loader`); nbprof's own scripts are always included.
     """
     notes: list[str] = []
-    tl_html = ""
+    tl_html = Markup()
     try:
         tl = timeline.build(profile)
     except Exception as e:  # the panel is still worth showing when drawing fails
@@ -255,13 +233,19 @@ def fragment(profile: Profile, *, include_bokeh_js: bool = True) -> str:
     else:
         notes += tl.notes
         tl_html = timeline_section(tl)
-    body = panel.render(profile, extra_notes=notes)
-    js = f"<script>{bokeh_js()}</script>" if include_bokeh_js else ""
-    return (
-        f"<style>{panel.CSS}</style>{js}"
-        f'<div class="nbprof"><div class="nbp-panel">{body}</div>{tl_html}</div>'
-        f"<script>{scripts()}</script>"
+    return templating.render(
+        "dashboard.html",
+        css=templating.trusted(panel.CSS),
+        bokeh_js=templating.trusted(bokeh_js()) if include_bokeh_js else "",
+        panel=panel.render(profile, extra_notes=notes),
+        timeline=tl_html,
+        scripts=templating.trusted(scripts()),
     )
+
+
+def failed(plain: str, what: str, error: Exception) -> Markup:
+    """What a display hook shows when its view failed: the text report, and why."""
+    return templating.render("failed.html", text=plain, what=what, error=error)
 
 
 def mimebundle(profile: Profile) -> dict[str, Any]:
@@ -275,5 +259,5 @@ def mimebundle(profile: Profile) -> dict[str, Any]:
         html = fragment(profile, include_bokeh_js=not page_loads_bokeh())
     except Exception as e:  # never let display() raise: the text still says something useful
         logger.exception("dashboard failed")
-        html = f'<pre class="nbprof">{esc(plain)}</pre><p>dashboard failed: {esc(e)}</p>'
-    return {"text/html": html, "text/plain": plain}
+        html = failed(plain, "dashboard", e)
+    return {"text/html": str(html), "text/plain": plain}

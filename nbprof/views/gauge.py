@@ -12,8 +12,9 @@ It is an ``ipywidgets.HTML`` updated from the sampler's thread through the widge
 so it keeps moving while the cell's main thread is busy (no ``push_notebook``, no server).
 Updates are coalesced to at most one every ``min_interval_s`` (0.1 s) and skipped when
 nothing visible changed. The stylesheet (``views/js/gauge.css``, JupyterLab's theme
-variables) travels once, in a hidden widget beside it, not with every update. Every piece
-of text that came from NVML or a file is escaped.
+variables) travels once, in a hidden widget beside it, not with every update. The HTML
+comes from the autoescaped template views/templates/gauge.html, so every piece of text that
+came from NVML or a file is escaped.
 
 This module only lays out numbers the sampler measured; it computes no metrics.
 """
@@ -36,7 +37,7 @@ from nbprof import units
 from nbprof.telemetry import get_sampler
 from nbprof.telemetry.model import METRICS, Samples
 from nbprof.telemetry.recording import ReplaySource
-from nbprof.views._style import esc as _esc
+from nbprof.views import templating
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,11 @@ _MIN_SPAN_NS = 2_000_000_000
 def stylesheet() -> str:
     """The gauge's CSS (package data beside the other front-end files)."""
     return resources.files("nbprof.views").joinpath("js").joinpath("gauge.css").read_text("utf-8")
+
+
+def _style() -> str:
+    """The stylesheet as a ``<style>`` element."""
+    return templating.render("style.html", css=templating.trusted(stylesheet()))
 
 
 def gauge(
@@ -265,7 +271,7 @@ class GaugeWidget:
         if self.view is not None and not self._closed:
             bundle.update(self.view._repr_mimebundle_(**kwargs) or {})
         # A snapshot for saved notebooks without widget state, and text for terminals.
-        bundle["text/html"] = f"<style>{stylesheet()}</style>{self._html}"
+        bundle["text/html"] = _style() + self._html
         bundle["text/plain"] = self.text
         return bundle
 
@@ -283,9 +289,7 @@ def _make_widget(value: str) -> tuple[Any, Any]:
     gauge = ipywidgets.HTML(value=value)
     # A <style> element applies to the page wherever it sits, displayed or not: sent once
     # here, it need not ride along with every update of the gauge.
-    style = ipywidgets.HTML(
-        value=f"<style>{stylesheet()}</style>", layout=ipywidgets.Layout(display="none")
-    )
+    style = ipywidgets.HTML(value=_style(), layout=ipywidgets.Layout(display="none"))
     return gauge, ipywidgets.VBox([style, gauge])
 
 
@@ -362,44 +366,55 @@ def _series(part: _Part, metric: str, t0: int, span_ns: float) -> list[list[tupl
     return out
 
 
-def _area(seg: list[tuple[int, int]], cls: str) -> str:
+def _closed(seg: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """An area's outline: down to the chart's floor at both ends (one point is widened
+    to two pixels, or it would have no area)."""
     if len(seg) == 1:
         (x, y) = seg[0]
         seg = [(x - 1, y), (x + 1, y)]
-    pts = " ".join(f"{x},{y}" for x, y in seg)
-    return f'<polygon class="{cls}" points="{seg[0][0]},{_H} {pts} {seg[-1][0]},{_H}"/>'
+    return [(seg[0][0], _H), *seg, (seg[-1][0], _H)]
 
 
-def _line(seg: list[tuple[int, int]], cls: str) -> str:
-    pts = " ".join(f"{x},{y}" for x, y in seg)
-    return f'<polyline class="{cls}" points="{pts}"/>'
+def _shape(tag: str, seg: list[tuple[int, int]], cls: str) -> dict[str, str]:
+    """A ``polygon`` or ``polyline`` of the chart's template."""
+    return {"tag": tag, "cls": cls, "points": " ".join(f"{x},{y}" for x, y in seg)}
+
+
+def _area(seg: list[tuple[int, int]], cls: str) -> dict[str, str]:
+    return _shape("polygon", _closed(seg), cls)
+
+
+def _line(seg: list[tuple[int, int]], cls: str) -> dict[str, str]:
+    return _shape("polyline", seg, cls)
 
 
 def _chart(
     part: _Part, metric: str, t0: int, span_ns: float, smi: list[list[tuple[int, int]]]
-) -> tuple[str, bool]:
-    """The chart's SVG, and whether it drew a counter over nvidia-smi's area (the gap).
+) -> tuple[dict[str, Any], bool]:
+    """The chart's SVG, as the template draws it, and whether it drew a counter over
+    nvidia-smi's area (the gap).
 
     ``smi`` is nvidia-smi's series (drawn in every chart, computed once per GPU)."""
-    body: list[str] = [f'<rect class="nbg-bg" x="0" y="0" width="{_W}" height="{_H}"/>']
+    shapes: list[dict[str, str]] = []
     counter: list[list[tuple[int, int]]] = []
     if metric == "util_gpu":
-        body += [_area(s, "nbg-smi-area") for s in smi]
-        body += [_line(s, "nbg-smi-line") for s in smi]
+        shapes += [_area(s, "nbg-smi-area") for s in smi]
+        shapes += [_line(s, "nbg-smi-line") for s in smi]
     else:
         counter = _series(part, metric, t0, span_ns)
         # Red under nvidia-smi's line, the counter's area on top: red left showing is the gap.
-        body += [_area(s, "nbg-gap-area") for s in smi] if counter else []
-        body += [_area(s, "nbg-counter-area") for s in counter]
-        body += [_line(s, "nbg-smi-dashed") for s in smi] if counter else []
-    points = len(_points(part, metric, t0)[0])
-    label = _esc(METRICS[metric][0])
-    svg = (
-        f'<svg width="{_W}" height="{_H}" viewBox="0 0 {_W} {_H}" role="img" '
-        f'data-points="{points}" '
-        f'aria-label="{label}, over {span_ns / 1e9:.1f} seconds">{"".join(body)}</svg>'
-    )
-    return svg, bool(counter)
+        shapes += [_area(s, "nbg-gap-area") for s in smi] if counter else []
+        shapes += [_area(s, "nbg-counter-area") for s in counter]
+        shapes += [_line(s, "nbg-smi-dashed") for s in smi] if counter else []
+    chart = {
+        "width": _W,
+        "height": _H,
+        "points": len(_points(part, metric, t0)[0]),
+        "label": METRICS[metric][0],
+        "seconds": f"{span_ns / 1e9:.1f}",
+        "shapes": shapes,
+    }
+    return chart, bool(counter)
 
 
 def _panel(
@@ -410,59 +425,62 @@ def _panel(
     t0: int,
     span: float,
     smi: list[list[tuple[int, int]]],
-) -> tuple[str, bool]:
+) -> tuple[dict[str, Any], bool]:
     label, _unit, basis = METRICS[metric]
     reason = samples.reasons.get((gpu, metric))
     value = _latest(part, metric) if part is not None else math.nan
-    number = _pct(value) if reason is None else "—"
-    chart, gap = _chart(part, metric, t0, span, smi) if part is not None else ("", False)
+    chart, gap = _chart(part, metric, t0, span, smi) if part is not None else (None, False)
     if reason is not None:
-        chart, gap = f'<div class="nbg-unavailable">unavailable: {_esc(reason)}</div>', False
-    elif value != value:
-        chart += '<div class="nbg-waiting">waiting for data</div>'
-    data_value = f"{value:.3f}" if value == value and reason is None else ""
-    html_ = (
-        f'<div class="nbg-panel nbg-m-{metric}" title="{_esc(basis)}">'
-        f'<div class="nbg-label"><span class="nbg-swatch"></span>{_esc(label)}</div>'
-        f'<div class="nbg-value" data-metric="{metric}" data-value="{data_value}">'
-        f"{_esc(number)}</div>{chart}"
-        f'<div class="nbg-basis">{_esc(basis)}</div></div>'
-    )
-    return html_, gap
+        chart, gap = None, False
+    panel = {
+        "metric": metric,
+        "label": label,
+        "basis": basis,
+        "number": _pct(value) if reason is None else "—",
+        "data_value": f"{value:.3f}" if value == value and reason is None else "",
+        "unavailable": reason,
+        "chart": chart,
+        "waiting": value != value,
+    }
+    return panel, gap
 
 
-def _fmt(samples: Samples, gpu: int, part: Any, metric: str, fmt: Callable[[float], str]) -> str:
+def _reading(
+    samples: Samples, gpu: int, part: Any, metric: str, fmt: Callable[[float], str]
+) -> dict[str, str | None]:
+    """One number of the line under the charts, or why it is missing."""
     reason = samples.reasons.get((gpu, metric))
-    label = METRICS[metric][0]
-    if reason is not None:
-        return f"{_esc(label)} — {_esc(reason)}"
-    v = _latest(part, metric) if part is not None else math.nan
-    return f"{_esc(label)} <b>{_esc(fmt(v) if v == v else '—')}</b>"
+    v = _latest(part, metric) if part is not None and reason is None else math.nan
+    return {
+        "label": METRICS[metric][0],
+        "reason": reason,
+        "value": fmt(v) if v == v else "—",
+    }
 
 
-def _badge(state: str, source: str) -> str:
+def _badge(state: str, source: str) -> dict[str, str]:
     if source.startswith("replay"):
         cls, text = "nbg-badge-replay", f"REPLAY · {state} · {source.removeprefix('replay: ')}"
     elif state == "live":
         cls, text = "nbg-badge-live", "LIVE"
     else:
         cls, text = "", state.upper()
-    return f'<span class="nbg-badge {cls}">{_esc(text)}</span>'
+    return {"cls": cls, "text": text}
 
 
-def _memory(samples: Samples, gpu: int, part: Any) -> str:
+def _memory(samples: Samples, gpu: int, part: Any) -> dict[str, Any]:
     used = _latest(part, "mem_used") if part is not None else math.nan
     total = _latest(part, "mem_total") if part is not None else math.nan
     if not (used == used and total == total and total > 0):
-        return _fmt(samples, gpu, part, "mem_used", units.gib)
-    out = (
-        f"memory <b>{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}</b>"
-        f' <progress max="{total:.0f}" value="{used:.0f}"></progress>'
-    )
+        return {"total": None, "reading": _reading(samples, gpu, part, "mem_used", units.gib)}
     reserved = _latest(part, "mem_reserved") if part is not None else math.nan
-    if reserved == reserved:
-        out += f" (+{units.gib(reserved)} driver-reserved)"
-    return out
+    return {
+        "used": units.gib(used).removesuffix(" GiB"),
+        "total": units.gib(total),
+        "max": f"{total:.0f}",
+        "value": f"{used:.0f}",
+        "reserved": units.gib(reserved) if reserved == reserved else None,
+    }
 
 
 def render_html(
@@ -485,78 +503,58 @@ def render_html(
     elapsed_ns = max(0, end - start) if end else 0
     t0 = max(start, end - int(history_s * 1e9)) if end else 0
     span = float(max(end - t0, _MIN_SPAN_NS))
-    out = [f"<style>{stylesheet()}</style>" if with_style else ""]
-    out.append(
-        f'<div class="nbprof-gauge" data-state="{_esc(state)}" '
-        f'data-elapsed-s="{elapsed_ns / 1e9:.2f}" data-span-s="{span / 1e9:.2f}">'
-    )
     clock = ""
     if end:
         what = "into the recording" if is_replay else "elapsed"
-        clock = f'<span class="nbg-clock">{_clock(elapsed_ns / 1e9)} {what}</span>'
-    out.append(
-        f'<div class="nbg-head"><b>nbprof GPU gauge</b>{_badge(state, samples.source)}{clock}</div>'
-    )
-    if is_replay:
-        out.append('<div class="nbg-note">A recording played back, not this machine\'s GPU.</div>')
-    if samples.unavailable and len(samples):
-        out.append(f'<div class="nbg-error">Sampling stopped: {_esc(samples.unavailable)}</div>')
-    if samples.unavailable and not len(samples):
-        out.append(
-            f'<div class="nbg-note">No GPU telemetry: {_esc(samples.unavailable)}</div></div>'
-        )
-        return "".join(out)
+        clock = f"{_clock(elapsed_ns / 1e9)} {what}"
+    waiting = ""
     if not gpus:
-        msg = "no samples" if "stopped" in state else "waiting for the first sample…"
-        out.append(f'<div class="nbg-waiting">{_esc(msg)}</div></div>')
-        return "".join(out)
+        waiting = "no samples" if "stopped" in state else "waiting for the first sample…"
+    shown: list[dict[str, Any]] = []
     any_gap = False
     for gpu in gpus:
         info = samples.gpus.get(gpu, {})
         part = parts.get(gpu)
-        name = info.get("name") or ""
-        out.append(f'<div class="nbg-gpu"><div class="nbg-gpu-title"><b>GPU {gpu}</b> {_esc(name)}')
-        trouble = info.get("lost") or info.get("error")
-        if trouble:
-            out.append(f' <span class="nbg-trouble">({_esc(trouble)})</span>')
-        out.append('</div><div class="nbg-panels">')
         smi = _series(part, "util_gpu", t0, span) if part is not None else []
+        panels = []
         for metric in CHARTS:
-            html_, gap = _panel(samples, gpu, part, metric, t0, span, smi)
+            panel, gap = _panel(samples, gpu, part, metric, t0, span, smi)
             any_gap = any_gap or gap
-            out.append(html_)
-        out.append("</div>")
-        out.append(
-            '<div class="nbg-extra">'
-            + " · ".join(
-                [
-                    _memory(samples, gpu, part),
-                    _fmt(samples, gpu, part, "power_w", lambda v: f"{v:.0f} W"),
-                    _fmt(samples, gpu, part, "sm_clock_mhz", lambda v: f"{v:.0f} MHz"),
-                    _fmt(samples, gpu, part, "temp_c", lambda v: f"{v:.0f} °C"),
-                ]
-            )
-            + "</div></div>"
+            panels.append(panel)
+        shown.append(
+            {
+                "gpu": gpu,
+                "name": info.get("name") or "",
+                "trouble": info.get("lost") or info.get("error"),
+                "panels": panels,
+                "memory": _memory(samples, gpu, part),
+                "readings": [
+                    _reading(samples, gpu, part, "power_w", lambda v: f"{v:.0f} W"),
+                    _reading(samples, gpu, part, "sm_clock_mhz", lambda v: f"{v:.0f} MHz"),
+                    _reading(samples, gpu, part, "temp_c", lambda v: f"{v:.0f} °C"),
+                ],
+            }
         )
     if t0 > start:  # the window is full: it slides
         window = f"Last {history_s:g} s"
     else:  # still filling: the whole run so far, across the chart
         window = f"Since the start ({_clock(elapsed_ns / 1e9)})"
-    if any_gap:
-        legend = (
-            f"{window}. Grey area: nvidia-smi utilization (a kernel was running). Coloured "
-            "area: what the hardware counters measured; "
-            '<span class="nbg-key nbg-key-dash"></span> nvidia-smi\'s line over it; '
-            '<span class="nbg-key nbg-key-gap"></span> red: time nvidia-smi calls busy while '
-            "the counter says idle."
-        )
-    else:
-        legend = f"{window}. Area: nvidia-smi utilization (a kernel was running)."
-    out.append(
-        f'<div class="nbg-legend">{legend} Numbers from NVML; hover for each one\'s '
-        "source.</div></div>"
+    return templating.render(
+        "gauge.html",
+        style=templating.trusted(stylesheet()) if with_style else None,
+        state=state,
+        elapsed_s=f"{elapsed_ns / 1e9:.2f}",
+        span_s=f"{span / 1e9:.2f}",
+        badge=_badge(state, samples.source),
+        clock=clock,
+        replay=is_replay,
+        stopped=samples.unavailable if samples.unavailable and len(samples) else "",
+        no_telemetry=samples.unavailable if samples.unavailable and not len(samples) else "",
+        waiting=waiting,
+        gpus=shown,
+        any_gap=any_gap,
+        window=window,
     )
-    return "".join(out)
 
 
 def render_text(samples: Samples, *, state: str = "live") -> str:

@@ -3,19 +3,23 @@ then the straggler's own panel, and a timeline of every rank's GPU streams group
 Computes nothing: every number is the analysis'.
 
 Bokeh's JavaScript is inline, as in the single-run dashboard (no CDN, no server; in a
-notebook, once per page: :func:`nbprof.views.dashboard.publish_loader`). Text from the
-traces (file names, device names, verdicts that quote them) is escaped.
+notebook, once per page: :func:`nbprof.views.dashboard.publish_loader`). The HTML is
+templates/job.html's, which escapes the text from the traces (file names, device names,
+verdicts that quote them).
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+from markupsafe import Markup
 
 from nbprof import units, vocab
-from nbprof.views import dashboard, panel, timeline
-from nbprof.views._style import esc
+from nbprof.analysis.job import describe_missing
+from nbprof.views import dashboard, panel, report, templating, timeline
 from nbprof.views.assets import scripts
 
 if TYPE_CHECKING:
@@ -78,122 +82,115 @@ def heatmap(job: Job, value: str = "dur") -> LayoutDOM:
     return fig
 
 
-def _rank_table(job: Job) -> str:
-    d = job.diagnosis
-    # One GPU model on every rank is said once, below the table, not on each row.
-    gpus = list(dict.fromkeys(r.device_name or r.device for r in d.ranks))
-    shared = gpus[0] if len(gpus) == 1 else None
-    gpu_head = "" if shared is not None else "<th>GPU</th>"
-    head = (
-        f"<tr><th>rank</th>{gpu_head}<th>span</th><th>kernels busy</th><th>compute busy</th>"
-        "<th>exposed comm</th><th>waiting for others</th><th>idle: host</th><th>idle: sync</th>"
-        "<th>steps (median)</th><th>last to arrive at</th><th>its own verdict</th></tr>"
-    )
-    rows = []
-    import numpy as np
+class RankRow(NamedTuple):
+    straggler: bool
+    #: the rank table's cells, in its columns' order
+    cells: list[str]
 
-    for r in d.ranks:
-        cls = ' class="nbp-straggler"' if r.rank in job.stragglers else ""
+
+class JobVerdict(NamedTuple):
+    label: str
+    summary: str
+    fixes: list[str]
+    confidence: str
+    cause: str
+    facts: list[str]
+
+
+def _shared_gpu(job: Job) -> str | None:
+    """The one GPU model of every rank, said once below the table, not on each row."""
+    gpus = list(dict.fromkeys(str(r.device_name or r.device) for r in job.diagnosis.ranks))
+    return gpus[0] if len(gpus) == 1 else None
+
+
+def _rank_rows(job: Job, shared: str | None) -> list[RankRow]:
+    rows = []
+    for r in job.diagnosis.ranks:
         steps = list(r.steps.values())
-        gpu = "" if shared is not None else f"<td>{esc(r.device_name or r.device)}</td>"
-        rows.append(
-            f"<tr{cls}><td>{r.rank}</td>{gpu}"
-            f"<td>{esc(units.duration(r.gpu_span_us))}</td><td>{_pct(r.kernel_busy_pct)}</td>"
-            f"<td>{_pct(r.compute_busy_pct)}</td><td>{_pct(r.exposed_comm_pct)}</td>"
-            f"<td>{_pct(r.wait_pct)}</td><td>{_pct(r.idle.get('host'))}</td>"
-            f"<td>{_pct(r.idle.get('sync'))}</td>"
-            f"<td>{esc(units.duration(float(np.median(steps))) if steps else units.NA)}</td>"
-            f"<td>{r.last_count} of the {r.collective_count} collectives</td>"
-            f"<td>{esc(vocab.term(r.bottleneck).label)}</td></tr>"
-        )
-    on = f"every rank on {esc(shared)} · " if shared is not None else ""
-    return (
-        f'<table class="nbp-ranks">{head}{"".join(rows)}</table>'
-        f'<div class="nbp-basis">{on}% of each rank\'s GPU span, read from the trace; '
-        f"waits: {esc(d.clock.label())}</div>"
-    )
+        gpu = [] if shared is not None else [str(r.device_name or r.device)]
+        cells = [
+            str(r.rank), *gpu, units.duration(r.gpu_span_us),
+            _pct(r.kernel_busy_pct), _pct(r.compute_busy_pct), _pct(r.exposed_comm_pct),
+            _pct(r.wait_pct), _pct(r.idle.get("host")), _pct(r.idle.get("sync")),
+            units.duration(float(np.median(steps))) if steps else units.NA,
+            f"{r.last_count} of the {r.collective_count} collectives",
+            vocab.term(r.bottleneck).label,
+        ]  # fmt: skip
+        rows.append(RankRow(r.rank in job.stragglers, cells))
+    return rows
 
 
 def _pct(v: float | None) -> str:
     return units.pct(v)
 
 
-def _verdict(job: Job) -> str:
+def _verdict(job: Job) -> JobVerdict:
     v = job.diagnosis.verdict
-    fixes = "".join(
-        f'<div class="nbp-fix">Fix {i}: {esc(f)}</div>' for i, f in enumerate(v.fixes, 1)
-    )
     label = vocab.term(v.bottleneck).label
-    return (
-        f'<div class="nbp-verdict"><h3>{esc(label)}</h3><p>{esc(v.summary)}</p>'
-        f"{panel.facts_html(v.facts)}{fixes}"
-        f'<div class="nbp-basis">{esc(v.confidence)} confidence · decided by '
-        f"{esc(v.cause.replace('_', ' '))}</div></div>"
+    return JobVerdict(
+        label, v.summary, list(v.fixes), v.confidence, v.cause.replace("_", " "), list(v.facts)
     )
 
 
-def timeline_section(job: Job) -> tuple[str, list[str]]:
+def timeline_section(job: Job) -> tuple[Markup, list[str]]:
     """The job's timeline (each rank's GPU streams, grouped by rank), and its notes."""
     data, gaps = timeline.collect_job(job)
     tl = timeline.build(None, data=data, idle_gaps=gaps)
     return dashboard.timeline_section(tl, "Timeline of every rank"), list(tl.notes)
 
 
-def fragment(job: Job, *, include_bokeh_js: bool = True) -> str:
+def fragment(job: Job, *, include_bokeh_js: bool = True) -> Markup:
     """The job dashboard as one HTML fragment (``include_bokeh_js=False``: the page loads
     BokehJS once, see :func:`nbprof.views.dashboard.publish_loader`)."""
     from bokeh.embed import components
 
     d = job.diagnosis
-    # The folder's name reads at a glance; its full path is on hover.
-    name = Path(d.source).name or d.source
-    title = f"nbprof · {name} · job of {len(d.ranks)} ranks"
-    parts = [
-        f'<h2 title="{esc(d.source)}">{esc(title)}</h2>',
-        _verdict(job),
-        "<h3>Ranks</h3>",
-        _rank_table(job),
-    ]
-    js = f"<script>{dashboard.bokeh_js()}</script>" if include_bokeh_js else ""
+    heatmap_div = heatmap_script = Markup()
+    heatmap_error = ""
     try:
-        hm = heatmap(job)
-        script, div = components(hm)
-        parts += [f'<div class="nbp-heatmap">{div}</div>{script}']
+        script, div = components(heatmap(job))
+        heatmap_div, heatmap_script = templating.trusted(div), templating.trusted(script.strip())
     except Exception as e:  # the tables still say everything
         logger.exception("job heatmap failed")
-        parts.append(f"<p>The heatmap could not be drawn: {esc(type(e).__name__)}: {esc(e)}</p>")
-    if d.missing:
-        from nbprof.analysis.job import describe_missing
-
-        items = "".join(f"<li>{esc(describe_missing(m))}</li>" for m in d.missing)
-        parts.append(f"<h3>Missing ranks</h3><ul>{items}</ul>")
+        heatmap_error = f"{type(e).__name__}: {e}"
+    straggler = None
     if d.stragglers:
-        s = d.stragglers[0]
-        parts.append(f"<h3>Rank {s.rank}, the straggler, on its own</h3>")
-        parts.append(panel.render(job.rank(s.rank)))
+        rank = d.stragglers[0].rank
+        straggler = {"rank": rank, "panel": panel.render(job.rank(rank))}
     notes = [*job.notes, *d.notes]
+    tl_html = Markup()
     try:
         tl_html, tl_notes = timeline_section(job)
-        parts.append(tl_html)
         notes += tl_notes
     except Exception as e:  # the tables and the heatmap still say everything
         logger.exception("job timeline failed")
         notes.append(f"The timeline could not be drawn: {type(e).__name__}: {e}")
-    if notes:
-        parts.append("<h3>Notes</h3><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
-    return (
-        f'<style>{panel.CSS}{_CSS}</style>{js}<div class="nbprof nbp-job">{"".join(parts)}</div>'
-        f"<script>{scripts()}</script>"
+    shared = _shared_gpu(job)
+    return templating.render(
+        "job.html",
+        css=templating.trusted(panel.CSS + _CSS),
+        bokeh_js=templating.trusted(dashboard.bokeh_js()) if include_bokeh_js else "",
+        # The folder's name reads at a glance; its full path is on hover.
+        title=f"nbprof · {Path(d.source).name or d.source} · job of {len(d.ranks)} ranks",
+        source=d.source,
+        verdict=_verdict(job),
+        shared_gpu=shared,
+        ranks=_rank_rows(job, shared),
+        clock=d.clock.label(),
+        heatmap_div=heatmap_div,
+        heatmap_script=heatmap_script,
+        heatmap_error=heatmap_error,
+        missing=[describe_missing(m) for m in d.missing],
+        straggler=straggler,
+        timeline=tl_html,
+        note_items=notes,
+        scripts=templating.trusted(scripts()),
     )
 
 
 def page(job: Job) -> str:
     """The job dashboard as a standalone HTML document (works offline)."""
-    title = f"nbprof · {job.diagnosis.source}"
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{esc(title)}</title>\n</head>\n<body>\n{fragment(job)}\n</body>\n</html>\n"
-    )
+    return report.page(f"nbprof · {job.diagnosis.source}", fragment(job))
 
 
 def mimebundle(job: Job) -> dict[str, Any]:
@@ -207,5 +204,5 @@ def mimebundle(job: Job) -> dict[str, Any]:
         html = fragment(job, include_bokeh_js=not small)
     except Exception as e:  # never let display() raise
         logger.exception("job dashboard failed")
-        html = f'<pre class="nbprof">{esc(plain)}</pre><p>dashboard failed: {esc(e)}</p>'
-    return {"text/html": html, "text/plain": plain}
+        html = dashboard.failed(plain, "dashboard", e)
+    return {"text/html": str(html), "text/plain": plain}

@@ -1,23 +1,26 @@
 """The diagnosis panel: verdict, the four numbers that disagree, why, findings, notes.
 
 Static HTML with scoped CSS (no script, no external font), so it survives nbconvert, a
-saved notebook without trust, and dark themes. Every string is escaped; every number is
-printed next to the basis analysis gave for it.
+saved notebook without trust, and dark themes. This module decides what the panel says
+(wording, formatting, order); templates/panel.html lays it out, escaping every string.
+Every number is printed next to the basis analysis gave for it.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+from markupsafe import Markup
 
 from nbprof import units, vocab
 from nbprof.analysis.model import compute_units, matrix_units, utilization_tool
 from nbprof.telemetry.model import METRICS
+from nbprof.views import templating
 from nbprof.views._style import (
     CLASSES,
     GAP_CAUSES,
     SEVERITY_ORDER,
-    esc,
     fmt_breakdown,
     fmt_copy,
     fmt_evidence,
@@ -55,67 +58,154 @@ def basis_label(dm: DeviceMetrics, metric: str) -> str:
     return "basis not recorded by the analysis"
 
 
-def render(profile: Profile, *, extra_notes: list[str] | None = None, top_kernels: int = 8) -> str:
+class VerdictBox(NamedTuple):
+    """A verdict as the panel, the comparison and the job dashboard show it."""
+
+    colour: str
+    label: str
+    summary: str
+    confidence: str
+    basis: str
+    #: the numbers that decided it, each with its denominator
+    facts: tuple[str, ...] = ()
+
+
+class Card(NamedTuple):
+    """One of the four questions: the answer, its unit and basis, and a bar (a width)."""
+
+    question: str
+    value: str
+    unit: str
+    basis: str
+    bar: str | None
+    also: str
+
+
+class Reading(NamedTuple):
+    """A row of a device's further readings."""
+
+    label: str
+    value: str
+    basis: str
+    short_basis: str
+
+
+class DeviceBox(NamedTuple):
+    metrics: DeviceMetrics
+    multi: bool
+    open: bool
+    sms: str
+    cards: list[Card]
+    rows: list[Reading]
+
+
+class FindingBox(NamedTuple):
+    severity: str
+    title: str
+    device: str
+    detail: str
+    evidence: list[tuple[str, str]]
+    fix: str
+    code: str
+
+
+class KernelRow(NamedTuple):
+    """A top kernel; ``*_v`` are the sort keys of js/tables.mjs."""
+
+    name: str
+    pct_v: str
+    pct: str
+    total_v: str
+    total: str
+    calls_v: str
+    calls: str
+    cls: str
+    tensor_core: bool
+    short: str
+
+
+class TopKernels(NamedTuple):
+    scope: str
+    rows: list[KernelRow]
+
+
+class OpRow(NamedTuple):
+    name: str
+    total_v: str
+    total: str
+    calls_v: str
+    calls: str
+    short: str
+
+
+class CpuOnly(NamedTuple):
+    rows: list[OpRow]
+    note: str
+
+
+class LegendItem(NamedTuple):
+    label: str
+    colour: str
+    gap: bool
+
+
+def render(
+    profile: Profile, *, extra_notes: list[str] | None = None, top_kernels: int = 8
+) -> Markup:
     """The panel as an HTML fragment (wrapped by the caller in ``<div class="nbprof">``).
 
     ``extra_notes``: notes from other views (e.g. the timeline's) shown with the profile's.
     """
-    out: list[str] = []
     extra = list(extra_notes or [])
     try:
         diag = profile.diagnosis
     except Exception as e:  # show the trace even when analysis fails, and say why
         logger.exception("analysis failed")
-        out.append(_verdict_html("idle", "The analysis failed on this trace."))
-        out.append(_notes_html(profile, [f"Analysis failed: {type(e).__name__}: {e}", *extra]))
-        return "\n".join(out)
-    out.append(
-        _verdict_html(
+        return templating.render(
+            "panel.html",
+            verdict=verdict_box("idle", "The analysis failed on this trace."),
+            error=None, cpu_only=None, devices=[], explanation="", findings=None, top=None,
+            note_items=_notes(profile, [f"Analysis failed: {type(e).__name__}: {e}", *extra]),
+        )  # fmt: skip
+    error = profile.error
+    cpu_only = diag.verdict.bottleneck == "cpu_only"
+    multi = len(diag.devices) > 1
+    # Nothing ran on a GPU: device cards would be all n/a. What the CPU did instead.
+    devices = [] if cpu_only else [
+        _device(dm, open_=i < OPEN_DEVICES, multi=multi) for i, dm in enumerate(diag.devices)
+    ]  # fmt: skip
+    return templating.render(
+        "panel.html",
+        verdict=verdict_box(
             diag.verdict.bottleneck,
             diag.verdict.summary,
             confidence_text(diag.verdict),
             getattr(diag.verdict, "facts", []),
-        )
+        ),
+        error=f"{type(error).__name__}: {error}" if error is not None else None,
+        cpu_only=_cpu_only(profile) if cpu_only else None,
+        devices=devices,
+        explanation=diag.explanation,
+        findings=_findings(diag.findings),
+        top=_top_kernels(diag, top_kernels, ranks=len(profile.trace.ranks)),
+        note_items=_notes(profile, extra, cpu_only=cpu_only),
     )
-    if profile.error is not None:
-        out.append(
-            '<div class="nbp-why nbp-error"><h3>The profiled code raised an exception</h3>'
-            f"<p><code>{esc(type(profile.error).__name__)}: {esc(profile.error)}</code> — this "
-            "profile covers the run up to that point only.</p></div>"
-        )
-    cpu_only = diag.verdict.bottleneck == "cpu_only"
-    if cpu_only:
-        # Nothing ran on a GPU: device cards would be all n/a. What the CPU did instead.
-        out.append(_cpu_only_html(profile))
-    else:
-        for i, dm in enumerate(diag.devices):
-            out.append(_device_html(dm, open_=i < OPEN_DEVICES, multi=len(diag.devices) > 1))
-    if diag.explanation:
-        out.append(
-            '<div class="nbp-why"><h3>Why these numbers differ</h3>'
-            f"<p>{esc(diag.explanation)}</p></div>"
-        )
-    out.append(_findings_html(diag.findings))
-    out.append(_top_kernels_html(diag, top_kernels, ranks=len(profile.trace.ranks)))
-    out.append(_notes_html(profile, extra, cpu_only=cpu_only))
-    return "\n".join(x for x in out if x)
 
 
-def legend_html(classes: list[str], gap_causes: list[str] | None = None) -> str:
-    """Colour swatches for the event classes and idle-gap causes present in the timeline."""
-    items = "".join(
-        f'<span><span class="nbp-sw" style="background:{CLASSES[k][1]}"></span>'
-        f"{esc(CLASSES[k][0])}</span> "
-        for k in classes
-        if k in CLASSES
-    )
-    gaps = "".join(
-        f'<span><span class="nbp-sw" style="background:{GAP_CAUSES[k][1]};opacity:.6"></span>'
-        f"idle: {esc(GAP_CAUSES[k][0])}</span> "
+def legend_items(classes: list[str], gap_causes: list[str] | None = None) -> list[LegendItem]:
+    """The swatches of the event classes and idle-gap causes present in a timeline."""
+    items = [LegendItem(CLASSES[k][0], CLASSES[k][1], False) for k in classes if k in CLASSES]
+    items += [
+        LegendItem(GAP_CAUSES[k][0], GAP_CAUSES[k][1], True)
         for k in gap_causes or []
         if k in GAP_CAUSES
-    )
-    return f'<div class="nbp-legend">{items}{gaps}</div>'
+    ]
+    return items
+
+
+def legend_html(classes: list[str], gap_causes: list[str] | None = None) -> Markup:
+    """Colour swatches for the event classes and idle-gap causes present in the timeline."""
+    return templating.render("legend.html", items=legend_items(classes, gap_causes))
 
 
 #: Verdict.basis codes (what decided the verdict) in words.
@@ -151,46 +241,24 @@ def confidence_text(verdict: object) -> tuple[str, str]:
     return (str(conf) if conf else "", VERDICT_BASIS_WORDS.get(basis, basis.replace("_", " ")))
 
 
-def facts_html(facts: list[str]) -> str:
-    """The numbers behind a verdict, as a list under its headline."""
-    if not facts:
-        return ""
-    return '<ul class="nbp-facts">' + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>"
-
-
-def _verdict_html(
+def verdict_box(
     bottleneck: str,
     summary: str,
     confidence: tuple[str, str] = ("", ""),
     facts: list[str] | None = None,
-) -> str:
+) -> VerdictBox:
     term = vocab.term(bottleneck)
-    colour, label = term.colour, term.label
     conf, basis = confidence
-    parts = [f"<b>{esc(conf)} confidence</b>"] if conf else []
-    if basis:
-        parts.append(f"decided by: {esc(basis)}")
-    conf_html = f'<div class="nbp-conf">{" · ".join(parts)}</div>' if parts else ""
-    return (
-        f'<div class="nbp-verdict" style="--nbp-vc:{colour}">'
-        f'<span class="nbp-tag">{esc(label)}</span> <h2>{esc(summary or label)}</h2>'
-        f"{facts_html(facts or [])}{conf_html}</div>"
+    return VerdictBox(
+        term.colour, term.label, summary or term.label, conf, basis, tuple(facts or ())
     )
 
 
 def _card(
     question: str, value: str, unit: str, basis: str, bar: float | None, also: str = ""
-) -> str:
-    bar_html = ""
-    if bar is not None:
-        w = max(0.0, min(100.0, bar))
-        bar_html = f'<div class="nbp-bar"><span style="width:{w:.1f}%"></span></div>'
-    also_html = f'<div class="nbp-basis">{esc(also)}</div>' if also else ""
-    return (
-        f'<div class="nbp-card"><div class="nbp-q">{esc(question)}</div>'
-        f'<div class="nbp-v">{esc(value)}<small>{esc(unit)}</small></div>{bar_html}'
-        f'<div class="nbp-basis"><b>basis:</b> {esc(basis)}</div>{also_html}</div>'
-    )
+) -> Card:
+    width = None if bar is None else f"{max(0.0, min(100.0, bar)):.1f}"
+    return Card(question, value, unit, basis, width, also)
 
 
 def _pct_value(v: float | None) -> tuple[str, float | None]:
@@ -207,8 +275,8 @@ def _measured(dm: DeviceMetrics, attr: str, what: str) -> str:
     return f"{what}: {units.pct(v)} ({basis_label(dm, attr)})"
 
 
-def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
-    cards: list[str] = []
+def _device(dm: DeviceMetrics, *, open_: bool, multi: bool) -> DeviceBox:
+    cards: list[Card] = []
     v, bar = _pct_value(dm.kernel_busy_pct)
     cards.append(
         _card(
@@ -311,23 +379,11 @@ def _device_html(dm: DeviceMetrics, *, open_: bool, multi: bool) -> str:
     kv += [(label, units.amount(v, unit), key) for label, v, unit, key in optional if v is not None]
     # Copies per direction and host memory: a rate only means something per kind.
     kv += [(f"copies {c['kind']}", fmt_copy(c), "copies") for c in dm.copies]
-    rows = "".join(
-        f'<div title="basis: {esc(basis_label(dm, key))}"><span>{esc(label)}</span> '
-        f'<span>{esc(value)} <span class="nbp-basis">· {esc(_short_basis(dm, key))}</span>'
-        "</span></div>"
+    rows = [
+        Reading(label, value, basis_label(dm, key), _short_basis(dm, key))
         for label, value, key in kv
-    )
-    head = (
-        f"{'rank ' + esc(dm.rank) + ' · ' if multi else ''}GPU {esc(dm.device)}"
-        f" — {esc(dm.label)}"
-        f' <span class="nbp-muted">({esc(dm.sm_count) if dm.sm_count else "unknown"} {sms}'
-        f"{', compute capability ' + esc(dm.compute_capability) if dm.compute_capability else ''}"
-        f"{', ' + esc(dm.vendor) if dm.vendor and dm.vendor != 'nvidia' else ''})</span>"
-    )
-    return (
-        f'<details class="nbp-device"{" open" if open_ else ""}><summary>{head}</summary>'
-        f'<div class="nbp-cards">{"".join(cards)}</div><div class="nbp-kv">{rows}</div></details>'
-    )
+    ]
+    return DeviceBox(dm, multi, open_, sms, cards, rows)
 
 
 def _occupancy_text(dm: DeviceMetrics) -> str:
@@ -350,54 +406,37 @@ def _short_basis(dm: DeviceMetrics, metric: str) -> str:
     return "from trace" if metric in ("kernel_count", "gpu_span_us") else "basis not recorded"
 
 
-def _findings_html(findings: list[Finding]) -> str:
-    if not findings:
-        return (
-            '<div class="nbp-findings"><h3>Findings</h3>'
-            '<p class="nbp-muted">Nothing to flag.</p></div>'
+def _findings(findings: list[Finding]) -> list[FindingBox]:
+    return [
+        FindingBox(
+            f.severity, f.title, str(f.device or ""), f.detail,
+            [(str(k), fmt_evidence(v)) for k, v in f.evidence.items()], f.fix, f.code or "",
         )
-    items: list[str] = []
-    for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 9)):
-        ev = ", ".join(
-            f"<code>{esc(k)}</code> = {esc(fmt_evidence(v))}" for k, v in f.evidence.items()
-        )
-        where = f' <span class="nbp-muted">(GPU {esc(f.device)})</span>' if f.device else ""
-        code = f"<pre><code>{esc(f.code)}</code></pre>" if f.code else ""
-        items.append(
-            '<div class="nbp-finding"><h4>'
-            f'<span class="nbp-sev nbp-sev-{esc(f.severity)}">{esc(f.severity)}</span> '
-            f"{esc(f.title)}{where}</h4><p>{esc(f.detail)}</p>"
-            f"{'<div class=nbp-evidence>evidence: ' + ev + '</div>' if ev else ''}"
-            f"<p><b>Fix:</b> {esc(f.fix)}</p>{code}</div>"
-        )
-    return f'<div class="nbp-findings"><h3>Findings</h3>{"".join(items)}</div>'
+        for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 9))
+    ]  # fmt: skip
 
 
-def _top_kernels_html(diag: Diagnosis, n: int, ranks: int = 1) -> str:
+def _top_kernels(diag: Diagnosis, n: int, ranks: int = 1) -> TopKernels | None:
     t = diag.top_kernels
     if not len(t):
-        return ""
-    # Numbers sort by data-v (js/tables.mjs); a row zooms the timeline to that kernel.
-    rows = "".join(
-        f'<tr data-nbp-kernel="{esc(r.name)}" title="{esc(r.name)}">'
-        f'<td data-v="{float(r.pct):.6g}">{units.pct(r.pct)}</td>'
-        f'<td data-v="{float(r.total_us):.6g}">{esc(units.duration(r.total_us))}</td>'
-        f'<td data-v="{int(r.count)}">{int(r.count):,}</td>'
-        f"<td>{esc(CLASSES.get(str(r.cls), (r.cls,))[0])}"
-        f"{' (TC)' if bool(getattr(r, 'tensor_core', False)) else ''}</td>"
-        f"<td>{esc(short_name(r.name))}</td></tr>"
+        return None
+    rows = [
+        KernelRow(
+            name=str(r.name),
+            pct_v=f"{float(r.pct):.6g}",
+            pct=units.pct(r.pct),
+            total_v=f"{float(r.total_us):.6g}",
+            total=units.duration(r.total_us),
+            calls_v=str(int(r.count)),
+            calls=f"{int(r.count):,}",
+            cls=CLASSES.get(str(r.cls), (str(r.cls),))[0],
+            tensor_core=bool(getattr(r, "tensor_core", False)),
+            short=short_name(r.name),
+        )
         for r in t.head(n).itertuples(index=False)
-    )
+    ]
     scope = f"summed over all {ranks} ranks" if ranks > 1 else "read from the trace"
-    return (
-        '<details class="nbp-device nbp-topk-box" open><summary>Top kernels by total time '
-        f'<span class="nbp-muted">({scope}; click a header to sort, a row to find it on '
-        "the timeline)</span></summary>"
-        '<table class="nbp-topk nbp-sortable"><colgroup><col class="nbp-num"><col class="nbp-num">'
-        '<col class="nbp-num"><col class="nbp-cls"><col></colgroup>'
-        "<thead><tr><th>% kernel time</th><th>total</th><th>count</th>"
-        f"<th>class</th><th>name</th></tr></thead><tbody>{rows}</tbody></table></details>"
-    )
+    return TopKernels(scope, rows)
 
 
 #: Top-level CPU ops listed for a run without GPU activity.
@@ -409,11 +448,11 @@ NVML_DEVICE_WIDE = (
 )
 
 
-def _cpu_only_html(profile: Profile) -> str:
+def _cpu_only(profile: Profile) -> CpuOnly:
     """A run without GPU activity: its top CPU ops by total time, and one short note."""
     ops = profile.trace.cpu_ops
     top = ops[ops["depth"] == 0] if "depth" in ops else ops
-    rows = ""
+    rows: list[OpRow] = []
     if len(top):
         # Read from the trace: top-level ops' durations summed by name (no overlap within
         # a thread's top level, so the sum is time spent in each).
@@ -423,24 +462,14 @@ def _cpu_only_html(profile: Profile) -> str:
             .sort_values("sum", ascending=False, kind="stable")
             .head(TOP_CPU_OPS)
         )
-        rows = "".join(
-            f'<tr title="{esc(name)}"><td data-v="{float(r["sum"]):.6g}">'
-            f'{esc(units.duration(float(r["sum"])))}</td><td data-v="{int(r["count"])}">'
-            f"{int(r['count']):,}</td><td>{esc(short_name(str(name)))}</td></tr>"
+        rows = [
+            OpRow(
+                str(name), f"{float(r['sum']):.6g}", units.duration(float(r["sum"])),
+                str(int(r["count"])), f"{int(r['count']):,}", short_name(str(name)),
+            )
             for name, r in g.iterrows()
-        )
-    table = (
-        '<table class="nbp-topk nbp-sortable nbp-cpuops"><colgroup><col class="nbp-num">'
-        '<col class="nbp-num"><col></colgroup><thead><tr><th>total</th><th>calls</th>'
-        f"<th>CPU op (top level)</th></tr></thead><tbody>{rows}</tbody></table>"
-        if rows
-        else '<p class="nbp-muted">The trace holds no CPU ops either.</p>'
-    )
-    return (
-        '<div class="nbp-why nbp-cpu-only"><h3>Where the time went (CPU)</h3>'
-        '<p class="nbp-basis">Read from the trace: top-level ops, durations summed by name.</p>'
-        f'{table}<p class="nbp-basis nbp-nvml-note">{esc(NVML_DEVICE_WIDE)}</p></div>'
-    )
+        ]  # fmt: skip
+    return CpuOnly(rows, NVML_DEVICE_WIDE)
 
 
 def sample_notes(profile: Profile) -> list[str]:
@@ -459,12 +488,8 @@ def sample_notes(profile: Profile) -> list[str]:
     ]
 
 
-def _notes_html(profile: Profile, extra: list[str], cpu_only: bool = False) -> str:
+def _notes(profile: Profile, extra: list[str], cpu_only: bool = False) -> list[str]:
     # Which NVML readings a GPU lacks says nothing about a run that used no GPU (the CPU
     # section's note says what NVML's numbers mean there).
     sampled = [] if cpu_only else sample_notes(profile)
-    notes = [*extra, *profile.notes, *profile.trace.notes, *sampled]
-    if not notes:
-        return ""
-    items = "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(notes))
-    return f'<div class="nbp-notes"><h3>Notes</h3><ul>{items}</ul></div>'
+    return list(dict.fromkeys([*extra, *profile.notes, *profile.trace.notes, *sampled]))
