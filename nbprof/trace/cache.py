@@ -170,6 +170,16 @@ class _Bad(Exception):
     """An entry that must not be trusted; the message says why."""
 
 
+def _ignoring(level: int, entry: Path, why: Exception) -> None:
+    """Say that an entry is passed over for ``why`` and the trace read again."""
+    logger.log(
+        level,
+        "ignoring the table cache %s: %s; reading the trace again",
+        plain_text(entry),
+        plain_text(why),
+    )
+
+
 def load(key: Key) -> tuple[dict[str, pd.DataFrame], Info] | None:
     """The tables and facts stored for ``key``; None (logged) when there is no usable entry."""
     entry = key.entry()
@@ -181,11 +191,7 @@ def load(key: Key) -> tuple[dict[str, pd.DataFrame], Info] | None:
         logger.debug("no cached tables for %s", plain_text(key.path))
         return None
     except _Bad as e:
-        logger.warning(
-            "ignoring the table cache %s: %s; reading the trace again",
-            plain_text(entry),
-            plain_text(e),
-        )
+        _ignoring(logging.WARNING, entry, e)
         return None
     except OSError as e:
         _folder_trouble(entry.parent, f"cannot open {plain_text(entry.name)} in it", e)
@@ -194,18 +200,10 @@ def load(key: Key) -> tuple[dict[str, pd.DataFrame], Info] | None:
         with f:
             got = _read_entry(f, size, key)
     except _Stale as e:
-        logger.info(
-            "ignoring the table cache %s: %s; reading the trace again",
-            plain_text(entry),
-            plain_text(e),
-        )
+        _ignoring(logging.INFO, entry, e)
         return None
     except _Bad as e:
-        logger.warning(
-            "ignoring the table cache %s: %s; reading the trace again",
-            plain_text(entry),
-            plain_text(e),
-        )
+        _ignoring(logging.WARNING, entry, e)
         return None
     except Exception as e:  # a damaged zip or array can raise nearly anything: never trust it
         logger.warning(
